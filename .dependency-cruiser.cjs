@@ -1,7 +1,18 @@
 /**
- * Layer rules of visionserve (see README "Architecture"). Checked in CI by `npm run lint`.
+ * Layer and package rules of visionserve (docs/architecture.md), checked by `npm run lint`.
+ *
+ * What is cruised: the TypeScript sources and tests of every package (`packages/*\/src`,
+ * `packages/*\/test`, as package.json's lint script names them). Imports of npm packages and
+ * of sibling workspace packages resolve into `node_modules/...` and `packages/<pkg>/dist/...`:
+ * those targets stay in the graph (rules see them) but are not followed further.
+ * scripts/check-layer-rules.mjs plants one violating import per rule in a scratch copy and
+ * checks that each one fails; keep it in step with this file.
  */
-const SERVER = '^packages/server/src/';
+const S = '^packages/server/src/';
+const NATIVE = ['onnxruntime-node', '(^|/)node_modules/sharp/', '(^|/)node_modules/@img/', '@grpc/grpc-js'];
+const WORKERS = '^(node:)?worker_threads$';
+const TRANSPORTS = '^(node:)?(http|https|http2|net|tls|dgram)$';
+
 module.exports = {
   forbidden: [
     {
@@ -10,113 +21,224 @@ module.exports = {
       from: {},
       to: { circular: true },
     },
+
+    // ---- packages
     {
       name: 'protocol-is-standalone',
-      comment: 'protocol imports no server/client code and no native module',
+      comment:
+        'protocol (Tensor, dtypes, errors, codecs) imports no other package of ours and no native module',
       severity: 'error',
       from: { path: '^packages/protocol/src/' },
-      to: {
-        path: [
-          '^packages/(server|client)/',
-          'onnxruntime',
-          'sharp',
-          '@grpc/grpc-js',
-          '^(node:)?worker_threads$',
-        ],
-      },
+      to: { path: ['^packages/(vision|client|server|cli)/', ...NATIVE, WORKERS] },
+    },
+    {
+      name: 'vision-is-below-client-and-server',
+      comment: 'vision imports protocol only (and sharp, lazily, in image.ts)',
+      severity: 'error',
+      from: { path: '^packages/vision/src/' },
+      to: { path: ['^packages/(client|server|cli)/', 'onnxruntime-node', '@grpc/grpc-js', WORKERS] },
+    },
+    {
+      name: 'vision-entry-has-no-sharp',
+      comment: 'only @visionserve/vision/image may load sharp; the main entry must stay native-free',
+      severity: 'error',
+      from: { path: '^packages/vision/src/', pathNot: '^packages/vision/src/image\\.ts$' },
+      to: { path: ['(^|/)node_modules/sharp/', '^packages/vision/src/image\\.ts$'] },
     },
     {
       name: 'client-has-no-native-deps',
+      comment: 'the client installs without native modules: no server, CLI, onnxruntime, sharp or grpc-js',
       severity: 'error',
       from: { path: '^packages/client/src/' },
-      to: { path: ['^packages/server/', 'onnxruntime', 'sharp'] },
+      to: { path: ['^packages/(server|cli)/', ...NATIVE, WORKERS] },
     },
     {
       name: 'client-entry-never-reaches-image-helper',
       comment:
-        'the main entry of @visionserve/client must not load the optional image helper (which imports sharp lazily; ' +
-        'dependency-cruiser does not see that dynamic import, so the isolated-install test checks it at run time)',
+        'the main entry of @visionserve/client must not load the image helper (the isolated-install test checks the lazy sharp import at run time)',
       severity: 'error',
       from: { path: '^packages/client/src/index\\.ts$' },
-      to: { path: '^packages/client/src/image\\.ts$', reachable: true },
+      to: {
+        path: ['^packages/client/src/image\\.ts$', '^packages/vision/(src|dist/src)/image\\.'],
+        reachable: true,
+      },
     },
     {
-      name: 'core-is-transport-free',
-      comment: 'core imports no frontend, runtime, batching, HTTP/gRPC library or onnxruntime',
+      name: 'server-does-not-import-cli',
       severity: 'error',
-      from: { path: SERVER + 'core/' },
+      from: { path: '^packages/server/' },
+      to: { path: '^packages/cli/' },
+    },
+    {
+      name: 'server-does-not-import-client',
+      comment: 'the serving path does not depend on the client package (tests may use it)',
+      severity: 'error',
+      from: { path: S },
+      to: { path: '^packages/client/' },
+    },
+    {
+      name: 'packages-import-each-other-by-name',
+      comment:
+        'a package reaches another only through its package name and exports map, never by relative path',
+      severity: 'error',
+      from: { path: '^packages/([^/]+)/' },
+      to: { path: '^packages/[^/]+/src/', pathNot: '^packages/$1/' },
+    },
+
+    // ---- layers of the server package
+    {
+      name: 'core-is-transport-free',
+      comment:
+        'core holds serving semantics only: no frontend, runtime, decorator, repository, wire library or native module',
+      severity: 'error',
+      from: { path: S + 'core/' },
       to: {
         path: [
-          SERVER + '(frontends|runtime|batching|warmup|repository|vision|cli|config)/',
-          SERVER + 'server\\.ts$',
-          'onnxruntime',
-          'sharp',
-          '@grpc/grpc-js',
-          '^(node:)?(http|https|http2|net|worker_threads)$',
+          S + '(frontends|runtime|batching|warmup|repository|config|contracts)/',
+          S + '(server|index)\\.ts$',
+          '^packages/vision/',
+          '@bufbuild/protobuf',
+          ...NATIVE,
+          WORKERS,
+          TRANSPORTS,
         ],
       },
     },
     {
       name: 'only-runtime-touches-onnxruntime-and-workers',
+      comment:
+        'session.run blocks its thread: only runtime/ (worker threads) imports onnxruntime-node; the CLI benchmark floor is the one other user',
       severity: 'error',
-      from: { path: SERVER, pathNot: SERVER + 'runtime/' },
-      to: { path: ['onnxruntime-node', '^(node:)?worker_threads$'] },
+      from: {
+        path: ['^packages/(server|cli)/src/'],
+        pathNot: [S + 'runtime/', '^packages/cli/src/bench/ort-floor'],
+      },
+      to: { path: ['onnxruntime-node', WORKERS] },
     },
     {
-      name: 'frontends-do-not-import-siblings',
+      name: 'runtime-knows-only-core-ports',
+      comment:
+        'runtime implements core.Session and the handler contract; it knows no frontend, decorator, repository or config',
       severity: 'error',
-      from: { path: SERVER + 'frontends/([^/]+)/' },
-      to: { path: SERVER + 'frontends/', pathNot: [SERVER + 'frontends/$1/', SERVER + 'frontends/shared/'] },
-    },
-    {
-      name: 'frontends-use-core-api-only',
-      comment: 'frontends may not reach into runtime, batching or repository; only server.ts wires layers',
-      severity: 'error',
-      from: { path: SERVER + 'frontends/' },
-      to: { path: SERVER + '(runtime|batching|warmup|repository|cli)/' },
-    },
-    {
-      name: 'vision-is-not-used-by-core',
-      severity: 'error',
-      from: { path: SERVER + '(core|runtime|batching)/' },
-      to: { path: SERVER + 'vision/' },
+      from: { path: S + 'runtime/' },
+      to: { path: [S + '(frontends|batching|warmup|repository|config)/', S + '(server|index)\\.ts$'] },
     },
     {
       name: 'batching-knows-only-core-session',
+      comment: 'batching decorates a core Session',
       severity: 'error',
-      from: { path: SERVER + 'batching/' },
-      to: { path: SERVER + '(frontends|runtime|repository|cli|warmup|vision|config)/' },
+      from: { path: S + 'batching/' },
+      to: {
+        path: [
+          S + '(frontends|runtime|repository|warmup|config|contracts)/',
+          S + '(server|index)\\.ts$',
+          '^packages/vision/',
+          ...NATIVE,
+        ],
+      },
     },
     {
       name: 'warmup-knows-only-core-session',
       comment: 'warmup decorates a SessionFactory; it reads files through an injected reader',
       severity: 'error',
-      from: { path: SERVER + 'warmup/' },
+      from: { path: S + 'warmup/' },
       to: {
         path: [
-          SERVER + '(frontends|runtime|repository|cli|batching|vision|config)/',
+          S + '(frontends|runtime|repository|batching|config|contracts)/',
+          S + '(server|index)\\.ts$',
+          '^packages/vision/',
           '^(node:)?fs(/promises)?$',
+          ...NATIVE,
+        ],
+      },
+    },
+    {
+      name: 'repository-is-a-leaf',
+      comment:
+        'repository owns file formats (version dirs, config files, assets); it knows no serving semantics',
+      severity: 'error',
+      from: { path: S + 'repository/' },
+      to: {
+        path: [
+          S + '(core|frontends|runtime|batching|warmup|config)/',
+          S + '(server|index)\\.ts$',
+          ...NATIVE,
+          WORKERS,
+          TRANSPORTS,
+        ],
+      },
+    },
+    {
+      name: 'config-is-a-leaf',
+      comment: 'config parses flags, files and environment into one frozen schema',
+      severity: 'error',
+      from: { path: S + 'config/' },
+      to: {
+        path: [
+          S + '(core|frontends|runtime|batching|warmup|repository|contracts)/',
+          S + '(server|index)\\.ts$',
+          ...NATIVE,
         ],
       },
     },
     {
       name: 'contracts-are-leaf-types',
       comment:
-        'contracts/ holds type-only interfaces between a frontend and the runtime; they import only protocol',
+        'contracts/ holds type-only interfaces shared across layers; they import only protocol and vision types',
       severity: 'error',
-      from: { path: SERVER + 'contracts/' },
-      to: { path: SERVER, pathNot: SERVER + 'contracts/' },
+      from: { path: S + 'contracts/' },
+      to: { path: [S], pathNot: S + 'contracts/' },
     },
     {
-      name: 'core-does-not-know-handler-contracts',
+      name: 'util-is-a-leaf',
       severity: 'error',
-      from: { path: SERVER + 'core/' },
-      to: { path: SERVER + 'contracts/' },
+      from: { path: S + 'util/' },
+      to: { path: S, pathNot: S + 'util/' },
+    },
+    {
+      name: 'frontends-use-core-api-only',
+      comment:
+        'frontends may not reach into runtime, decorators, repository or config; only server.ts wires layers',
+      severity: 'error',
+      from: { path: S + 'frontends/' },
+      to: {
+        path: [
+          S + '(runtime|batching|warmup|repository|config)/',
+          S + '(server|index)\\.ts$',
+          'onnxruntime-node',
+          WORKERS,
+        ],
+      },
+    },
+    {
+      name: 'frontends-do-not-import-siblings',
+      comment:
+        'one folder per protocol; shared code lives in frontends/http (the HTTP edge) and frontends/shared',
+      severity: 'error',
+      from: { path: S + 'frontends/([^/]+)/' },
+      to: {
+        path: S + 'frontends/',
+        pathNot: [S + 'frontends/$1/', S + 'frontends/http/', S + 'frontends/shared/'],
+      },
+    },
+    {
+      name: 'edge-knows-no-protocol',
+      comment: 'the HTTP edge and shared helpers serve every frontend and import none of them',
+      severity: 'error',
+      from: { path: S + 'frontends/(http|shared)/' },
+      to: { path: S + 'frontends/', pathNot: [S + 'frontends/http/', S + 'frontends/shared/'] },
+    },
+    {
+      name: 'only-the-composition-root-imports-server',
+      comment: 'server.ts wires the layers; only the package entry re-exports it',
+      severity: 'error',
+      from: { path: S, pathNot: S + 'index\\.ts$' },
+      to: { path: S + 'server\\.ts$' },
     },
   ],
   options: {
-    doNotFollow: { path: 'node_modules' },
-    exclude: { path: ['/dist/', '/gen/'] },
+    doNotFollow: { path: ['node_modules', '^packages/[^/]+/dist/'] },
+    exclude: { path: ['^packages/[^/]+/src/gen/'] },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.base.json' },
     combinedDependencies: true,

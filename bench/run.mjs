@@ -4,7 +4,7 @@
 // Extra arguments are passed to `visionserve bench` (see `visionserve bench --help`).
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { main } from '../packages/server/dist/src/cli/main.js';
+import { main } from '../packages/cli/dist/src/main.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 process.exitCode = await main(

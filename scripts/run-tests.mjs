@@ -22,7 +22,8 @@ function walk(dir, out) {
 }
 
 const files = [];
-for (const pkg of ['protocol', 'client', 'server']) walk(join(root, 'packages', pkg, 'dist', 'test'), files);
+for (const pkg of ['protocol', 'vision', 'client', 'server', 'cli'])
+  walk(join(root, 'packages', pkg, 'dist', 'test'), files);
 const selected = filter ? files.filter((f) => f.includes(filter)) : files;
 if (selected.length === 0) {
   console.error('no test files found');

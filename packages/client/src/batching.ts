@@ -1,4 +1,4 @@
-import { type Tensor, invalidArgument } from './protocol-lite.js';
+import { type Tensor, invalidArgument } from '@visionserve/protocol';
 import type { CallOptions } from './call-options.js';
 import type { ModelRef } from './model-ref.js';
 import type { Predictor } from './results.js';

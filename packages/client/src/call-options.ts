@@ -1,4 +1,4 @@
-import { Code, ServingError } from './protocol-lite.js';
+import { Code, ServingError } from '@visionserve/protocol';
 
 /** Per-call options accepted by every client method. */
 export interface CallOptions {

@@ -1,6 +1,6 @@
 import { connect, constants } from 'node:http2';
 import type { ClientHttp2Session, IncomingHttpHeaders, IncomingHttpStatusHeader } from 'node:http2';
-import { Code, ServingError, codeFromNumber } from './protocol-lite.js';
+import { Code, ServingError, codeFromNumber } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 
 export interface GrpcChannelOptions {

@@ -5,7 +5,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { IncomingHttpHeaders } from 'node:http';
-import { Code, ServingError, codeForHttpStatus } from './protocol-lite.js';
+import { Code, ServingError, codeForHttpStatus } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 
 export interface HttpTransportOptions {

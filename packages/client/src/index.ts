@@ -1,14 +1,27 @@
 // Public API of @visionserve/client. No native dependencies: importing this entry never
-// loads onnxruntime or sharp (the optional image helper lives in "@visionserve/client/image").
-export { Code, ServingError } from './protocol-lite.js';
-export type { DType, NumericDType, Tensor, TensorData } from './protocol-lite.js';
+// loads onnxruntime, sharp or protobuf (the gRPC codec loads on the first gRPC call; the
+// optional image helper lives in "@visionserve/client/image").
+export { Code, ServingError } from '@visionserve/protocol';
+export type { DType, NumericDType, Tensor, TensorData } from '@visionserve/protocol';
 export type { CallOptions } from './call-options.js';
 export * from './model-ref.js';
 export * from './results.js';
 export * from './tensors.js';
 export * from './batching.js';
 export * from './npy.js';
-export * from './postprocess.js';
+export {
+  type ClassScore,
+  type Detection,
+  type DetectionResult,
+  type Labels,
+  type LabelsFormat,
+  classifyTopK,
+  decodeDetections,
+  parseLabels,
+  parseLabelMap,
+  parseLabelLines,
+  softmax,
+} from '@visionserve/vision';
 export * from './grpc-channel.js';
 export * from './tfs-grpc-client.js';
 export * from './tfs-rest-client.js';

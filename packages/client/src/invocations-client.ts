@@ -3,7 +3,7 @@
  * SageMaker TF Serving container contract: the model, version and method travel in
  * `X-Amzn-SageMaker-Custom-Attributes` (`tfs-model-name=...,tfs-model-version=...,tfs-method=...`).
  */
-import { Code, ServingError } from './protocol-lite.js';
+import { Code, ServingError } from '@visionserve/protocol';
 import { type CallOptions, withCallScope } from './call-options.js';
 import { type HttpTransport, createHttpTransport, errorFromHttp } from './http-transport.js';
 import type { WireBytes } from './results.js';

@@ -1,4 +1,4 @@
-import { invalidArgument } from './protocol-lite.js';
+import { invalidArgument } from '@visionserve/protocol';
 
 /**
  * Which model to call: a name (latest version, default signature) or a spec pinning a

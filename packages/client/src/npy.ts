@@ -10,7 +10,7 @@ import {
   checkShape,
   invalidArgument,
   isStringData,
-} from './protocol-lite.js';
+} from '@visionserve/protocol';
 
 const MAGIC = [0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59]; // \x93NUMPY
 

@@ -1,4 +1,4 @@
-import type { Code, DType, Tensor } from './protocol-lite.js';
+import type { Code, DType, Tensor } from '@visionserve/protocol';
 import type { CallOptions } from './call-options.js';
 import type { ModelRef } from './model-ref.js';
 

@@ -15,7 +15,7 @@ import {
   invalidArgument,
   isStringData,
   jsonToTensor,
-} from './protocol-lite.js';
+} from '@visionserve/protocol';
 
 /** The DType a typed array holds by default (Uint16Array is read as uint16; use tensorOf for float16). */
 export function dtypeOfArray(data: NumericArray): NumericDType {

@@ -6,7 +6,7 @@
 import { type CallOptions, withCallScope } from './call-options.js';
 import { type GrpcChannel, createGrpcChannel } from './grpc-channel.js';
 import { type ModelRef, modelSpec } from './model-ref.js';
-import type { Tensor } from './protocol-lite.js';
+import type { Tensor } from '@visionserve/protocol';
 import type { ModelConfigEntry } from './model-config-entry.js';
 import type { ModelMetadata, ModelVersionStatus, PredictResult, Predictor } from './results.js';
 

@@ -3,7 +3,7 @@
  * tfs-grpc-client.ts on the first call: it pulls in @bufbuild/protobuf and the generated
  * messages, which the rest of the client does not need.
  */
-import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { type MessageInitShape, create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import {
   Code,
@@ -11,35 +11,28 @@ import {
   ServingError,
   type Tensor,
   codeFromNumber,
-  tensorToProto,
-  varintBytes,
+  mapValues,
 } from '@visionserve/protocol';
-import { TensorProtoSchema } from '@visionserve/protocol/gen/tensorflow/core/framework/tensor_pb.js';
-import { PredictRequestSchema } from '@visionserve/protocol/gen/tensorflow_serving/apis/predict_pb.js';
 import {
+  DataType,
   GetModelMetadataRequestSchema,
   GetModelMetadataResponseSchema,
-  SignatureDefMapSchema,
-} from '@visionserve/protocol/gen/tensorflow_serving/apis/get_model_metadata_pb.js';
-import {
   GetModelStatusRequestSchema,
   GetModelStatusResponseSchema,
-  ModelVersionStatus_State,
-} from '@visionserve/protocol/gen/tensorflow_serving/apis/get_model_status_pb.js';
-import {
-  ReloadConfigRequestSchema,
-  ReloadConfigResponseSchema,
-} from '@visionserve/protocol/gen/tensorflow_serving/apis/model_management_pb.js';
-import {
+  type ModelConfigSchema,
   type ModelSpec as ModelSpecProto,
   ModelSpecSchema,
-} from '@visionserve/protocol/gen/tensorflow_serving/apis/model_pb.js';
-import type { ModelConfigSchema } from '@visionserve/protocol/gen/tensorflow_serving/config/model_server_config_pb.js';
-import type { TensorInfo as TensorInfoProto } from '@visionserve/protocol/gen/tensorflow/core/protobuf/meta_graph_pb.js';
-import { DataType } from '@visionserve/protocol/gen/tensorflow/core/framework/types_pb.js';
-import type { MessageInitShape } from '@bufbuild/protobuf';
+  ModelVersionStatus_State,
+  PredictRequestSchema,
+  ReloadConfigRequestSchema,
+  ReloadConfigResponseSchema,
+  SignatureDefMapSchema,
+  type TensorInfo as TensorInfoProto,
+  decodePredictResponseFast,
+  dtypeFromDataType,
+  writePredictRequest,
+} from '@visionserve/protocol/tfs-proto';
 import type { ModelSpec } from './model-ref.js';
-import { decodePredictResponseFast } from './predict-response-decoder.js';
 import type {
   ModelMetadata,
   ModelVersionStatus,
@@ -49,13 +42,7 @@ import type {
 } from './results.js';
 import type { ModelConfigEntry } from './model-config-entry.js';
 
-/**
- * Encodes a PredictRequest as chunks whose concatenation is the message. Numeric inputs
- * sent as `tensor_content` are not copied: each becomes a small prefix (map entry, dtype,
- * shape, the field-4 tag and length) followed by a view of the tensor's own bytes, so a
- * 600 KB image costs no encoding copy and no garbage. Protobuf fields may come in any
- * order, so the result decodes exactly like protobuf-es's own encoding.
- */
+/** Encodes a PredictRequest as chunks whose concatenation is the message (tensor bytes are not copied). */
 export function encodePredictRequest(
   spec: ModelSpec,
   inputs: Readonly<Record<string, Tensor>>,
@@ -66,43 +53,7 @@ export function encodePredictRequest(
     modelSpec: specToProto(spec),
     outputFilter: [...outputFilter],
   });
-  if (!asTensorContent) {
-    for (const [alias, t] of Object.entries(inputs))
-      head.inputs[alias] = tensorToProto(t, { asTensorContent, prepackFloats: true });
-    return [toBinary(PredictRequestSchema, head)];
-  }
-  const chunks: Uint8Array[] = [toBinary(PredictRequestSchema, head)];
-  const encoder = new TextEncoder();
-  for (const [alias, t] of Object.entries(inputs)) {
-    const proto = tensorToProto(t, { asTensorContent: true });
-    const content = proto.tensorContent;
-    if (t.dtype === 'string' || content.byteLength === 0) {
-      // The map field of a request holding only this input is exactly this entry's bytes.
-      chunks.push(
-        toBinary(PredictRequestSchema, create(PredictRequestSchema, { inputs: { [alias]: proto } })),
-      );
-      continue;
-    }
-    proto.tensorContent = new Uint8Array(0);
-    const small = toBinary(TensorProtoSchema, proto);
-    const key = encoder.encode(alias);
-    const contentHeader = [0x22, ...varintBytes(content.byteLength)]; // field 4, length-delimited
-    const valueLength = small.byteLength + contentHeader.length + content.byteLength;
-    const entryHead = [0x0a, ...varintBytes(key.byteLength)]; // map key: field 1
-    const valueHead = [0x12, ...varintBytes(valueLength)]; // map value: field 2
-    const entryLength = entryHead.length + key.byteLength + valueHead.length + valueLength;
-    const prefix = new Uint8Array([
-      0x12, // PredictRequest.inputs: field 2, length-delimited
-      ...varintBytes(entryLength),
-      ...entryHead,
-      ...key,
-      ...valueHead,
-      ...small,
-      ...contentHeader,
-    ]);
-    chunks.push(prefix, content);
-  }
-  return chunks;
+  return writePredictRequest(head, inputs, asTensorContent);
 }
 
 export function decodePredictResponse(
@@ -189,28 +140,20 @@ function resolvedFrom(proto: ModelSpecProto | undefined, requested: ModelSpec): 
   };
 }
 
-const DATA_TYPE_TO_DTYPE: Partial<Record<DataType, DType>> = {
-  [DataType.DT_FLOAT]: 'float32',
-  [DataType.DT_DOUBLE]: 'float64',
-  [DataType.DT_HALF]: 'float16',
-  [DataType.DT_BFLOAT16]: 'bfloat16',
-  [DataType.DT_INT8]: 'int8',
-  [DataType.DT_INT16]: 'int16',
-  [DataType.DT_INT32]: 'int32',
-  [DataType.DT_INT64]: 'int64',
-  [DataType.DT_UINT8]: 'uint8',
-  [DataType.DT_UINT16]: 'uint16',
-  [DataType.DT_UINT32]: 'uint32',
-  [DataType.DT_UINT64]: 'uint64',
-  [DataType.DT_BOOL]: 'bool',
-  [DataType.DT_STRING]: 'string',
-};
+/** The dtype of a TF DataType, or undefined for types visionserve cannot hold. */
+function dtypeOrUndefined(dataType: DataType): DType | undefined {
+  try {
+    return dtypeFromDataType(dataType);
+  } catch {
+    return undefined;
+  }
+}
 
 function tensorInfoFromProto(info: TensorInfoProto): TensorInfo {
   const shape = info.tensorShape;
   return {
     name: info.encoding.case === 'name' ? info.encoding.value : '',
-    dtype: DATA_TYPE_TO_DTYPE[info.dtype],
+    dtype: dtypeOrUndefined(info.dtype),
     tfDtype: DataType[info.dtype] ?? String(info.dtype),
     shape: shape === undefined || shape.unknownRank ? undefined : shape.dim.map((d) => Number(d.size)),
   };
@@ -238,8 +181,4 @@ function modelConfigToProto(entry: ModelConfigEntry): MessageInitShape<typeof Mo
           },
         }),
   };
-}
-
-function mapValues<A, B>(record: Readonly<Record<string, A>>, fn: (value: A) => B): Record<string, B> {
-  return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, fn(v)]));
 }

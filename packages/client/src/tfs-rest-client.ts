@@ -14,7 +14,7 @@ import {
   parseTfsJsonText,
   tfDataTypeName,
   tfsJsonToTensors,
-} from './protocol-lite.js';
+} from '@visionserve/protocol';
 import { type CallOptions, withCallScope } from './call-options.js';
 import { type HttpResult, type HttpTransport, createHttpTransport, errorFromHttp } from './http-transport.js';
 import { type ModelRef, type ModelSpec, modelSpec, restModelPath } from './model-ref.js';

@@ -5,22 +5,16 @@ import {
   ServingError,
   type PredictResult,
   type Predictor,
-  type Tensor,
   concatTensors,
   encodeNpy,
   fromNested,
-  parseLabelList,
-  parseLabelMap,
   parseNpy,
   predictBatched,
-  softmax,
   splitTensor,
   stringTensorOf,
   tensor,
   tensorOf,
-  tfodDetections,
   toNested,
-  topK,
 } from '../src/index.js';
 
 describe('tensor helpers', () => {
@@ -103,59 +97,6 @@ describe('NPY files', () => {
     big.set(new TextEncoder().encode('>f4'), text.indexOf('<f4'));
     assert.throws(() => parseNpy(big), /Unsupported .npy dtype '>f4'/);
     assert.throws(() => parseNpy(new Uint8Array(16)), /bad magic/);
-  });
-});
-
-describe('postprocessing', () => {
-  it('softmax and top-k with labels', () => {
-    const s = softmax([1, 2, 3]);
-    assert.ok(Math.abs(s.reduce((a, b) => a + b, 0) - 1) < 1e-12);
-    const logits = tensor(new Float32Array([0.1, 5, 2, 4]), [1, 4]);
-    const [top] = topK(logits, { k: 2, labels: ['a', 'b', 'c', 'd'] });
-    assert.deepEqual(
-      top!.map((c) => [c.index, c.label]),
-      [
-        [1, 'b'],
-        [3, 'd'],
-      ],
-    );
-    assert.ok(top![0]!.score > 0.5 && top![0]!.score < 1);
-    const probs = tensor(new Float32Array([0.2, 0.8]), [1, 2]);
-    assert.equal(topK(probs, { k: 1 })[0]![0]!.score, Math.fround(0.8));
-  });
-
-  it('reads label lists and TF OD label maps', () => {
-    assert.deepEqual(parseLabelList('n01440764 tench, Tinca tinca\nn01443537 goldfish\n'), [
-      'tench, Tinca tinca',
-      'goldfish',
-    ]);
-    const map = parseLabelMap(
-      'item {\n  name: "/m/01g317"\n  id: 1\n  display_name: "person"\n}\nitem { id: 37 display_name: "sports ball" }',
-    );
-    assert.equal(map.get(1), 'person');
-    assert.equal(map.get(37), 'sports ball');
-  });
-
-  it('decodes TF OD outputs above the threshold', () => {
-    const outputs: Record<string, Tensor> = {
-      detection_boxes: tensor(new Float32Array([0.1, 0.2, 0.3, 0.4, 0, 0, 1, 1, 0, 0, 0, 0]), [1, 3, 4]),
-      detection_classes: tensor(new Float32Array([37, 1, 0]), [1, 3]),
-      detection_scores: tensor(new Float32Array([0.6, 0.9, 0]), [1, 3]),
-      num_detections: tensor(new Float32Array([2]), [1]),
-    };
-    const found = tfodDetections(outputs, { threshold: 0.5, labels: new Map([[1, 'person']]) });
-    assert.deepEqual(
-      found.map((d) => [d.classId, d.label]),
-      [
-        [1, 'person'],
-        [37, undefined],
-      ],
-    );
-    assert.deepEqual(
-      found[1]!.box.map((v) => Number(v.toFixed(2))),
-      [0.1, 0.2, 0.3, 0.4],
-    );
-    assert.throws(() => tfodDetections({}), /detection_boxes/);
   });
 });
 

@@ -37,6 +37,8 @@ describe('gRPC deadlines and cancellation (stub HTTP/2 server that never answers
   });
 
   it('rejects with DEADLINE_EXCEEDED at timeoutMs and sends grpc-timeout', async () => {
+    // The codec loads on the first call; load it first so that the deadline covers the call alone.
+    await import('@visionserve/protocol/tfs-proto');
     const client = createTfsGrpcClient({ address });
     const t0 = performance.now();
     await assert.rejects(client.getModelStatus('m', { timeoutMs: 400 }), isCode(Code.DEADLINE_EXCEEDED));

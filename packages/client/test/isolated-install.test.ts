@@ -1,5 +1,5 @@
 /**
- * The client installs without native dependencies: copy the built client and protocol
+ * The client installs without native dependencies: copy the built client, protocol and vision
  * packages into an empty directory whose node_modules holds only their declared
  * dependencies (symlinked from the workspace, transitively), then import the client in a
  * child process with NODE_PATH unset. onnxruntime-node and sharp must not be resolvable
@@ -50,14 +50,14 @@ describe('@visionserve/client in an isolated install (no native modules)', () =>
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'vs-client-install-'));
     const modules = join(dir, 'node_modules');
-    for (const pkg of ['client', 'protocol']) {
+    for (const pkg of ['client', 'protocol', 'vision']) {
       const target = join(modules, '@visionserve', pkg);
       mkdirSync(target, { recursive: true });
       cpSync(join(ROOT, 'packages', pkg, 'package.json'), join(target, 'package.json'));
       cpSync(join(ROOT, 'packages', pkg, 'dist', 'src'), join(target, 'dist', 'src'), { recursive: true });
     }
     // Declared dependencies, transitively, from the workspace's node_modules.
-    const queue = ['client', 'protocol'].flatMap((p) =>
+    const queue = ['client', 'protocol', 'vision'].flatMap((p) =>
       Object.keys(readPackage(join(ROOT, 'packages', p)).dependencies ?? {}),
     );
     while (queue.length > 0) {

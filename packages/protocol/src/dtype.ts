@@ -130,3 +130,44 @@ export function fromBytes<D extends NumericDType>(dtype: D, bytes: Uint8Array): 
 export function toBytes(data: NumericArray): Uint8Array {
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
 }
+
+const bf16Scratch = new Float32Array(1);
+const bf16Bits = new Uint32Array(bf16Scratch.buffer);
+
+/** The number a bfloat16 bit pattern holds. */
+export function bfloat16ToNumber(bits: number): number {
+  bf16Bits[0] = bits << 16;
+  return bf16Scratch[0]!;
+}
+
+/** The number an IEEE half-precision bit pattern holds. */
+export function halfToNumber(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exp = (bits >> 10) & 0x1f;
+  const frac = bits & 0x3ff;
+  if (exp === 0) return sign * frac * 2 ** -24;
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
+}
+
+const DT_NAMES: Record<DType, string> = {
+  float32: 'DT_FLOAT',
+  float64: 'DT_DOUBLE',
+  float16: 'DT_HALF',
+  bfloat16: 'DT_BFLOAT16',
+  int8: 'DT_INT8',
+  int16: 'DT_INT16',
+  int32: 'DT_INT32',
+  int64: 'DT_INT64',
+  uint8: 'DT_UINT8',
+  uint16: 'DT_UINT16',
+  uint32: 'DT_UINT32',
+  uint64: 'DT_UINT64',
+  bool: 'DT_BOOL',
+  string: 'DT_STRING',
+};
+
+/** TensorFlow's DataType enum name for a dtype (as printed in proto3 JSON), e.g. "DT_FLOAT". */
+export function tfDataTypeName(dtype: DType): string {
+  return DT_NAMES[dtype];
+}

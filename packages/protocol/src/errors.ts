@@ -22,13 +22,33 @@ export enum Code {
   UNAUTHENTICATED = 16,
 }
 
+/**
+ * Why an error needs a protocol-specific answer beyond its code: HTTP frontends map a
+ * reason to a status in their override tables (e.g. `body-too-large` -> 413,
+ * `unsupported-media-type` -> 415); gRPC and clients only see the code.
+ */
+export type ErrorReason =
+  /** A request body over a size limit (HTTP 413). */
+  | 'body-too-large'
+  /** A Content-Type or Accept the endpoint cannot serve (HTTP 415). */
+  | 'unsupported-media-type'
+  /** A model-count or memory limit refused a model load (SageMaker multi-model: 507). */
+  | 'insufficient-storage'
+  /** A model load took longer than allowed (SageMaker multi-model: 408). */
+  | 'load-timeout'
+  /** Admission control refused the request before it was read (HTTP 503 with Retry-After). */
+  | 'overloaded';
+
 /** An error with a canonical code. Its message is safe to send to clients. */
 export class ServingError extends Error {
   readonly code: Code;
-  constructor(code: Code, message: string, options?: { cause?: unknown }) {
+  /** Set when a protocol answers this error with a status of its own (see ErrorReason). */
+  readonly reason: ErrorReason | undefined;
+  constructor(code: Code, message: string, options?: { cause?: unknown; reason?: ErrorReason }) {
     super(message, options);
     this.name = 'ServingError';
     this.code = code;
+    this.reason = options?.reason;
   }
 }
 

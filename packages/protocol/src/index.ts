@@ -1,8 +1,10 @@
+// `@visionserve/protocol`: Tensor, dtypes, the one error type and its HTTP mapping, and the
+// TF Serving REST JSON codec. No protobuf here: the wire messages and TensorProto codecs are
+// in `@visionserve/protocol/tfs-proto`.
 export * from './dtype.js';
 export * from './errors.js';
 export * from './tensor.js';
 export * from './json-writer.js';
-export * from './tfs-json.js';
-export * from './tf-tensor-codec.js';
-export * from './tf-tensor-view.js';
-export * from './wire-bytes.js';
+export * from './tfs-json-decode.js';
+export * from './tfs-json-encode.js';
+export * from './records.js';

@@ -8,13 +8,15 @@ import {
   ServingError,
   type Tensor,
   type TensorData,
+  isStringData,
+} from '../src/index.js';
+import {
   dataTypeFromDType,
   dtypeFromDataType,
-  isStringData,
   shapeToProto,
   tensorFromProto,
   tensorToProto,
-} from '../src/index.js';
+} from '../src/tfs-proto/index.js';
 import { type TensorProto, TensorProtoSchema } from '../src/gen/tensorflow/core/framework/tensor_pb.js';
 import { DataType } from '../src/gen/tensorflow/core/framework/types_pb.js';
 import { PredictRequestSchema } from '../src/gen/tensorflow_serving/apis/predict_pb.js';

@@ -6,7 +6,7 @@ import {
   predictRequestViewFrom,
   tensorFromProto,
   tensorFromProtoView,
-} from '../src/index.js';
+} from '../src/tfs-proto/index.js';
 import { PredictRequestSchema } from '../src/gen/tensorflow_serving/apis/predict_pb.js';
 import { PredictRequestViewSchema } from '../src/gen/visionserve/predict_request_view_pb.js';
 

@@ -1,52 +1,49 @@
-// Public API of the visionserve server package (embedding it in another program).
+// `@visionserve/server`: the model server as a library (the `visionserve` CLI is one user).
+// A deliberate surface: start a server from a config, or compose core with your own frontends.
+
+// Starting a server.
+export { startVisionServer } from './server.js';
+export type { RunningVisionServer, VisionServerHooks } from './server.js';
+export {
+  resolveServerConfig,
+  parseFlags,
+  configFromEnv,
+  ConfigError,
+  FLAGS,
+} from './config/server-config.js';
+export type { ServerConfig } from './config/server-config.js';
+export { createJsonLogger, silentLogger } from './util/logger.js';
+export type { Logger, LogLevel } from './util/logger.js';
+
+// Core: the serving semantics, for embedding.
 export type * from './core/signature.js';
 export type * from './core/session.js';
 export type * from './core/model-config.js';
 export type * from './core/model-state.js';
 export type * from './core/inference-service.js';
-export type * from './core/model-manager.js';
-export type * from './core/model-registry.js';
-export type * from './contracts/handler-host.js';
 export type {
-  EndpointModelConfig,
-  EndpointImageConfig,
-  EndpointPostprocess,
-  ClassificationPostprocess,
-  DetectionPostprocess,
-  LabelsFormat,
-} from './vision/endpoint-model-config.js';
+  ModelManager,
+  ModelManagerOptions,
+  ServableHandle,
+  VersionEvent,
+} from './core/model-manager.js';
+export type * from './core/model-registry.js';
+export type { ServableAssets } from './contracts/servable-assets.js';
 export { createModelManager } from './core/model-manager.js';
-export type { InferenceServiceOptions } from './core/create-inference-service.js';
 export { createInferenceService } from './core/create-inference-service.js';
-export { listVersions, MODEL_FILE_NAME } from './repository/list-versions.js';
-export { parseModelConfigFile } from './repository/model-config-file.js';
+export type { InferenceServiceOptions } from './core/create-inference-service.js';
+
+// Runtime and repository building blocks.
 export { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
 export type { OnnxRuntimeOptions } from './runtime/onnx-session-factory.js';
-export { startVisionServer } from './server.js';
-export type { RunningVisionServer } from './server.js';
-export { resolveServerConfig, parseFlags, configFromEnv } from './config/server-config.js';
-export type { ServerConfig } from './config/server-config.js';
-export { createJsonLogger, silentLogger } from './util/logger.js';
-export type { Logger } from './util/logger.js';
-// Batching, warmup (issue #4).
-export { createBatchScheduler, QUEUE_FULL_MESSAGE } from './batching/batch-scheduler.js';
-export type { BatchScheduler, BatchSchedulerOptions } from './batching/batch-scheduler.js';
-export {
-  defaultBatchingParameters,
-  resolveBatchingParameters,
-  roundToAllowedBatchSize,
-} from './batching/batching-parameters.js';
-export type { BatchingParameters, BatchingParametersInput } from './batching/batching-parameters.js';
-export { createBatchingSession, unbatchableReason } from './batching/batching-session.js';
-export type { BatchingSessionOptions } from './batching/batching-session.js';
-export { createBatchingSessionFactory } from './batching/batching-session-factory.js';
-export type { BatchingSessionFactoryOptions } from './batching/batching-session-factory.js';
-export { createBatchingStats } from './batching/batching-stats.js';
-export type { BatchingCounters, BatchingStats } from './batching/batching-stats.js';
-export { parseBatchingParameters } from './repository/batching-parameters-file.js';
-export { readTfRecords, writeTfRecords } from './warmup/tfrecord.js';
+export { ortSessionOptions } from './runtime/session-options.js';
+export type { OrtSessionSettings } from './runtime/session-options.js';
+export { listVersions, MODEL_FILE_NAME } from './repository/list-versions.js';
+export { parseModelConfigFile } from './repository/model-config-file.js';
+export { readModelAssets } from './repository/model-assets.js';
+
+// Warmup files (TFRecord of PredictionLog), as TF Serving reads them.
 export { encodeWarmupFile, parseWarmupFile, WARMUP_FILE_PATH } from './warmup/warmup-file.js';
 export type { WarmupRecord } from './warmup/warmup-file.js';
-export { createWarmupSessionFactory } from './warmup/warmup-session-factory.js';
-export type { WarmupReport, WarmupSessionFactoryOptions } from './warmup/warmup-session-factory.js';
-export type { VisionServerHooks } from './server.js';
+export type { WarmupReport } from './warmup/warmup-session-factory.js';
+export type { BatchingCounters, BatchingStats } from './batching/batching-stats.js';

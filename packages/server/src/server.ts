@@ -22,13 +22,14 @@ import type { ModelManager } from './core/model-manager.js';
 import { createInferenceService } from './core/create-inference-service.js';
 import type { InferenceService } from './core/inference-service.js';
 import type { ModelSource, SessionFactory } from './core/session.js';
-import { startHttpServer } from './frontends/shared/start-http-server.js';
-import type { StartedHttpServer } from './frontends/shared/start-http-server.js';
-import { createTfsRestFrontend } from './frontends/tfs-rest/tfs-rest-frontend.js';
+import { createHttpEdge } from './frontends/http/http-edge.js';
+import { type StartedHttpServer, startHttpServer } from './frontends/http/start-http-server.js';
+import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { createTfsGrpcFrontend, startGrpcServer } from './frontends/tfs-grpc/index.js';
 import type { RunningGrpcServer } from './frontends/tfs-grpc/index.js';
-import { createSageMakerFrontend } from './frontends/sagemaker/index.js';
+import { createSageMakerApi } from './frontends/sagemaker/index.js';
 import type { HandlerHost } from './contracts/handler-host.js';
+import type { ServableAssets } from './contracts/servable-assets.js';
 import { resolveModelLocation } from './repository/confined-path.js';
 import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
@@ -44,8 +45,8 @@ import { type WarmupReport, createWarmupSessionFactory } from './warmup/warmup-s
 export interface RunningVisionServer {
   /** Bound ports; a listener that is disabled is absent. */
   readonly ports: { readonly grpc?: number; readonly rest?: number; readonly sagemaker?: number };
-  readonly service: InferenceService;
-  readonly manager: ModelManager;
+  readonly service: InferenceService<ServableAssets>;
+  readonly manager: ModelManager<ServableAssets>;
   /** Batching counters per batched model version; absent when batching is off. */
   readonly batching?: BatchingStats;
   /** Graceful shutdown: stop listening, let in-flight requests finish (up to shutdownGraceMs), unload models. */
@@ -161,11 +162,17 @@ export async function startVisionServer(
   hooks: VisionServerHooks = {},
 ): Promise<RunningVisionServer> {
   const { factory: sessionFactory, batching } = await createSessionFactory(config, logger, hooks);
-  const manager = createModelManager({
+  let handlerHost: HandlerHost | undefined;
+  const manager = createModelManager<ServableAssets>({
     sessionFactory,
+    loadAssets: (source) => readModelAssets(source.basePath),
     listVersions,
     logger: logger.child({ component: 'manager' }),
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
+    onVersionEvent: (event) => {
+      // Handler modules are imported once per worker: drop them when their version goes or its assets change.
+      if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
+    },
   });
   const service = createInferenceService({ manager, logger: logger.child({ component: 'core' }) });
 
@@ -201,17 +208,21 @@ export async function startVisionServer(
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
-  let handlerHost: HandlerHost | undefined;
   try {
     if (config.restPort >= 0) {
       rest = await startHttpServer({
         host: config.host,
         port: config.restPort,
-        handler: createTfsRestFrontend({
-          service,
+        handler: createHttpEdge({
+          apis: [
+            createTfsRestApi({
+              service,
+              bodyLimitBytes: config.restMaxBodyBytes,
+              requestTimeoutMs: config.restTimeoutMs,
+            }),
+          ],
           logger: logger.child({ component: 'rest' }),
-          bodyLimitBytes: config.restMaxBodyBytes,
-          requestTimeoutMs: config.restTimeoutMs,
+          notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
         }),
       });
     }
@@ -239,22 +250,27 @@ export async function startVisionServer(
       sagemaker = await startHttpServer({
         host: config.host,
         port: config.sagemakerPort,
-        handler: createSageMakerFrontend({
-          service,
-          registry: manager,
+        handler: createHttpEdge({
+          apis: [
+            createSageMakerApi({
+              service,
+              registry: manager,
+              logger: logger.child({ component: 'sagemaker' }),
+              handlerHost,
+              resolveModelLocation: (url) => resolveModelLocation(url, roots),
+              defaultModelName: config.sagemakerDefaultModelName,
+              multiModel: config.sagemakerMultiModel,
+              maxModels: config.sagemakerMaxModels,
+              memoryLimitBytes: config.sagemakerMemoryLimitBytes,
+              modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
+              bodyLimitBytes: config.sagemakerMaxBodyBytes,
+              requestTimeoutMs: config.sagemakerRequestTimeoutMs,
+              restBaseUrl: rest === undefined ? undefined : `http://${loopback}:${rest.port}`,
+              grpcPort: grpc?.port,
+            }),
+          ],
           logger: logger.child({ component: 'sagemaker' }),
-          readAssets: readModelAssets,
-          handlerHost,
-          resolveModelLocation: (url) => resolveModelLocation(url, roots),
-          defaultModelName: config.sagemakerDefaultModelName,
-          multiModel: config.sagemakerMultiModel,
-          maxModels: config.sagemakerMaxModels,
-          memoryLimitBytes: config.sagemakerMemoryLimitBytes,
-          modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
-          bodyLimitBytes: config.sagemakerMaxBodyBytes,
-          requestTimeoutMs: config.sagemakerRequestTimeoutMs,
-          restBaseUrl: rest === undefined ? undefined : `http://${loopback}:${rest.port}`,
-          grpcPort: grpc?.port,
+          notFoundMessage: () => 'Not Found',
         }),
       });
     }

@@ -4,6 +4,16 @@
  * records what it is told. Not a test file itself.
  */
 import { Code, ServingError, type Tensor } from '@visionserve/protocol';
+import type {
+  CallOptions,
+  InferenceService,
+  ModelSpec,
+  PredictRequest,
+  PredictResponse,
+  Servable,
+} from '../src/core/inference-service.js';
+import type { ModelConfig } from '../src/core/model-config.js';
+import type { VersionStatus } from '../src/core/model-state.js';
 import type { ModelSource, RunOptions, Session, SessionFactory } from '../src/core/session.js';
 import type { Signature } from '../src/core/signature.js';
 import type { Logger } from '../src/util/logger.js';
@@ -177,4 +187,83 @@ export function createMemoryLogger(): MemoryLogger {
 
 export function floatInput(rows: number[][]): Tensor {
   return { dtype: 'float32', shape: [rows.length, 2], data: Float32Array.from(rows.flat()) };
+}
+
+/** What a fake InferenceService needs to know of its models. */
+export interface FakeModels<A = undefined> {
+  /** The version and signature a spec resolves to; throw NOT_FOUND etc. like the manager. */
+  resolve(spec: ModelSpec): { version: number; signature: Signature; assets?: A };
+  /** A predict on the resolved version (`model.version` is set). */
+  run(request: PredictRequest, options?: CallOptions): Promise<PredictResponse>;
+  status?(spec: ModelSpec): VersionStatus[];
+  reloadConfig?(configs: readonly ModelConfig[]): Promise<void>;
+  modelNames?(): string[];
+}
+
+/** Counts of the scoped core calls a frontend made (one per request is the contract). */
+export interface CoreCallCounts {
+  withServable: number;
+  predict: number;
+  status: number;
+}
+
+/**
+ * An InferenceService over fake models, with the real service's scoping: every request
+ * resolves its version once in `withServable`; `predict` is `withServable` + run. Counts
+ * the calls it receives.
+ */
+export function fakeInferenceService<A = undefined>(
+  models: FakeModels<A>,
+): InferenceService<A> & { readonly calls: CoreCallCounts } {
+  const calls: CoreCallCounts = { withServable: 0, predict: 0, status: 0 };
+  const servableFor = (spec: ModelSpec): Servable<A> => {
+    const { version, signature, assets } = models.resolve(spec);
+    const signatures = { serving_default: signature };
+    const signatureOf = (name?: string): { name: string; signature: Signature } => {
+      const resolved = name === undefined || name === '' ? 'serving_default' : name;
+      if (resolved !== 'serving_default') {
+        throw new ServingError(Code.FAILED_PRECONDITION, `Serving signature key "${resolved}" not found.`);
+      }
+      return { name: resolved, signature };
+    };
+    return {
+      name: spec.name,
+      version,
+      signatures,
+      assets: assets as A,
+      signature: signatureOf,
+      async predict(request, options) {
+        const { name } = signatureOf(request.signatureName);
+        const response = await models.run(
+          {
+            model: { name: spec.name, version, signatureName: name },
+            inputs: request.inputs,
+            outputFilter: request.outputFilter,
+          },
+          options,
+        );
+        return response.outputs;
+      },
+    };
+  };
+  const withServable = async <T>(spec: ModelSpec, fn: (s: Servable<A>) => Promise<T>): Promise<T> => {
+    calls.withServable++;
+    return fn(servableFor(spec));
+  };
+  return {
+    calls,
+    withServable,
+    predict(request, options) {
+      calls.predict++;
+      models.resolve(request.model);
+      return models.run(request, options);
+    },
+    status(spec) {
+      calls.status++;
+      if (models.status === undefined) throw new ServingError(Code.UNIMPLEMENTED, 'no status in this fake');
+      return models.status(spec);
+    },
+    reloadConfig: (configs) => models.reloadConfig?.(configs) ?? Promise.resolve(),
+    modelNames: () => models.modelNames?.() ?? [],
+  };
 }

@@ -26,7 +26,7 @@ function config(
 
 function setup(
   dirs: Record<string, number[]>,
-  extra: Partial<ModelManagerOptions> = {},
+  extra: Partial<ModelManagerOptions<undefined>> = {},
 ): {
   factory: FakeSessionFactory;
   disk: FakeDisk;

@@ -1,14 +1,33 @@
 import { describe, it, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { WORKER_FAULTS, createOnnxSessionFactory } from '../src/runtime/onnx-session-factory.js';
-import { halfPlusTwoModel } from '../src/tools/demo-models.js';
-import { IMAGENET_CLASSIFIER, preprocessImage } from '../src/vision/image-preprocess.js';
-import { silentLogger } from '../src/util/logger.js';
-import type { Session } from '../src/core/session.js';
-import { argmax, image, sharedModel } from './helpers/shared.js';
-import { placeModel, tempRepo } from './helpers/model-repo.js';
 import { ServingError, Code, type Tensor } from '@visionserve/protocol';
+import { IMAGE_PRESETS, classifyTopK } from '@visionserve/vision';
+import { imageToTensor } from '@visionserve/vision/image';
+import type { ModelSource, Session } from '../src/core/session.js';
+import {
+  WORKER_FAULTS,
+  createOnnxSessionFactory,
+  loadFailureCode,
+  runFailureCode,
+} from '../src/runtime/onnx-session-factory.js';
+import { silentLogger } from '../src/util/logger.js';
+import { sharedImage, sharedModel, stageModel } from './shared-models.js';
+
+const source = (modelName: string, basePath: string): ModelSource => ({
+  modelName,
+  version: 1,
+  path: `${basePath}/1`,
+  basePath,
+});
+
+const top1 = (t: Tensor): number =>
+  classifyTopK(t, { kind: 'classification', topK: 1 }, undefined)[0]![0]!.class_id;
+
+/** mnist-8: Input3 float32 [1,1,28,28] -> Plus214_Output_0 float32 [1,10]. */
+const digit = (): Record<string, Tensor> => ({
+  Input3: { dtype: 'float32', shape: [1, 1, 28, 28], data: new Float32Array(28 * 28) },
+});
 
 describe('onnx runtime (worker threads)', () => {
   const sessions: Session[] = [];
@@ -16,30 +35,33 @@ describe('onnx runtime (worker threads)', () => {
     await Promise.all(sessions.map((s) => s.close()));
   });
 
-  it('runs half_plus_two and derives its signature', async () => {
-    const root = await tempRepo();
-    const base = await placeModel(root, 'half_plus_two', 1, halfPlusTwoModel());
+  it('runs mnist-8 on a digit and derives its signature', async () => {
+    const base = await stageModel('mnist', 1, sharedModel('mnist-8.onnx'));
     const factory = createOnnxSessionFactory({ logger: silentLogger });
-    const session = await factory.load({ modelName: 'half_plus_two', version: 1, path: `${base}/1` });
+    const session = await factory.load(source('mnist', base));
     sessions.push(session);
-    assert.deepEqual(session.signature.inputs, { x: { name: 'x', dtype: 'float32', shape: [-1] } });
-    assert.deepEqual(session.signature.outputs, { y: { name: 'y', dtype: 'float32', shape: [-1] } });
-    const input = new Float32Array([1, 2, 5]);
-    const out = await session.run({ x: { dtype: 'float32', shape: [3], data: input } });
-    assert.deepEqual(Array.from(out['y']!.data as Float32Array), [2.5, 3, 4.5]);
+    assert.deepEqual(session.signature.inputs, {
+      Input3: { name: 'Input3', dtype: 'float32', shape: [1, 1, 28, 28] },
+    });
+    assert.deepEqual(session.signature.outputs, {
+      Plus214_Output_0: { name: 'Plus214_Output_0', dtype: 'float32', shape: [1, 10] },
+    });
+    const seven = await imageToTensor(await sharedImage('mnist/7.png'), IMAGE_PRESETS.mnist);
+    const input = seven.tensor.data as Float32Array;
+    const out = await session.run({ Input3: seven.tensor });
+    assert.equal(top1(out['Plus214_Output_0']!), 7);
     assert.equal(input.buffer.byteLength, 0, 'the input buffer was transferred, not copied');
   });
 
   it('classifies the tabby cat with MobileNetV2 and keeps the event loop free', async () => {
     const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1 });
     // shared/models holds the file under its zoo name: stage it as <version>/model.onnx.
-    const root = await tempRepo();
-    const base = await placeModel(root, 'mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
-    const real = await factory.load({ modelName: 'mobilenet', version: 1, path: `${base}/1` });
+    const base = await stageModel('mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
+    const real = await factory.load(source('mobilenet', base));
     sessions.push(real);
-    const { tensor } = await preprocessImage(image('cat_tabby.jpg'), IMAGENET_CLASSIFIER);
+    const { tensor } = await imageToTensor(await sharedImage('cat_tabby.jpg'), IMAGE_PRESETS.imagenet);
     const out = await real.run({ input: tensor });
-    assert.equal(argmax(out['output']!.data as Float32Array), 281);
+    assert.equal(top1(out['output']!), 281);
 
     // Event-loop responsiveness: run 40 inferences back to back (batch 8) while
     // measuring loop delay. With session.run on the main thread each run would block
@@ -64,25 +86,20 @@ describe('onnx runtime (worker threads)', () => {
   });
 
   it('reports a broken model file as a load error', async () => {
-    const root = await tempRepo();
-    const base = await placeModel(root, 'broken', 1, new TextEncoder().encode('this is not an onnx model'));
+    const base = await stageModel('broken', 1, new TextEncoder().encode('this is not an onnx model'));
     const factory = createOnnxSessionFactory({ logger: silentLogger });
-    await assert.rejects(
-      factory.load({ modelName: 'broken', version: 1, path: `${base}/1` }),
-      (e: unknown) => {
-        assert.ok(e instanceof ServingError);
-        assert.equal(e.code, Code.INVALID_ARGUMENT);
-        assert.ok(!e.message.includes(root), 'no host path in the message');
-        return true;
-      },
-    );
+    await assert.rejects(factory.load(source('broken', base)), (e: unknown) => {
+      assert.ok(e instanceof ServingError);
+      assert.equal(e.code, Code.DATA_LOSS);
+      assert.ok(!e.message.includes(base), 'no host path in the message');
+      return true;
+    });
   });
 
   it('drops a queued request whose signal aborts', async () => {
-    const root = await tempRepo();
-    const base = await placeModel(root, 'mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
+    const base = await stageModel('mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
     const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1 });
-    const session = await factory.load({ modelName: 'mobilenet', version: 1, path: `${base}/1` });
+    const session = await factory.load(source('mobilenet', base));
     sessions.push(session);
     const big = () => ({
       input: {
@@ -102,13 +119,10 @@ describe('onnx runtime (worker threads)', () => {
 
 describe('onnx runtime: worker failures and back-pressure', () => {
   it('replaces a worker that dies and serves again', async () => {
-    const root = await tempRepo();
-    const base = await placeModel(root, 'half_plus_two', 1, halfPlusTwoModel());
+    const base = await stageModel('mnist', 1, sharedModel('mnist-8.onnx'));
     const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1 });
-    const session = await factory.load({ modelName: 'half_plus_two', version: 1, path: `${base}/1` });
-    const x = (): Record<string, Tensor> => ({
-      x: { dtype: 'float32', shape: [1], data: new Float32Array([2]) },
-    });
+    const session = await factory.load(source('mnist', base));
+    const x = digit;
     try {
       await (session as unknown as { [WORKER_FAULTS]: { kill(i: number): Promise<number> } })[
         WORKER_FAULTS
@@ -119,25 +133,24 @@ describe('onnx runtime: worker failures and back-pressure', () => {
         (e: unknown) => e instanceof ServingError && e.code === Code.UNAVAILABLE,
       );
       const deadline = Date.now() + 15_000;
-      let answer: number | undefined;
+      let answer: Tensor | undefined;
       while (answer === undefined && Date.now() < deadline) {
         try {
-          answer = ((await session.run(x()))['y']!.data as Float32Array)[0];
+          answer = (await session.run(x()))['Plus214_Output_0'];
         } catch {
           await new Promise((r) => setTimeout(r, 50));
         }
       }
-      assert.equal(answer, 3);
+      assert.deepEqual(answer?.shape, [1, 10]);
     } finally {
       await session.close();
     }
   });
 
   it('refuses runs beyond the queue bound with UNAVAILABLE', async () => {
-    const root = await tempRepo();
-    const base = await placeModel(root, 'mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
+    const base = await stageModel('mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
     const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1, maxQueuedRuns: 2 });
-    const session = await factory.load({ modelName: 'mobilenet', version: 1, path: `${base}/1` });
+    const session = await factory.load(source('mobilenet', base));
     const big = (): Record<string, Tensor> => ({
       input: { dtype: 'float32', shape: [4, 3, 224, 224], data: new Float32Array(4 * 3 * 224 * 224) },
     });
@@ -151,5 +164,38 @@ describe('onnx runtime: worker failures and back-pressure', () => {
     } finally {
       await session.close();
     }
+  });
+});
+
+describe('onnxruntime failure codes', () => {
+  it('blames the request only when onnxruntime says the input is wrong', () => {
+    assert.equal(
+      loadFailureCode('Load model from m/1/model.onnx failed:Protobuf parsing failed.'),
+      Code.DATA_LOSS,
+    );
+    assert.equal(loadFailureCode('Could not find an implementation for Foo(13) node'), Code.INTERNAL);
+    assert.equal(
+      runFailureCode(
+        'Got invalid dimensions for input: input for the following indices\n index: 1 Got: 4 Expected: 3',
+      ),
+      Code.INVALID_ARGUMENT,
+    );
+    assert.equal(
+      runFailureCode('Unexpected input data type. Actual: (tensor(double)) , expected: (tensor(float))'),
+      Code.INVALID_ARGUMENT,
+    );
+    assert.equal(
+      runFailureCode(
+        "Non-zero status code returned while running Reshape node. Name:'r' Status Message: The input tensor cannot be reshaped to the requested shape",
+      ),
+      Code.INVALID_ARGUMENT,
+    );
+    assert.equal(runFailureCode('std::bad_alloc'), Code.INTERNAL);
+    assert.equal(
+      runFailureCode(
+        "Non-zero status code returned while running Conv node. Name:'c' Status Message: out of memory",
+      ),
+      Code.INTERNAL,
+    );
   });
 });

@@ -13,12 +13,9 @@ import {
 } from '../src/frontends/sagemaker/content-types.js';
 import { parseCustomAttributes } from '../src/frontends/sagemaker/custom-attributes.js';
 import { resolveConfined, resolveModelLocation } from '../src/repository/confined-path.js';
-import { parseLabelMap } from '../src/repository/label-map-file.js';
 import { readModelAssets } from '../src/repository/model-assets.js';
-import { parseEndpointModelConfig, parseLabelLines } from '../src/vision/endpoint-model-config.js';
-import { classifyTopK, decodeDetections } from '../src/vision/postprocess.js';
-import { tempRepo } from './helpers/model-repo.js';
-import { DETECTOR_ENDPOINT_CONFIG, MOBILENET_ENDPOINT_CONFIG } from './helpers/sagemaker-models.js';
+import { tempRepo } from './temp-repo.js';
+import { TFOD_DETECTOR_VISION_CONFIG as DETECTOR_ENDPOINT_CONFIG } from '@visionserve/vision';
 
 const code = (c: Code) => (e: unknown) => e instanceof ServingError && e.code === c;
 
@@ -80,109 +77,6 @@ describe('SageMaker parts: custom attributes, content types, Accept', () => {
   });
 });
 
-describe('SageMaker parts: visionserve.json, labels, post-processing', () => {
-  it('accepts the documented MobileNetV2 and YOLOX TF-OD configs and refuses typos', () => {
-    assert.deepEqual(parseEndpointModelConfig(MOBILENET_ENDPOINT_CONFIG), MOBILENET_ENDPOINT_CONFIG);
-    assert.deepEqual(parseEndpointModelConfig(DETECTOR_ENDPOINT_CONFIG), DETECTOR_ENDPOINT_CONFIG);
-    for (const bad of [
-      { image: { widht: 3 } },
-      { image: { width: 224 } },
-      { image: { mean: [1, 2] } },
-      { image: { resize: 'squash' } },
-      { postprocess: { kind: 'segmentation' } },
-      { postprocess: { kind: 'detection', topK: 3 } },
-      { extra: true },
-      [],
-    ]) {
-      assert.throws(() => parseEndpointModelConfig(bad), code(Code.INVALID_ARGUMENT), JSON.stringify(bad));
-    }
-  });
-
-  it('reads labels: lines, synset and TF-OD label maps', () => {
-    assert.deepEqual(
-      [...parseLabelLines('a\nb\n', 'lines')],
-      [
-        [0, 'a'],
-        [1, 'b'],
-      ],
-    );
-    assert.equal(parseLabelLines('n01440764 tench, Tinca tinca\n', 'synset').get(0), 'tench, Tinca tinca');
-    const map = parseLabelMap(
-      `item { name: "/m/01g317" id: 1 display_name: "person" }
-       item { name: "/m/0k4j" id: 3 display_name: "car" }
-       item { id: 90 name: "toothbrush" keypoints { id: 0 } }`,
-    );
-    assert.deepEqual(
-      [...map],
-      [
-        [1, 'person'],
-        [3, 'car'],
-        [90, 'toothbrush'],
-      ],
-    );
-    assert.throws(() => parseLabelMap('item { id: 1 }'), code(Code.INVALID_ARGUMENT));
-    assert.throws(() => parseLabelMap('item { id: 1 name: "a" } item { id: 1 name: "b" }'), /duplicate/);
-  });
-
-  it('ranks classes with softmax and labels', () => {
-    const scores = { dtype: 'float32' as const, shape: [2, 3], data: Float32Array.of(1, 3, 2, 0, 0, 5) };
-    const labels = new Map([
-      [0, 'a'],
-      [1, 'b'],
-    ]);
-    const top = classifyTopK(scores, { kind: 'classification', softmax: true, topK: 2 }, labels);
-    assert.deepEqual(
-      top.map((r) => r.map((c) => c.class_id)),
-      [
-        [1, 2],
-        [2, 0],
-      ],
-    );
-    assert.equal(top[0]![0]!.label, 'b');
-    assert.equal(top[1]![0]!.label, undefined);
-    assert.ok(Math.abs(top[0]![0]!.score - 0.66524) < 1e-4);
-    const raw = classifyTopK(scores, { kind: 'classification', topK: 1, labelOffset: -1 }, labels);
-    assert.deepEqual(raw[0], [{ class_id: 1, label: 'a', score: 3 }]);
-  });
-
-  it('decodes TF-OD detections with num_detections, threshold and labels', () => {
-    const outputs = {
-      detection_boxes: {
-        dtype: 'float32' as const,
-        shape: [1, 3, 4],
-        data: Float32Array.of(0.1, 0.2, 0.5, 0.6, 0, 0, 1, 1.2, 0.3, 0.3, 0.4, 0.4),
-      },
-      detection_classes: { dtype: 'float32' as const, shape: [1, 3], data: Float32Array.of(1, 37, 1) },
-      detection_scores: { dtype: 'float32' as const, shape: [1, 3], data: Float32Array.of(0.9, 0.6, 0.55) },
-      num_detections: { dtype: 'float32' as const, shape: [1], data: Float32Array.of(2) },
-    };
-    const labels = new Map([
-      [1, 'person'],
-      [37, 'sports ball'],
-    ]);
-    const [result] = decodeDetections(outputs, { kind: 'detection', scoreThreshold: 0.7 }, labels, {
-      width: 100,
-      height: 50,
-    });
-    assert.deepEqual(result, {
-      num_detections: 1,
-      detections: [
-        {
-          class_id: 1,
-          label: 'person',
-          score: 0.9,
-          box: { ymin: 0.1, xmin: 0.2, ymax: 0.5, xmax: 0.6 },
-          box_pixels: { ymin: 5, xmin: 20, ymax: 25, xmax: 60 },
-        },
-      ],
-    });
-    // Row 3 is past num_detections; the second row's box is clipped to [0, 1].
-    const all = decodeDetections(outputs, { kind: 'detection', scoreThreshold: 0 }, undefined, undefined)[0]!;
-    assert.equal(all.num_detections, 2);
-    assert.deepEqual(all.detections[1]!.box, { ymin: 0, xmin: 0, ymax: 1, xmax: 1 });
-  });
-});
-
 describe('SageMaker parts: path confinement and assets', () => {
   it('confines model files and model urls to their directories', async () => {
     const root = await tempRepo('vs-sm-paths-');
@@ -218,8 +112,8 @@ describe('SageMaker parts: path confinement and assets', () => {
     await mkdir(join(root, 'code'));
     await writeFile(join(root, 'code', 'inference.js'), 'exports.handler = () => {};');
     const assets = await readModelAssets(root);
-    assert.equal(assets.labels?.get(1), 'person');
-    assert.equal(assets.config?.postprocess?.kind, 'detection');
+    assert.equal(assets.vision.labels?.get(1), 'person');
+    assert.equal(assets.vision.config?.postprocess?.kind, 'detection');
     assert.ok(assets.handlerModulePath?.endsWith(join('code', 'inference.js')));
     await writeFile(join(root, 'code', 'inference.mjs'), 'export function handler() {}');
     assert.ok((await readModelAssets(root)).handlerModulePath?.endsWith('inference.mjs'));

@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Tensor } from '@visionserve/protocol';
+import { type Tensor } from '@visionserve/protocol';
 import { concatRows, sliceRows } from '../src/batching/tensor-rows.js';
 
 const s = (v: string): Uint8Array => new TextEncoder().encode(v);

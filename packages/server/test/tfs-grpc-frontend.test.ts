@@ -3,29 +3,24 @@ import assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { create, toBinary } from '@bufbuild/protobuf';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
+import { Code, ServingError, type Tensor, invalidArgument, notFound } from '@visionserve/protocol';
 import {
-  Code,
-  ServingError,
-  type Tensor,
-  invalidArgument,
-  notFound,
   tensorFromProto,
   tensorToProto,
-} from '@visionserve/protocol';
-import type { ModelSpec as ModelSpecProto } from '@visionserve/protocol/gen/tensorflow_serving/apis/model_pb.js';
-import { DataType } from '@visionserve/protocol/gen/tensorflow/core/framework/types_pb.js';
-import { PredictRequestSchema } from '@visionserve/protocol/gen/tensorflow_serving/apis/predict_pb.js';
-import { SignatureDefMapSchema } from '@visionserve/protocol/gen/tensorflow_serving/apis/get_model_metadata_pb.js';
-import { ModelVersionStatus_State } from '@visionserve/protocol/gen/tensorflow_serving/apis/get_model_status_pb.js';
-import { Code as ErrorCodeProto } from '@visionserve/protocol/gen/tensorflow/core/protobuf/error_codes_pb.js';
+  type ModelSpec as ModelSpecProto,
+  DataType,
+  PredictRequestSchema,
+  SignatureDefMapSchema,
+  ModelVersionStatus_State,
+  TfErrorCode as ErrorCodeProto,
+} from '@visionserve/protocol/tfs-proto';
 import type {
-  InferenceService,
-  MetadataResponse,
+  CallOptions,
   ModelSpec,
   PredictRequest,
   PredictResponse,
-  CallOptions,
 } from '../src/core/inference-service.js';
+import { fakeInferenceService } from './fakes.js';
 import type { ModelConfig } from '../src/core/model-config.js';
 import type { VersionStatus } from '../src/core/model-state.js';
 import type { Signature } from '../src/core/signature.js';
@@ -49,71 +44,71 @@ const SIGNATURE: Signature = {
 };
 
 /** y = 0.5 * x + 2 and z = x for model "half"; other names exercise error paths. */
-class FakeService implements InferenceService {
-  readonly predictions: PredictRequest[] = [];
-  readonly reloads: (readonly ModelConfig[])[] = [];
+function createFakeService(): ReturnType<typeof fakeInferenceService> & {
+  readonly predictions: PredictRequest[];
+  readonly reloads: (readonly ModelConfig[])[];
   /** Resolves with the abort reason a "slow" predict saw. */
-  slowAborted: Promise<unknown> = Promise.resolve(undefined);
-
-  predict(request: PredictRequest, options?: CallOptions): Promise<PredictResponse> {
-    this.predictions.push(request);
-    const name = request.model.name;
-    if (name === 'slow') {
-      const signal = options?.signal;
-      return new Promise((_, reject) => {
-        this.slowAborted = new Promise((seen) => {
-          signal?.addEventListener('abort', () => {
-            seen(signal.reason);
-            // Services may reject with a DOM AbortError; the frontend reports the reason.
-            reject(new DOMException('aborted', 'AbortError'));
+  slowAborted: Promise<unknown>;
+} {
+  const predictions: PredictRequest[] = [];
+  const reloads: (readonly ModelConfig[])[] = [];
+  const state = { slowAborted: Promise.resolve(undefined as unknown) };
+  const service = fakeInferenceService({
+    resolve(spec) {
+      if (!['half', 'slow', 'boom', 'long'].includes(spec.name)) {
+        throw notFound(`Servable not found for request: Latest(${spec.name})`);
+      }
+      return { version: spec.version ?? 3, signature: SIGNATURE };
+    },
+    run(request: PredictRequest, options?: CallOptions): Promise<PredictResponse> {
+      predictions.push(request);
+      const name = request.model.name;
+      if (name === 'slow') {
+        const signal = options?.signal;
+        return new Promise((_, reject) => {
+          state.slowAborted = new Promise((seen) => {
+            signal?.addEventListener('abort', () => {
+              seen(signal.reason);
+              // Services may reject with a DOM AbortError; the frontend reports the reason.
+              reject(new DOMException('aborted', 'AbortError'));
+            });
           });
         });
+      }
+      if (name === 'boom') return Promise.reject(new Error('ENOENT /secret/path/model.onnx'));
+      if (name === 'long') return Promise.reject(invalidArgument('x'.repeat(3000)));
+      const x = request.inputs.x;
+      if (x?.dtype !== 'float32') return Promise.reject(invalidArgument("input 'x' must be float32"));
+      const data = x.data as Float32Array;
+      const y = new Float32Array(data.length);
+      for (let i = 0; i < data.length; i++) y[i] = 0.5 * data[i]! + 2;
+      const all: Record<string, Tensor> = { y: { dtype: 'float32', shape: x.shape, data: y }, z: x };
+      const filter = request.outputFilter ?? [];
+      const outputs = filter.length === 0 ? all : Object.fromEntries(filter.map((k) => [k, all[k]!]));
+      return Promise.resolve({
+        model: { name, version: request.model.version ?? 3, signatureName: 'serving_default' },
+        outputs,
       });
-    }
-    if (name === 'boom') return Promise.reject(new Error('ENOENT /secret/path/model.onnx'));
-    if (name === 'long') return Promise.reject(invalidArgument('x'.repeat(3000)));
-    if (name !== 'half') return Promise.reject(notFound(`Servable not found for request: Latest(${name})`));
-    const x = request.inputs.x;
-    if (x?.dtype !== 'float32') return Promise.reject(invalidArgument("input 'x' must be float32"));
-    const data = x.data as Float32Array;
-    const y = new Float32Array(data.length);
-    for (let i = 0; i < data.length; i++) y[i] = 0.5 * data[i]! + 2;
-    const all: Record<string, Tensor> = { y: { dtype: 'float32', shape: x.shape, data: y }, z: x };
-    const filter = request.outputFilter ?? [];
-    const outputs = filter.length === 0 ? all : Object.fromEntries(filter.map((k) => [k, all[k]!]));
-    return Promise.resolve({
-      model: { name, version: request.model.version ?? 3, signatureName: 'serving_default' },
-      outputs,
-    });
-  }
-
-  metadata(model: ModelSpec): Promise<MetadataResponse> {
-    if (model.name !== 'half') return Promise.reject(notFound(`no model ${model.name}`));
-    return Promise.resolve({
-      model: { name: 'half', version: 3, signatureName: 'serving_default' },
-      signatures: { serving_default: SIGNATURE },
-    });
-  }
-
-  status(model: ModelSpec): VersionStatus[] {
-    if (model.name !== 'half') throw notFound(`no model ${model.name}`);
-    return [
-      { version: 3, state: 'AVAILABLE' },
-      { version: 2, state: 'END', error: { code: Code.INTERNAL, message: 'load failed' } },
-    ];
-  }
-
-  reloadConfig(configs: readonly ModelConfig[]): Promise<void> {
-    this.reloads.push(configs);
-    if (configs.some((c) => c.name === 'bad')) {
-      return Promise.reject(new ServingError(Code.FAILED_PRECONDITION, 'bad model'));
-    }
-    return Promise.resolve();
-  }
-
-  modelNames(): string[] {
-    return ['half'];
-  }
+    },
+    status(model: ModelSpec): VersionStatus[] {
+      if (model.name !== 'half') throw notFound(`no model ${model.name}`);
+      return [
+        { version: 3, state: 'AVAILABLE' },
+        { version: 2, state: 'END', error: { code: Code.INTERNAL, message: 'load failed' } },
+      ];
+    },
+    reloadConfig(configs: readonly ModelConfig[]): Promise<void> {
+      reloads.push(configs);
+      if (configs.some((c) => c.name === 'bad')) {
+        return Promise.reject(new ServingError(Code.FAILED_PRECONDITION, 'bad model'));
+      }
+      return Promise.resolve();
+    },
+    modelNames: () => ['half'],
+  });
+  const fake = Object.assign(service, { predictions, reloads, slowAborted: state.slowAborted });
+  Object.defineProperty(fake, 'slowAborted', { get: () => state.slowAborted });
+  return fake;
 }
 
 type Method<Req, Res> = grpc.MethodDefinition<Req, Res>;
@@ -204,7 +199,7 @@ const X: Tensor = { dtype: 'float32', shape: [2, 3], data: Float32Array.of(0, 1,
 const Y = [2, 2.5, 3, 1, 4, 7];
 
 describe('TF Serving gRPC frontend', () => {
-  const service = new FakeService();
+  const service = createFakeService();
   const logLines: string[] = [];
   const logger = createJsonLogger({ level: 'debug', write: (line) => logLines.push(line) });
   let typed: RunningGrpcServer;

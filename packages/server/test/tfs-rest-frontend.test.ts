@@ -5,9 +5,11 @@ import { gzipSync } from 'node:zlib';
 import { Code, ServingError, type Tensor, notFound } from '@visionserve/protocol';
 import type { InferenceService, ModelSpec, PredictRequest } from '../src/core/inference-service.js';
 import type { Signature } from '../src/core/signature.js';
-import { type StartedHttpServer, startHttpServer } from '../src/frontends/shared/start-http-server.js';
-import { createTfsRestFrontend } from '../src/frontends/tfs-rest/tfs-rest-frontend.js';
-import { createJsonLogger } from '../src/util/logger.js';
+import { createHttpEdge } from '../src/frontends/http/http-edge.js';
+import { type StartedHttpServer, startHttpServer } from '../src/frontends/http/start-http-server.js';
+import { createTfsRestApi } from '../src/frontends/tfs-rest/index.js';
+import { type Logger, createJsonLogger } from '../src/util/logger.js';
+import { fakeInferenceService } from './fakes.js';
 
 const HALF: Signature = {
   inputs: { x: { name: 'x', dtype: 'float32', shape: [-1] } },
@@ -49,8 +51,12 @@ function fakeService(aborts: unknown[]): InferenceService {
     }
     return { sig, version: 1 };
   };
-  return {
-    predict(req: PredictRequest, options) {
+  return fakeInferenceService({
+    resolve: (spec) => {
+      const { sig, version } = resolve(spec);
+      return { version, signature: sig };
+    },
+    run(req: PredictRequest, options) {
       const { version } = resolve(req.model);
       const name = req.model.name;
       if (name === 'slow') {
@@ -86,13 +92,6 @@ function fakeService(aborts: unknown[]): InferenceService {
       }
       return Promise.resolve({ model, outputs });
     },
-    metadata(spec) {
-      const { sig, version } = resolve(spec);
-      return Promise.resolve({
-        model: { name: spec.name, version, signatureName: 'serving_default' },
-        signatures: { serving_default: sig },
-      });
-    },
     status(spec) {
       resolve(spec);
       return [
@@ -102,9 +101,28 @@ function fakeService(aborts: unknown[]): InferenceService {
           : []),
       ];
     },
-    reloadConfig: () => Promise.resolve(),
     modelNames: () => Object.keys(SIGS),
-  };
+  });
+}
+
+/** The REST edge with the TF Serving API, as server.ts mounts it. */
+function tfsRestEdge(
+  service: InferenceService,
+  logger: Logger,
+  limits: { bodyLimitBytes?: number; decompressedBodyLimitBytes?: number; requestTimeoutMs?: number } = {},
+): ReturnType<typeof createHttpEdge> {
+  return createHttpEdge({
+    apis: [
+      createTfsRestApi({
+        service,
+        bodyLimitBytes: limits.bodyLimitBytes ?? 256 * 1024 * 1024,
+        decompressedBodyLimitBytes: limits.decompressedBodyLimitBytes,
+        requestTimeoutMs: limits.requestTimeoutMs ?? 30_000,
+      }),
+    ],
+    logger,
+    notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
+  });
 }
 
 const logs: string[] = [];
@@ -119,14 +137,12 @@ before(async () => {
   server = await startHttpServer({
     host: '127.0.0.1',
     port: 0,
-    handler: createTfsRestFrontend({ service, logger }),
+    handler: tfsRestEdge(service, logger),
   });
   small = await startHttpServer({
     host: '127.0.0.1',
     port: 0,
-    handler: createTfsRestFrontend({
-      service,
-      logger,
+    handler: tfsRestEdge(service, logger, {
       bodyLimitBytes: 1024,
       decompressedBodyLimitBytes: 4096,
       requestTimeoutMs: 200,

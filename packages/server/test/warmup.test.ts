@@ -183,7 +183,7 @@ void describe('warmup session factory', () => {
         logger: silentLogger,
       });
     await assert.rejects(
-      make(corrupt).load({ modelName: 'm', version: 1, path: '/m/1' }),
+      make(corrupt).load({ modelName: 'm', version: 1, path: '/m/1', basePath: '/m' }),
       isCode(
         Code.DATA_LOSS,
         /Failed to read warmup file: m\/1\/assets.extra\/tf_serving_warmup_requests: corrupted record at byte offset 0: data crc32c mismatch/,
@@ -192,7 +192,7 @@ void describe('warmup session factory', () => {
     assert.ok(!inner.events.includes('load-start m:1'), 'the model is not loaded for a corrupt file');
     const wrongInput = encodeWarmupFile([{ inputs: { nope: floatInput([[1, 2]]) } }]);
     await assert.rejects(
-      make(wrongInput).load({ modelName: 'm', version: 2, path: '/m/2' }),
+      make(wrongInput).load({ modelName: 'm', version: 2, path: '/m/2', basePath: '/m' }),
       isCode(
         Code.INVALID_ARGUMENT,
         /^Warmup request 0 of assets.extra\/tf_serving_warmup_requests failed: input tensor alias not found/,
@@ -212,7 +212,7 @@ void describe('warmup session factory', () => {
       onWarmup: (r) => reports.push(r),
       logger: silentLogger,
     });
-    await warm.load({ modelName: 'm', version: 1, path: '/m/1' });
+    await warm.load({ modelName: 'm', version: 1, path: '/m/1', basePath: '/m' });
     assert.equal(state.runs.length, 4);
     assert.deepEqual(state.runs[0]!.inputs['x']!.shape, [1, 2]);
     assert.deepEqual([...(state.runs[0]!.inputs['x']!.data as Float32Array)], [0, 0]);

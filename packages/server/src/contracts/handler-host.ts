@@ -1,4 +1,4 @@
-import type { Tensor } from '@visionserve/protocol';
+import { type Tensor } from '@visionserve/protocol';
 
 /**
  * Contract between a frontend that serves user pre/post-processing code (the

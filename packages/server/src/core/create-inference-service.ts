@@ -1,123 +1,141 @@
-import { type Tensor, ServingError, internal, invalidArgument } from '@visionserve/protocol';
+import { Code, ServingError, type Tensor, internal } from '@visionserve/protocol';
 import type { Logger } from '../util/logger.js';
 import { abortError, raceAbort } from './abort-error.js';
-import type {
-  CallOptions,
-  InferenceService,
-  MetadataResponse,
-  ModelSpec,
-  PredictRequest,
-  PredictResponse,
-} from './inference-service.js';
-import type { ModelManager } from './model-manager.js';
+import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
+import type { ModelManager, ServableHandle } from './model-manager.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
 
-export interface InferenceServiceOptions {
-  /** Owns the model versions; the service acquires/releases a version per call. */
-  readonly manager: ModelManager;
+export interface InferenceServiceOptions<A> {
+  /** Owns the model versions; the service acquires/releases one version per call. */
+  readonly manager: ModelManager<A>;
   /** Receives internal faults (their details never reach the client). */
   readonly logger: Logger;
 }
 
-/** Signature name of a spec: "" and undefined mean the default, as in TF Serving. */
-function checkSignatureName(spec: ModelSpec): string {
-  const name =
-    spec.signatureName === undefined || spec.signatureName === ''
-      ? DEFAULT_SIGNATURE_NAME
-      : spec.signatureName;
-  if (name !== DEFAULT_SIGNATURE_NAME) {
-    throw invalidArgument(`Serving signature name: "${name}" not found in signature def`);
-  }
-  return name;
+/** Signature name of a request: "" and undefined mean the default, as in TF Serving. */
+function signatureNameOf(name: string | undefined): string {
+  return name === undefined || name === '' ? DEFAULT_SIGNATURE_NAME : name;
 }
 
 /**
- * The InferenceService on top of a ModelManager. Every call acquires one
- * version for its whole duration and releases it in `finally` (after the
- * session has settled, even when the caller was answered early by an abort),
- * so an unloading version is closed only after its last request.
+ * The servable a `withServable` callback sees. Runs it starts are recorded so that the
+ * version is released only after the last one settles, even when the caller was
+ * answered early by an abort; using it after the scope has ended is a bug (INTERNAL).
  */
-export function createInferenceService(options: InferenceServiceOptions): InferenceService {
-  const { manager, logger } = options;
-
-  function toClientError(error: unknown, model: ModelSpec): ServingError {
-    if (error instanceof ServingError) return error;
-    logger.error('Internal error during inference', { model: model.name, error });
-    return internal('Internal error');
-  }
-
-  async function predict(request: PredictRequest, callOptions: CallOptions = {}): Promise<PredictResponse> {
-    const { signal } = callOptions;
-    if (signal?.aborted) throw abortError(signal);
-    const handle = manager.acquire(request.model);
-    let run: Promise<Record<string, Tensor>> | undefined;
-    try {
-      const signatureName = checkSignatureName(request.model);
-      const signature: Signature = handle.session.signature;
-      validateInputs(signature, request.inputs);
-      const aliases = validateOutputFilter(signature, request.outputFilter);
+function scopedServable<A>(
+  handle: ServableHandle<A>,
+  logger: Logger,
+  scopeSignal: AbortSignal | undefined,
+  runs: Promise<unknown>[],
+  isOpen: () => boolean,
+): Servable<A> {
+  const { session } = handle;
+  const signatures: Readonly<Record<string, Signature>> = { [DEFAULT_SIGNATURE_NAME]: session.signature };
+  const signature = (name?: string): { name: string; signature: Signature } => {
+    const resolved = signatureNameOf(name);
+    if (!Object.hasOwn(signatures, resolved)) {
+      throw new ServingError(Code.FAILED_PRECONDITION, `Serving signature key "${resolved}" not found.`);
+    }
+    return { name: resolved, signature: signatures[resolved]! };
+  };
+  return {
+    name: handle.name,
+    version: handle.version,
+    signatures,
+    assets: handle.assets,
+    signature,
+    async predict(request: ServablePredictRequest, options: CallOptions = {}) {
+      if (!isOpen()) throw internal('Servable used after its scope ended');
+      const signal = options.signal ?? scopeSignal;
+      if (signal?.aborted) throw abortError(signal);
+      const { signature: sig } = signature(request.signatureName);
+      validateInputs(sig, request.inputs);
+      const aliases = validateOutputFilter(sig, request.outputFilter);
       const inputs: Record<string, Tensor> = {};
-      for (const [alias, tensor] of Object.entries(request.inputs)) {
-        inputs[signature.inputs[alias]!.name] = tensor;
-      }
-      const outputNames = aliases.map((alias) => signature.outputs[alias]!.name);
-      run = handle.session.run(inputs, { signal, outputNames });
+      for (const [alias, tensor] of Object.entries(request.inputs)) inputs[sig.inputs[alias]!.name] = tensor;
+      const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
+      const run = session.run(inputs, { signal, outputNames });
+      runs.push(run.catch(() => undefined));
       const results = await raceAbort(run, signal);
       const outputs: Record<string, Tensor> = {};
       for (const alias of aliases) {
-        const name = signature.outputs[alias]!.name;
-        const tensor = results[name];
+        const tensor = results[sig.outputs[alias]!.name];
         if (tensor === undefined) {
           logger.error('Session did not return a requested output', {
             model: handle.name,
             version: handle.version,
-            output: name,
+            output: alias,
           });
           throw internal(`Model did not produce output ${alias}`);
         }
         outputs[alias] = tensor;
       }
-      return { model: { name: handle.name, version: handle.version, signatureName }, outputs };
+      return outputs;
+    },
+  };
+}
+
+/**
+ * The InferenceService on top of a ModelManager. Every call acquires one version for
+ * its whole duration and releases it after the callback and its runs have settled, so
+ * an unloading version is closed only after its last request.
+ */
+export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
+  const { manager, logger } = options;
+
+  function toClientError(error: unknown, model: string): ServingError {
+    if (error instanceof ServingError) return error;
+    logger.error('Internal error during inference', { model, error });
+    return internal('Internal error');
+  }
+
+  async function withServable<T>(
+    spec: Parameters<ModelManager<A>['acquire']>[0],
+    fn: (servable: Servable<A>) => Promise<T>,
+    callOptions: CallOptions = {},
+  ): Promise<T> {
+    const { signal } = callOptions;
+    if (signal?.aborted) throw abortError(signal);
+    const handle = manager.acquire(spec);
+    const runs: Promise<unknown>[] = [];
+    let open = true;
+    try {
+      return await fn(scopedServable(handle, logger, signal, runs, () => open));
     } catch (error) {
-      throw toClientError(error, request.model);
+      throw toClientError(error, spec.name);
     } finally {
-      if (run === undefined) {
-        handle.release();
-      } else {
-        // An abort may answer before the session settles; keep the version until it does.
-        void run.then(
-          () => {
-            handle.release();
-          },
-          () => {
-            handle.release();
-          },
-        );
-      }
+      open = false;
+      if (runs.length === 0) handle.release();
+      else
+        void Promise.all(runs).then(() => {
+          handle.release();
+        });
     }
   }
 
   return {
-    predict,
+    withServable,
 
-    // eslint-disable-next-line @typescript-eslint/require-await -- async so that errors reject, never throw
-    async metadata(model) {
-      const handle = manager.acquire(model);
-      try {
-        const response: MetadataResponse = {
-          model: { name: handle.name, version: handle.version, signatureName: '' },
-          signatures: { [DEFAULT_SIGNATURE_NAME]: handle.session.signature },
-        };
-        return response;
-      } finally {
-        handle.release();
-      }
+    predict(request, callOptions) {
+      return withServable(
+        request.model,
+        async (servable) => {
+          const { name } = servable.signature(request.model.signatureName);
+          const outputs = await servable.predict(
+            { inputs: request.inputs, outputFilter: request.outputFilter, signatureName: name },
+            callOptions,
+          );
+          return { model: { name: servable.name, version: servable.version, signatureName: name }, outputs };
+        },
+        callOptions,
+      );
     },
 
     status(model) {
       if (model.version !== undefined && model.label !== undefined) {
-        throw invalidArgument(
+        throw new ServingError(
+          Code.INVALID_ARGUMENT,
           `Both model version (${model.version}) and model version label (${model.label}) cannot be supplied.`,
         );
       }

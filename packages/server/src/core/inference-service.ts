@@ -31,26 +31,66 @@ export interface PredictResponse {
   readonly outputs: Record<string, Tensor>;
 }
 
-export interface MetadataResponse {
-  readonly model: ResolvedModel;
-  /** Signature name -> signature. */
-  readonly signatures: Readonly<Record<string, Signature>>;
-}
-
 export interface CallOptions {
   /** Deadline / client cancellation. */
   readonly signal?: AbortSignal | undefined;
 }
 
+/** A predict against one pinned version. */
+export interface ServablePredictRequest {
+  /** Alias -> tensor. Ownership passes to the servable. */
+  readonly inputs: Readonly<Record<string, Tensor>>;
+  /** Output aliases to return; all when empty or omitted. */
+  readonly outputFilter?: readonly string[] | undefined;
+  /** "" and undefined mean "serving_default", as in TF Serving. */
+  readonly signatureName?: string | undefined;
+}
+
 /**
- * The in-process inference API every frontend calls. Errors are ServingErrors:
- * NOT_FOUND for unknown models/versions, INVALID_ARGUMENT for bad inputs or
- * labels, UNAVAILABLE while shutting down, CANCELLED / DEADLINE_EXCEEDED on abort.
+ * One model version, pinned for the duration of a `withServable` call: everything a
+ * frontend needs to decode a request (signatures, assets) and to run it.
  */
-export interface InferenceService {
+export interface Servable<A> {
+  readonly name: string;
+  readonly version: number;
+  /** Signature name -> signature. */
+  readonly signatures: Readonly<Record<string, Signature>>;
+  /** The assets the version was loaded with (labels, image settings, handler module). */
+  readonly assets: A;
+  /**
+   * The signature a request names ("" and undefined: serving_default); FAILED_PRECONDITION
+   * `Serving signature key "x" not found.` otherwise, as TF Serving answers.
+   */
+  signature(name?: string): { readonly name: string; readonly signature: Signature };
+  /**
+   * Validates the inputs and output filter against the signature (INVALID_ARGUMENT naming
+   * the problem), runs the version and returns the outputs by alias. Rejects with the
+   * abort reason as soon as the call's signal fires (the run itself finishes in the
+   * background; the version is released only after it has).
+   */
+  predict(request: ServablePredictRequest, options?: CallOptions): Promise<Record<string, Tensor>>;
+}
+
+/**
+ * The in-process inference API every frontend calls: one scoped call per request.
+ * Errors are ServingErrors: NOT_FOUND for unknown models/versions, INVALID_ARGUMENT
+ * for bad inputs or labels, FAILED_PRECONDITION for an unknown signature, UNAVAILABLE
+ * while shutting down, CANCELLED / DEADLINE_EXCEEDED on abort. Anything else a
+ * callback throws is logged and becomes INTERNAL "Internal error".
+ */
+export interface InferenceService<A = unknown> {
+  /**
+   * Acquires the version a spec names once, hands it to `fn` and releases it when `fn`
+   * has settled and every run it started has finished, so decoding, running and
+   * encoding all see the same version even while versions are swapped.
+   */
+  withServable<T>(
+    spec: ModelSpec,
+    fn: (servable: Servable<A>) => Promise<T>,
+    options?: CallOptions,
+  ): Promise<T>;
+  /** `withServable` + `predict` on the spec's signature: the whole request for binary protocols. */
   predict(request: PredictRequest, options?: CallOptions): Promise<PredictResponse>;
-  /** The signature(s) of a version (latest when none given). */
-  metadata(model: ModelSpec): Promise<MetadataResponse>;
   /** Status of all versions of a model, or of one version/label. */
   status(model: ModelSpec): VersionStatus[];
   /** Replaces the whole served model set (models absent from `configs` are unloaded). */

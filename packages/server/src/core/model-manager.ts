@@ -4,19 +4,30 @@ import type { Logger } from '../util/logger.js';
 import type { ModelSpec } from './inference-service.js';
 import type { ModelConfig } from './model-config.js';
 import type { ModelRegistry } from './model-registry.js';
-import type { ModelState, VersionStatus } from './model-state.js';
-import type { Session, SessionFactory } from './session.js';
+import type { VersionStatus } from './model-state.js';
+import type { ModelSource, Session, SessionFactory } from './session.js';
+import { type VersionEvent, VersionEntry, type VersionLoader } from './version-entry.js';
 import { selectAspiredVersions } from './version-policy.js';
+import { validateConfigs } from './validate-configs.js';
 
-export interface ModelManagerOptions {
-  /** Loads one version; the runtime's (possibly batching-decorated) factory. */
+export type { VersionEvent } from './version-entry.js';
+
+export interface ModelManagerOptions<A> {
+  /** Loads one version's session; the runtime's (possibly batching-decorated) factory. */
   readonly sessionFactory: SessionFactory;
+  /**
+   * Reads a version's assets (labels, image settings, handler module) with its load; a
+   * rejection fails the load like a broken model file. Default: no assets (undefined).
+   */
+  readonly loadAssets?: ((source: ModelSource) => Promise<A>) | undefined;
   /**
    * Versions present under a base path (the repository's `listVersions`).
    * A rejection is logged as a warning and the model keeps what it serves.
    */
   readonly listVersions: (basePath: string) => Promise<number[]>;
   readonly logger: Logger;
+  /** Told of every load, failed load, unload and asset refresh (metrics, caches keyed by version). */
+  readonly onVersionEvent?: ((event: VersionEvent) => void) | undefined;
   /**
    * Lets `setModels` assign a *new* label to a version that is not AVAILABLE
    * (TF Serving's --allow_version_labels_for_unavailable_models). Default false.
@@ -37,36 +48,39 @@ export interface ModelManagerOptions {
 }
 
 /**
- * One acquired model version. The session stays open until every handle is
- * released; release exactly once (further calls are ignored), in a `finally`.
+ * One acquired model version: its session and the assets it was loaded with (or last
+ * refreshed to) when acquired. The session stays open until every handle is released;
+ * release exactly once (further calls are ignored), in a `finally`.
  */
-export interface ServableHandle {
+export interface ServableHandle<A> {
   readonly name: string;
   readonly version: number;
   readonly session: Session;
+  readonly assets: A;
   release(): void;
 }
 
 /**
- * Owns the served model versions (TF Serving's AspiredVersionsManager +
- * ServerCore label map). Concurrency: `setModels`, `poll` and `close` are
- * serialised; at most one reconciliation runs at a time. `acquire` and `status`
+ * Owns the served model versions (TF Serving's AspiredVersionsManager + ServerCore
+ * label map). Concurrency: `setModels`, `addModel`, `removeModel`, `poll` and `close`
+ * are serialised; at most one reconciliation runs at a time. `acquire` and `status`
  * are synchronous and may be called at any time.
  *
- * Version lifecycle: see ModelState. A new version is loaded and AVAILABLE
- * before any version it replaces starts UNLOADING; if every aspired version of a
- * model fails to load, the versions it already serves keep serving. A failed
- * load never rejects `poll`/`setModels`; it leaves the version in END with the
- * error in its status.
+ * Availability is preserved: a new version, or every version under a changed base
+ * path, is loaded and AVAILABLE before any version it replaces starts UNLOADING; if
+ * every aspired version of a model fails to load, the versions it already serves keep
+ * serving. A failed load never rejects `poll`/`setModels`; it leaves the version in END
+ * with the error in its status.
  */
-export interface ModelManager extends ModelRegistry {
+export interface ModelManager<A> extends ModelRegistry {
   /**
    * Replaces the configured model set: removed models unload (after in-flight
-   * requests finish), new or changed models are reconciled against disk. Resolves
-   * when the resulting loads have settled. Rejects with INVALID_ARGUMENT for an
-   * invalid config (nothing changes) or for labels that point at versions that
-   * are not AVAILABLE (models are still applied; the label maps stay unchanged);
-   * UNAVAILABLE after `close`.
+   * requests finish), new or changed models are reconciled against disk, and models
+   * kept as they are get their assets re-read. Resolves when the resulting loads have
+   * settled. Rejects with INVALID_ARGUMENT for an invalid config (nothing changes),
+   * for assets that no longer read (the old ones keep serving) or for labels that point
+   * at versions that are not AVAILABLE (models are still applied; the label maps stay
+   * unchanged); UNAVAILABLE after `close`.
    */
   setModels(configs: readonly ModelConfig[]): Promise<void>;
   /**
@@ -81,7 +95,7 @@ export interface ModelManager extends ModelRegistry {
    * Latest(name)` / `Specific(name, 3)`, INVALID_ARGUMENT for an unknown label
    * or for both version and label, UNAVAILABLE once closing.
    */
-  acquire(spec: ModelSpec): ServableHandle;
+  acquire(spec: ModelSpec): ServableHandle<A>;
   /** The version a label points at; INVALID_ARGUMENT `Unrecognized servable version label: X` if none. */
   resolveVersionLabel(name: string, label: string): number;
   /**
@@ -102,40 +116,35 @@ export interface ModelManager extends ModelRegistry {
 
 type ManagerState = 'open' | 'closing' | 'closed';
 
-interface VersionEntry {
-  readonly version: number;
-  readonly path: string;
-  state: ModelState;
-  error: VersionStatus['error'];
-  session: Session | undefined;
-  /** Handles acquired and not yet released. */
-  refs: number;
-  /** Set while UNLOADING waits for refs to drop to 0. */
-  onDrained: (() => void) | undefined;
-  /** True when the last load attempt failed (state END). */
-  loadFailed: boolean;
-  /** Load attempts made for this version since it (re)appeared on disk. */
-  attempts: number;
-  /** Date.now() of the last failed load. */
-  failedAt: number;
-}
-
-interface ModelEntry {
+interface ModelEntry<A> {
   config: ModelConfig;
-  readonly versions: Map<number, VersionEntry>;
+  readonly versions: Map<number, VersionEntry<A>>;
   /** Label -> version, installed by setModels after validation. */
   labels: Readonly<Record<string, number>>;
+  /**
+   * The entry of the model's previous base path while the new one loads: it keeps
+   * serving until a version under the new path is AVAILABLE, then unloads.
+   */
+  replaced: ModelEntry<A> | undefined;
 }
 
-export function createModelManager(options: ModelManagerOptions): ModelManager {
+export function createModelManager<A = undefined>(options: ModelManagerOptions<A>): ModelManager<A> {
   const { sessionFactory, logger } = options;
+  const loadAssets = options.loadAssets ?? (() => Promise.resolve(undefined as A));
+  const loader: VersionLoader<A> = async (source) => {
+    const assets = await loadAssets(source);
+    return { session: await sessionFactory.load(source), assets };
+  };
+  const emit = (event: VersionEvent): void => {
+    options.onVersionEvent?.(event);
+  };
   const allowUnavailableLabels = options.allowVersionLabelsForUnavailableModels ?? false;
   const maxLoadRetries = options.maxLoadRetries ?? 5;
   const loadRetryIntervalMs = options.loadRetryIntervalMs ?? 60_000;
 
   let state: ManagerState = 'open';
   /** In config order. */
-  let models = new Map<string, ModelEntry>();
+  let models = new Map<string, ModelEntry<A>>();
   /** Tail of the reconciliation queue; never rejects. */
   let tail: Promise<void> = Promise.resolve();
   /** A poll queued but not started yet; later polls join it. */
@@ -152,80 +161,36 @@ export function createModelManager(options: ModelManagerOptions): ModelManager {
     return run;
   }
 
-  function statusError(error: unknown, what: string): { code: number; message: string } {
-    if (error instanceof ServingError) return { code: error.code, message: error.message };
-    const detail = error instanceof Error ? error.message : String(error);
-    return { code: Code.UNKNOWN, message: `${what} failed: ${detail}` };
+  function track(unload: Promise<void>): Promise<void> {
+    unloads.add(unload);
+    void unload.then(() => unloads.delete(unload));
+    return unload;
   }
 
-  async function loadVersion(model: ModelEntry, version: number, attempts: number): Promise<void> {
+  function newEntry(model: ModelEntry<A>, version: number, attempts: number): VersionEntry<A> {
     const { name, basePath } = model.config;
-    const entry: VersionEntry = {
-      version,
-      path: join(basePath, String(version)),
-      state: 'START',
-      error: undefined,
-      session: undefined,
-      refs: 0,
-      onDrained: undefined,
-      loadFailed: false,
+    const entry = new VersionEntry<A>(
+      { modelName: name, version, path: join(basePath, String(version)), basePath },
       attempts,
-      failedAt: 0,
-    };
+      logger.child({ model: name, version }),
+      emit,
+    );
     model.versions.set(version, entry);
-    entry.state = 'LOADING';
-    const log = logger.child({ model: name, version });
-    log.info('Loading servable version', { path: entry.path, attempt: attempts });
-    try {
-      entry.session = await sessionFactory.load({ modelName: name, version, path: entry.path });
-      entry.state = 'AVAILABLE';
-      log.info('Servable version available');
-    } catch (error) {
-      entry.state = 'END';
-      entry.loadFailed = true;
-      entry.failedAt = Date.now();
-      entry.error = statusError(error, `Loading servable: {name: ${name} version: ${version}}`);
-      log.error('Failed to load servable version', { error, attempt: attempts });
-    }
+    return entry;
   }
 
-  /**
-   * AVAILABLE -> UNLOADING -> (all handles released) -> close -> END. Runs in the
-   * background; the returned promise settles when it has finished.
-   */
-  function startUnload(name: string, entry: VersionEntry): Promise<void> {
-    if (entry.state !== 'AVAILABLE') return Promise.resolve();
-    entry.state = 'UNLOADING';
-    const log = logger.child({ model: name, version: entry.version });
-    log.info('Unloading servable version', { inFlight: entry.refs });
-    const task = (async (): Promise<void> => {
-      if (entry.refs > 0) {
-        await new Promise<void>((resolve) => {
-          entry.onDrained = resolve;
-        });
-      }
-      const session = entry.session;
-      entry.session = undefined;
-      try {
-        await session?.close();
-      } catch (error) {
-        entry.error = statusError(error, `Unloading servable: {name: ${name} version: ${entry.version}}`);
-        log.error('Failed to close servable version', { error });
-      }
-      entry.state = 'END';
-      log.info('Servable version unloaded');
-    })();
-    unloads.add(task);
-    void task.then(() => unloads.delete(task));
-    return task;
-  }
-
-  function retryDue(entry: VersionEntry): boolean {
+  function retryDue(entry: VersionEntry<A>): boolean {
     return entry.attempts <= maxLoadRetries && Date.now() - entry.failedAt >= loadRetryIntervalMs;
   }
 
+  function unloadModel(model: ModelEntry<A>): Promise<void> {
+    const all = [...model.versions.values()].map((v) => track(v.unload()));
+    if (model.replaced !== undefined) all.push(unloadModel(model.replaced));
+    return Promise.all(all).then(() => undefined);
+  }
+
   /** Brings one model in line with its policy and what is on disk. Never rejects. */
-  async function reconcileModel(model: ModelEntry): Promise<void> {
+  async function reconcileModel(model: ModelEntry<A>): Promise<void> {
     const { name, basePath, versionPolicy } = model.config;
     let onDisk: number[];
     try {
@@ -251,18 +216,22 @@ export function createModelManager(options: ModelManagerOptions): ModelManager {
     for (const v of aspired) {
       const entry = model.versions.get(v);
       if (entry === undefined || (entry.state === 'END' && !entry.loadFailed)) {
-        loads.push(loadVersion(model, v, 1));
+        loads.push(newEntry(model, v, 1).load(loader));
       } else if (entry.state === 'END' && retryDue(entry)) {
-        loads.push(loadVersion(model, v, entry.attempts + 1));
+        loads.push(newEntry(model, v, entry.attempts + 1).load(loader));
       }
-      // START/LOADING cannot be seen here (loads finish within a pass); an
-      // UNLOADING version that is aspired again is reloaded by a later poll.
+      // An UNLOADING version that is aspired again is reloaded by a later poll.
     }
     await Promise.all(loads);
 
     const aspiredSet = new Set(aspired);
-    const serving = [...model.versions.values()].filter((e) => e.state === 'AVAILABLE');
+    const serving = [...model.versions.values()].filter((e) => e.available);
     const aspiredServing = serving.some((e) => aspiredSet.has(e.version));
+    if (model.replaced !== undefined && (aspiredServing || aspired.length === 0)) {
+      logger.info('Base path changed; unloading the versions of the previous path', { model: name });
+      void unloadModel(model.replaced);
+      model.replaced = undefined;
+    }
     const stale = serving.filter((e) => !aspiredSet.has(e.version));
     if (stale.length === 0) return;
     if (aspired.length > 0 && !aspiredServing) {
@@ -273,54 +242,47 @@ export function createModelManager(options: ModelManagerOptions): ModelManager {
       });
       return;
     }
-    for (const e of stale) void startUnload(name, e);
+    for (const e of stale) void track(e.unload());
   }
 
-  function unloadModel(model: ModelEntry): Promise<void> {
-    return Promise.all(
-      [...model.versions.values()].map((entry) => startUnload(model.config.name, entry)),
-    ).then(() => undefined);
-  }
-
-  function validateConfigs(configs: readonly ModelConfig[]): void {
-    const seen = new Set<string>();
-    for (const c of configs) {
-      if (c.name === '') throw invalidArgument('Model config has an empty name');
-      if (c.basePath === '') throw invalidArgument(`Model config "${c.name}" has an empty base path`);
-      if (seen.has(c.name)) {
-        throw invalidArgument(`Illegal to list model ${c.name} multiple times in config list`);
-      }
-      seen.add(c.name);
-      const p = c.versionPolicy;
-      const versions = p.kind === 'specific' ? p.versions : [];
-      if (p.kind === 'latest' && !(Number.isSafeInteger(p.numVersions) && p.numVersions >= 1)) {
-        throw invalidArgument(`Model "${c.name}": latest num_versions must be a positive integer`);
-      }
-      for (const v of [...versions, ...Object.values(c.versionLabels)]) {
-        if (!Number.isSafeInteger(v) || v < 0) {
-          throw invalidArgument(`Model "${c.name}": invalid version ${String(v)}`);
-        }
+  /** Re-reads the assets of every AVAILABLE version of a kept model; the old ones stay on failure. */
+  async function refreshAssets(model: ModelEntry<A>): Promise<string[]> {
+    const problems: string[] = [];
+    for (const entry of model.versions.values()) {
+      if (!entry.available) continue;
+      try {
+        entry.replaceAssets(await loadAssets(entry.source));
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        logger.error('Cannot re-read model assets; keeping the previous ones', {
+          model: model.config.name,
+          version: entry.version,
+          error,
+        });
+        problems.push(`Model ${model.config.name} version ${entry.version}: ${message}`);
       }
     }
-  }
-
-  function sameSource(a: ModelConfig, b: ModelConfig): boolean {
-    return a.basePath === b.basePath;
+    return problems;
   }
 
   async function applyModels(configs: readonly ModelConfig[]): Promise<void> {
     if (state !== 'open') throw unavailable('Model manager is closed');
-    const next = new Map<string, ModelEntry>();
+    const next = new Map<string, ModelEntry<A>>();
+    const kept: ModelEntry<A>[] = [];
     for (const config of configs) {
       const existing = models.get(config.name);
-      if (existing !== undefined && sameSource(existing.config, config)) {
+      if (existing !== undefined && existing.config.basePath === config.basePath) {
         existing.config = config;
         next.set(config.name, existing);
+        kept.push(existing);
       } else {
-        // Unknown model, or its base path moved: versions of the old path are
-        // unloaded (after in-flight requests) and the new path loads afresh.
-        if (existing !== undefined) void unloadModel(existing);
-        next.set(config.name, { config, versions: new Map(), labels: {} });
+        // A new model, or its base path moved: the new path loads while the old one serves.
+        next.set(config.name, {
+          config,
+          versions: new Map(),
+          labels: existing?.labels ?? {},
+          replaced: existing,
+        });
       }
     }
     for (const [name, model] of models) {
@@ -330,13 +292,16 @@ export function createModelManager(options: ModelManagerOptions): ModelManager {
       }
     }
     models = next;
-    await Promise.all([...models.values()].map(reconcileModel));
+    const [, refreshProblems] = await Promise.all([
+      Promise.all([...models.values()].map(reconcileModel)),
+      Promise.all(kept.map(refreshAssets)).then((lists) => lists.flat()),
+    ]);
 
-    const problems: string[] = [];
+    const problems: string[] = [...refreshProblems];
     for (const config of configs) {
       const model = models.get(config.name)!;
       for (const [label, version] of Object.entries(config.versionLabels)) {
-        const available = model.versions.get(version)?.state === 'AVAILABLE';
+        const available = findVersion(model, version)?.available ?? false;
         const isNew = !Object.hasOwn(model.labels, label);
         if (!available && !(allowUnavailableLabels && isNew)) {
           problems.push(
@@ -349,8 +314,19 @@ export function createModelManager(options: ModelManagerOptions): ModelManager {
     for (const config of configs) models.get(config.name)!.labels = { ...config.versionLabels };
   }
 
-  function versionNotFound(name: string, version: number): ServingError {
-    return notFound(`Servable not found for request: Specific(${name}, ${version})`);
+  /** A version of the model, preferring the current base path over the one being replaced. */
+  function findVersion(model: ModelEntry<A>, version: number): VersionEntry<A> | undefined {
+    const current = model.versions.get(version);
+    if (current?.available) return current;
+    return model.replaced?.versions.get(version) ?? current;
+  }
+
+  function latestAvailable(model: ModelEntry<A> | undefined): VersionEntry<A> | undefined {
+    let best: VersionEntry<A> | undefined;
+    for (const entry of model?.versions.values() ?? []) {
+      if (entry.available && (best === undefined || entry.version > best.version)) best = entry;
+    }
+    return best ?? (model?.replaced === undefined ? undefined : latestAvailable(model.replaced));
   }
 
   function resolveVersionLabel(name: string, label: string): number {
@@ -359,24 +335,9 @@ export function createModelManager(options: ModelManagerOptions): ModelManager {
     throw invalidArgument(`Unrecognized servable version label: ${label}`);
   }
 
-  function handleFor(name: string, entry: VersionEntry, session: Session): ServableHandle {
-    entry.refs++;
-    let released = false;
-    return {
-      name,
-      version: entry.version,
-      session,
-      release() {
-        if (released) return;
-        released = true;
-        entry.refs--;
-        if (entry.refs === 0 && entry.onDrained !== undefined) {
-          const drained = entry.onDrained;
-          entry.onDrained = undefined;
-          drained();
-        }
-      },
-    };
+  function handleFor(name: string, entry: VersionEntry<A>): ServableHandle<A> {
+    const { session, assets, release } = entry.acquire();
+    return { name, version: entry.version, session, assets, release };
   }
 
   return {
@@ -407,9 +368,7 @@ export function createModelManager(options: ModelManagerOptions): ModelManager {
       // The queue only waits for the removal itself, not for in-flight requests to drain.
       const { drained } = await serialize(() => {
         const model = models.get(name);
-        if (model === undefined) {
-          return Promise.reject(notFound(`Model ${name} is not loaded`));
-        }
+        if (model === undefined) return Promise.reject(notFound(`Model ${name} is not loaded`));
         models.delete(name);
         logger.info('Model removed; unloading', { model: name });
         return Promise.resolve({ drained: unloadModel(model) });
@@ -440,16 +399,15 @@ export function createModelManager(options: ModelManagerOptions): ModelManager {
       const version = spec.label !== undefined ? resolveVersionLabel(name, spec.label) : spec.version;
       const model = models.get(name);
       if (version !== undefined) {
-        const entry = model?.versions.get(version);
-        if (entry?.state !== 'AVAILABLE' || entry.session === undefined) throw versionNotFound(name, version);
-        return handleFor(name, entry, entry.session);
+        const entry = model === undefined ? undefined : findVersion(model, version);
+        if (entry === undefined || !entry.available) {
+          throw notFound(`Servable not found for request: Specific(${name}, ${version})`);
+        }
+        return handleFor(name, entry);
       }
-      let best: VersionEntry | undefined;
-      for (const entry of model?.versions.values() ?? []) {
-        if (entry.state === 'AVAILABLE' && (best === undefined || entry.version > best.version)) best = entry;
-      }
-      if (best?.session === undefined) throw notFound(`Servable not found for request: Latest(${name})`);
-      return handleFor(name, best, best.session);
+      const best = latestAvailable(model);
+      if (best === undefined) throw notFound(`Servable not found for request: Latest(${name})`);
+      return handleFor(name, best);
     },
 
     resolveVersionLabel,
@@ -457,7 +415,12 @@ export function createModelManager(options: ModelManagerOptions): ModelManager {
     status(name, version) {
       const model = models.get(name);
       if (model === undefined) throw notFound(`Could not find any versions of model ${name}`);
-      const entries = [...model.versions.values()]
+      const byVersion = new Map<number, VersionEntry<A>>();
+      for (const e of model.replaced?.versions.values() ?? []) byVersion.set(e.version, e);
+      for (const e of model.versions.values()) {
+        if (e.available || !(byVersion.get(e.version)?.available ?? false)) byVersion.set(e.version, e);
+      }
+      const entries = [...byVersion.values()]
         .filter((e) => version === undefined || e.version === version)
         .sort((a, b) => b.version - a.version);
       if (entries.length === 0) {
@@ -467,11 +430,7 @@ export function createModelManager(options: ModelManagerOptions): ModelManager {
             : `Could not find version ${version} of model ${name}`,
         );
       }
-      return entries.map((e) => ({
-        version: e.version,
-        state: e.state,
-        ...(e.error === undefined ? {} : { error: e.error }),
-      }));
+      return entries.map((e) => e.status());
     },
 
     modelNames() {

@@ -1,3 +1,5 @@
+import type { Code } from '@visionserve/protocol';
+
 /**
  * Lifecycle of one model version (TF Serving's ServableState):
  *
@@ -13,5 +15,5 @@ export interface VersionStatus {
   readonly version: number;
   readonly state: ModelState;
   /** Set when loading failed (state END) or when unloading failed. */
-  readonly error?: { readonly code: number; readonly message: string } | undefined;
+  readonly error?: { readonly code: Code; readonly message: string } | undefined;
 }

@@ -1,4 +1,4 @@
-import type { Tensor } from '@visionserve/protocol';
+import { type Tensor } from '@visionserve/protocol';
 import type { Signature } from './signature.js';
 
 export interface RunOptions {
@@ -26,8 +26,10 @@ export interface Session {
 export interface ModelSource {
   readonly modelName: string;
   readonly version: number;
-  /** Directory of the version (holds model.onnx). */
+  /** Directory of the version (holds model.onnx): `<basePath>/<version>`. */
   readonly path: string;
+  /** The model's base path (holds the version directories and the model's assets). */
+  readonly basePath: string;
 }
 
 /** Loads sessions; the composition root passes the runtime's implementation to core. */

@@ -1,4 +1,4 @@
-import type { DType } from '@visionserve/protocol';
+import { type DType } from '@visionserve/protocol';
 
 /** Declared type of one model input or output. */
 export interface TensorSpec {

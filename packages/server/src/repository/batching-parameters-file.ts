@@ -1,7 +1,12 @@
-import type { BatchingParametersInput } from '../batching/batching-parameters.js';
-import { parsePbtxt } from './pbtxt.js';
-import { type PbMessageReader, fieldBool, fieldInt, fieldString, readMessage } from './pbtxt-reader.js';
-import type { PbField } from './pbtxt.js';
+import { parsePbtxt } from '@visionserve/protocol/pbtxt';
+import {
+  type PbMessageReader,
+  fieldBool,
+  fieldInt,
+  fieldString,
+  readMessage,
+} from '@visionserve/protocol/pbtxt';
+import type { PbField } from '@visionserve/protocol/pbtxt';
 
 export interface ParseBatchingParametersOptions {
   /** Name used in error messages (e.g. the file name). Default "batching parameters". */
@@ -61,10 +66,27 @@ function wrapped(
  * validates. Throws INVALID_ARGUMENT with line:column for syntax errors,
  * unknown fields and type mismatches.
  */
+/**
+ * The fields of a TF Serving BatchingParameters file, each present only when the file
+ * sets it (the batching layer's BatchingParametersInput has this shape: the repository
+ * owns the file format, the batching layer the meaning and the defaults).
+ */
+export interface BatchingParametersFileFields {
+  maxBatchSize?: number;
+  batchTimeoutMicros?: number;
+  maxEnqueuedBatches?: number;
+  numBatchThreads?: number;
+  threadPoolName?: string;
+  allowedBatchSizes?: readonly number[];
+  padVariableLengthInputs?: boolean;
+  enableLargeBatchSplitting?: boolean;
+  maxExecutionBatchSize?: number;
+}
+
 export function parseBatchingParameters(
   text: string,
   options: ParseBatchingParametersOptions = {},
-): BatchingParametersInput {
+): BatchingParametersFileFields {
   const source = options.source ?? 'batching parameters';
   const root = readMessage(parsePbtxt(text, { source }), source);
   root.checkKnown(

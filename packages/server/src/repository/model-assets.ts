@@ -1,13 +1,7 @@
 import { Code, ServingError, invalidArgument } from '@visionserve/protocol';
-import {
-  ENDPOINT_MODEL_CONFIG_FILE,
-  type ModelAssets,
-  labelsFormatFor,
-  parseEndpointModelConfig,
-  parseLabelLines,
-} from '../vision/endpoint-model-config.js';
+import { VISION_CONFIG_FILE, type VisionConfig, parseLabels, parseVisionConfig } from '@visionserve/vision';
+import type { ServableAssets } from '../contracts/servable-assets.js';
 import { readConfined, resolveConfined } from './confined-path.js';
-import { parseLabelMap } from './label-map-file.js';
 
 /** Largest visionserve.json / labels file read, in bytes. */
 const MAX_ASSET_BYTES = 16 * 1024 * 1024;
@@ -22,19 +16,19 @@ export const HANDLER_MODULE_FILES = ['code/inference.mjs', 'code/inference.js'] 
  * (real paths; symlinks escaping it are refused with PERMISSION_DENIED). Invalid
  * files are INVALID_ARGUMENT naming the file.
  */
-export async function readModelAssets(basePath: string): Promise<ModelAssets> {
-  const configBytes = await readConfined(basePath, ENDPOINT_MODEL_CONFIG_FILE, MAX_ASSET_BYTES);
-  let config: ModelAssets['config'];
+export async function readModelAssets(basePath: string): Promise<ServableAssets> {
+  const configBytes = await readConfined(basePath, VISION_CONFIG_FILE, MAX_ASSET_BYTES);
+  let config: VisionConfig | undefined;
   if (configBytes !== undefined) {
     let json: unknown;
     try {
       json = JSON.parse(configBytes.toString('utf8'));
     } catch (error) {
       throw invalidArgument(
-        `${ENDPOINT_MODEL_CONFIG_FILE}: ${error instanceof Error ? error.message : String(error)}`,
+        `${VISION_CONFIG_FILE}: ${error instanceof Error ? error.message : String(error)}`,
       );
     }
-    config = parseEndpointModelConfig(json);
+    config = parseVisionConfig(json);
   }
   let labels: Map<number, string> | undefined;
   const post = config?.postprocess;
@@ -43,17 +37,15 @@ export async function readModelAssets(basePath: string): Promise<ModelAssets> {
     if (bytes === undefined) {
       throw new ServingError(
         Code.INVALID_ARGUMENT,
-        `${ENDPOINT_MODEL_CONFIG_FILE}: labels file "${post.labels}" not found in the model directory`,
+        `${VISION_CONFIG_FILE}: labels file "${post.labels}" not found in the model directory`,
       );
     }
-    const format = labelsFormatFor(post.labels, post.labelsFormat);
-    const text = bytes.toString('utf8');
-    labels = format === 'label_map' ? parseLabelMap(text, post.labels) : parseLabelLines(text, format);
+    labels = parseLabels(bytes.toString('utf8'), post.labels, post.labelsFormat);
   }
   let handlerModulePath: string | undefined;
   for (const file of HANDLER_MODULE_FILES) {
     handlerModulePath = await resolveConfined(basePath, file);
     if (handlerModulePath !== undefined) break;
   }
-  return { config, labels, handlerModulePath };
+  return { vision: { config, labels }, handlerModulePath };
 }

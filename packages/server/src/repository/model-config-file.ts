@@ -1,7 +1,25 @@
 import { isAbsolute, resolve } from 'node:path';
-import { DEFAULT_VERSION_POLICY, type ModelConfig, type VersionPolicy } from '../core/model-config.js';
-import { parsePbtxt } from './pbtxt.js';
-import { type PbMessageReader, fieldInt, fieldMessage, readMessage } from './pbtxt-reader.js';
+import { parsePbtxt } from '@visionserve/protocol/pbtxt';
+import { type PbMessageReader, fieldInt, fieldMessage, readMessage } from '@visionserve/protocol/pbtxt';
+
+/** A version policy as the file states it (core's VersionPolicy has this shape). */
+export type VersionPolicy =
+  | { readonly kind: 'latest'; readonly numVersions: number }
+  | { readonly kind: 'all' }
+  | { readonly kind: 'specific'; readonly versions: readonly number[] };
+
+/** TF Serving's default when a config names no policy: the latest version. */
+const DEFAULT_VERSION_POLICY: VersionPolicy = { kind: 'latest', numVersions: 1 };
+
+/** One `config { ... }` entry of a model_config_list (core's ModelConfig has this shape). */
+export interface ModelConfig {
+  readonly name: string;
+  /** Directory holding the numeric version directories, made absolute against the file's directory. */
+  readonly basePath: string;
+  readonly versionPolicy: VersionPolicy;
+  /** Label -> version. */
+  readonly versionLabels: Readonly<Record<string, number>>;
+}
 
 export interface ParseModelConfigOptions {
   /** Name used in error messages (e.g. the file name). Default "model config". */

@@ -1,7 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { sep } from 'node:path';
-import { Code, ServingError, toServingError } from '@visionserve/protocol';
-import type { Tensor } from '@visionserve/protocol';
+import { Code, ServingError, toServingError, type Tensor } from '@visionserve/protocol';
 import type {
   HandlerBridge,
   HandlerHost,

@@ -16,7 +16,7 @@
 import { parentPort } from 'node:worker_threads';
 import { dirname } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { Tensor } from '@visionserve/protocol';
+import { type Tensor } from '@visionserve/protocol';
 import type { HandlerContextData, HandlerPredictOptions } from '../contracts/handler-host.js';
 import type { FromHandlerWorker, ToHandlerWorker } from './handler-messages.js';
 import { ownedBuffer, tensorFromWire, toWire } from './wire-tensor.js';

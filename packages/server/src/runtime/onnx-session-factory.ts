@@ -1,7 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { join } from 'node:path';
-import { Code, ServingError, isDType } from '@visionserve/protocol';
-import type { DType, Tensor } from '@visionserve/protocol';
+import { Code, ServingError, isDType, type DType, type Tensor } from '@visionserve/protocol';
 import type { ModelSource, RunOptions, Session, SessionFactory } from '../core/session.js';
 import type { Signature, TensorSpec } from '../core/signature.js';
 import { PREDICT_METHOD_NAME } from '../core/signature.js';
@@ -28,6 +27,29 @@ export interface OnnxRuntimeOptions {
 }
 
 const WORKER_URL = new URL('./onnx-worker.js', import.meta.url);
+
+/**
+ * The code of a failed model load: DATA_LOSS when onnxruntime cannot parse the file (as
+ * TensorFlow answers an unparsable saved_model.pb), INTERNAL otherwise.
+ */
+export function loadFailureCode(message: string): Code {
+  return /protobuf parsing failed|no graph was found|invalid (onnx )?model/i.test(message)
+    ? Code.DATA_LOSS
+    : Code.INTERNAL;
+}
+
+/**
+ * The code of a failed run: INVALID_ARGUMENT when onnxruntime's message blames the
+ * request (an input's shape, dimensions, type or name), INTERNAL otherwise (the model
+ * or the runtime failed; the request may be fine).
+ */
+export function runFailureCode(message: string): Code {
+  return /invalid (dimensions|rank|input|argument|shape)|unexpected input|input.*(shape|type|dimension)|got invalid|missing input|invalid feed|status message:.*(shape|dimension|dims|broadcast)/is.test(
+    message,
+  )
+    ? Code.INVALID_ARGUMENT
+    : Code.INTERNAL;
+}
 
 /** Creates the runtime's SessionFactory: every session is a pool of worker threads. */
 export function createOnnxSessionFactory(options: OnnxRuntimeOptions): SessionFactory {
@@ -158,7 +180,7 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
     // Keep the model directory out of client-visible messages.
     const message = raw.split(source.path).join(`${source.modelName}/${source.version}`);
     throw new ServingError(
-      Code.INVALID_ARGUMENT,
+      loadFailureCode(raw),
       `Failed to load model ${source.modelName} version ${source.version}: ${message}`,
     );
   }
@@ -247,7 +269,7 @@ function createPoolSession(pool: PoolOptions): Session {
         settle(job, { outputs });
       } else if (job && message.type === 'run-failed' && message.id === job.id) {
         // onnxruntime's message names the offending input/shape; it carries no host paths.
-        settle(job, { error: new ServingError(Code.INVALID_ARGUMENT, message.message) });
+        settle(job, { error: new ServingError(runFailureCode(message.message), message.message) });
       }
       dispatch();
     });

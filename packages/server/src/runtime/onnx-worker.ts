@@ -8,8 +8,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
-import { allocate } from '@visionserve/protocol';
-import type { DType, NumericArray } from '@visionserve/protocol';
+import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
 import type { FromWorker, ToWorker, WireSpec, WireTensor } from './wire-tensor.js';
 import { ownedBuffer } from './wire-tensor.js';
 import { ortSessionOptions } from './session-options.js';

@@ -1,5 +1,4 @@
-import type { DType, NumericArray, Tensor } from '@visionserve/protocol';
-import { fromBytes, isStringData } from '@visionserve/protocol';
+import { type DType, type NumericArray, type Tensor, fromBytes, isStringData } from '@visionserve/protocol';
 
 /**
  * A tensor as it crosses the worker boundary. Numeric payloads travel as a whole

@@ -4,9 +4,8 @@
  * records; the other log types name APIs it does not serve and are refused.
  */
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
-import { Code, ServingError, type Tensor, tensorToProto } from '@visionserve/protocol';
-import type { PredictRequest } from '@visionserve/protocol/gen/tensorflow_serving/apis/predict_pb.js';
-import { PredictionLogSchema } from '@visionserve/protocol/gen/tensorflow_serving/apis/prediction_log_pb.js';
+import { Code, ServingError, type Tensor } from '@visionserve/protocol';
+import { tensorToProto, type PredictRequest, PredictionLogSchema } from '@visionserve/protocol/tfs-proto';
 import { readTfRecords, writeTfRecords } from './tfrecord.js';
 
 /** Path of the warmup file relative to a version directory. */

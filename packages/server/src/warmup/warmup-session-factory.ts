@@ -1,5 +1,5 @@
-import { Code, ServingError, type Tensor, tensorFromProto, zeros } from '@visionserve/protocol';
-import type { PredictRequest } from '@visionserve/protocol/gen/tensorflow_serving/apis/predict_pb.js';
+import { Code, ServingError, type Tensor, zeros } from '@visionserve/protocol';
+import { tensorFromProto, type PredictRequest } from '@visionserve/protocol/tfs-proto';
 import type { ModelSource, Session, SessionFactory } from '../core/session.js';
 import { validateInputs, validateOutputFilter } from '../core/validate-inputs.js';
 import type { Logger } from '../util/logger.js';

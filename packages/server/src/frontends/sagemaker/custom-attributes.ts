@@ -1,6 +1,27 @@
-import { invalidArgument } from '@visionserve/protocol';
+import { Code, ServingError, invalidArgument } from '@visionserve/protocol';
 
-/** Routing taken from `X-Amzn-SageMaker-Custom-Attributes` (protocols.md B11). */
+/** The model a request is routed to (custom attributes or the multi-model path). */
+export interface InvocationTarget {
+  readonly name: string;
+  readonly version: number | undefined;
+  /** predict / classify / regress. */
+  readonly method: string;
+}
+
+/**
+ * ONNX models expose predict signatures only: classify/regress are UNIMPLEMENTED, as on
+ * the REST port.
+ */
+export function checkPredictMethod(target: InvocationTarget): void {
+  if (target.method !== 'predict') {
+    throw new ServingError(
+      Code.UNIMPLEMENTED,
+      `tfs-method=${target.method} is not supported by this server: ONNX models expose predict signatures only`,
+    );
+  }
+}
+
+/** Routing taken from `X-Amzn-SageMaker-Custom-Attributes` (docs/protocols.md). */
 export interface TfsCustomAttributes {
   /** `tfs-model-name`. */
   readonly modelName: string | undefined;

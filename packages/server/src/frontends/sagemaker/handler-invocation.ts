@@ -13,7 +13,8 @@ import type {
 } from '../../contracts/handler-host.js';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
-import { type TfsTarget, runTfsPredict } from './tfs-predict.js';
+import { type InvocationTarget, checkPredictMethod } from './custom-attributes.js';
+import { predictTfsJson } from '../shared/tfs-json-predict.js';
 
 /** Request facts for `context`, besides the target and the body length. */
 export interface HandlerRequestFacts {
@@ -37,7 +38,7 @@ export interface HandlerInvocationDeps {
  * the input handler's TF Serving REST body and answers like TF Serving, errors
  * included (status + `{"error"}`), so the output handler sees them.
  */
-function bridgeFor(deps: HandlerInvocationDeps, target: TfsTarget): HandlerBridge {
+function bridgeFor(deps: HandlerInvocationDeps, target: InvocationTarget): HandlerBridge {
   const { service, logger } = deps;
   return {
     async predict(inputs, predictOptions, signal) {
@@ -64,7 +65,9 @@ function bridgeFor(deps: HandlerInvocationDeps, target: TfsTarget): HandlerBridg
     async modelServer(body, signal) {
       try {
         const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
-        const out = await runTfsPredict(service, target, parseTfsJsonText(text), signal);
+        checkPredictMethod(target);
+        const model = { name: target.name, version: target.version };
+        const out = await predictTfsJson(service, model, parseTfsJsonText(text), signal);
         return { status: 200, headers: { 'content-type': 'application/json' }, body: out };
       } catch (error) {
         const serving = toServingError(error);
@@ -82,7 +85,7 @@ function bridgeFor(deps: HandlerInvocationDeps, target: TfsTarget): HandlerBridg
 /** Runs one request through the model's handler module in the handler host. */
 export function runHandlerInvocation(
   deps: HandlerInvocationDeps,
-  target: TfsTarget,
+  target: InvocationTarget,
   modulePath: string,
   body: Uint8Array,
   facts: HandlerRequestFacts,

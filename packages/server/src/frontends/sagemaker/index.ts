@@ -1,2 +1,1 @@
-export { createSageMakerFrontend } from './sagemaker-frontend.js';
-export type { SageMakerFrontendOptions } from './sagemaker-frontend.js';
+export { createSageMakerApi, type SageMakerApiOptions } from './sagemaker-api.js';

@@ -1,11 +1,11 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { Code, ServingError, invalidArgument, notFound, parseTfsJsonText } from '@visionserve/protocol';
 import type { InferenceService } from '../../core/inference-service.js';
 import { DEFAULT_VERSION_POLICY } from '../../core/model-config.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
 import type { Logger } from '../../util/logger.js';
-import { readBody } from '../shared/read-body.js';
-import { sendJson } from '../shared/send-json.js';
+import type { HttpContext } from '../http/http-api.js';
+import { sendJson } from '../http/send.js';
 
 /** What the multi-model API needs besides core. */
 export interface MultiModelApiOptions {
@@ -14,10 +14,6 @@ export interface MultiModelApiOptions {
   readonly logger: Logger;
   /** Resolves a `POST /models` url to a real model directory inside the allowed roots; NOT_FOUND otherwise. */
   readonly resolveModelLocation: (url: string) => Promise<string>;
-  /** Validates the model's endpoint assets before it is loaded (visionserve.json, labels, handler path). */
-  readonly checkAssets: (basePath: string) => Promise<void>;
-  /** Called after a model was unloaded or failed to load, to drop cached assets and handler modules. */
-  readonly onModelGone: (name: string, basePath: string) => void;
   /** Most models configured at once; 0 = no limit. */
   readonly maxModels: number;
   /** Loads are refused while `rssBytes()` exceeds this; 0 = no limit. */
@@ -30,29 +26,16 @@ export interface MultiModelApiOptions {
 /** Model names accepted by `POST /models` (they appear in URL paths). */
 const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$/;
 
-/** Thrown for 507 Insufficient Storage: a model or memory limit is reached. */
-class InsufficientStorageError extends ServingError {
-  constructor(message: string) {
-    super(Code.RESOURCE_EXHAUSTED, message);
-  }
-}
+/** 507 Insufficient Storage in the container: a model or memory limit is reached. */
+const insufficientStorage = (message: string): ServingError =>
+  new ServingError(Code.RESOURCE_EXHAUSTED, message, { reason: 'insufficient-storage' });
 
-/** Thrown for 408 Request Timeout: a load took longer than loadTimeoutMs. */
-class LoadTimeoutError extends ServingError {
-  constructor(message: string) {
-    super(Code.DEADLINE_EXCEEDED, message);
-  }
-}
-
-/** HTTP status for the multi-model API, where the container's codes differ from httpStatusFor. */
-export function multiModelStatus(error: ServingError): number | undefined {
-  if (error instanceof InsufficientStorageError) return 507;
-  if (error instanceof LoadTimeoutError) return 408;
-  return undefined;
-}
+/** 408 Request Timeout in the container: a load took longer than loadTimeoutMs. */
+const loadTimeout = (message: string): ServingError =>
+  new ServingError(Code.DEADLINE_EXCEEDED, message, { reason: 'load-timeout' });
 
 /**
- * The SageMaker multi-model endpoint API (protocols.md B11): list, describe, load,
+ * The SageMaker multi-model endpoint API (docs/protocols.md): list, describe, load,
  * unload. Models loaded here join the served set like configured ones (TF Serving
  * REST/gRPC see them too); a later `reloadConfig` (config file change or gRPC
  * HandleReloadConfigRequest) replaces the whole set, including them.
@@ -60,7 +43,7 @@ export function multiModelStatus(error: ServingError): number | undefined {
 export function createMultiModelApi(options: MultiModelApiOptions): {
   list(res: ServerResponse): void;
   describe(res: ServerResponse, name: string): void;
-  load(req: IncomingMessage, res: ServerResponse, signal: AbortSignal): Promise<void>;
+  load(ctx: HttpContext): Promise<void>;
   unload(res: ServerResponse, name: string): Promise<void>;
 } {
   const { service, registry, logger } = options;
@@ -86,8 +69,9 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
       sendJson(res, 200, JSON.stringify({ ...modelJson(name), versions }));
     },
 
-    async load(req, res, signal) {
-      const body = await readBody(req, { limitBytes: 64 * 1024, decompressedLimitBytes: 64 * 1024, signal });
+    async load(ctx) {
+      const { res } = ctx;
+      const body = await ctx.readBody(64 * 1024);
       const parsed = parseTfsJsonText(body.toString('utf8'));
       const fields =
         typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
@@ -107,15 +91,14 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
         throw new ServingError(Code.ALREADY_EXISTS, `Model ${name} is already loaded.`);
       }
       if (options.maxModels > 0 && service.modelNames().length + pendingLoads >= options.maxModels) {
-        throw new InsufficientStorageError(
+        throw insufficientStorage(
           `Cannot load model ${name}: the limit of ${options.maxModels} loaded models is reached`,
         );
       }
       if (options.memoryLimitBytes > 0 && options.rssBytes() > options.memoryLimitBytes) {
-        throw new InsufficientStorageError(`Cannot load model ${name}: memory limit reached`);
+        throw insufficientStorage(`Cannot load model ${name}: memory limit reached`);
       }
       const basePath = await options.resolveModelLocation(url);
-      await options.checkAssets(basePath);
       pendingLoads++;
       const loading = registry
         .addModel({ name, basePath, versionPolicy: DEFAULT_VERSION_POLICY, versionLabels: {} })
@@ -125,7 +108,7 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
-          reject(new LoadTimeoutError(`Timed out loading model ${name} after ${options.loadTimeoutMs} ms`));
+          reject(loadTimeout(`Timed out loading model ${name} after ${options.loadTimeoutMs} ms`));
         }, options.loadTimeoutMs);
       });
       /** After the load settles: a model with no AVAILABLE version is removed again, and the failure returned. */
@@ -138,16 +121,19 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
         }
         if (statuses.some((s) => s.state === 'AVAILABLE')) return undefined;
         await registry.removeModel(name).catch(() => undefined);
-        options.onModelGone(name, basePath);
         const failure = statuses.find((s) => s.error !== undefined)?.error;
         return failure === undefined
           ? notFound(`Could not find a model version (<version>/model.onnx) under ${url}`)
-          : new ServingError(Code.INTERNAL, `Failed to load model ${name}: ${failure.message}`);
+          : new ServingError(
+              // A model directory whose own files are invalid (visionserve.json, labels) is the caller's error.
+              failure.code === Code.INVALID_ARGUMENT ? Code.INVALID_ARGUMENT : Code.INTERNAL,
+              `Failed to load model ${name}: ${failure.message}`,
+            );
       };
       try {
         await Promise.race([loading, timeout]);
       } catch (error) {
-        if (error instanceof LoadTimeoutError) {
+        if (error instanceof ServingError && error.reason === 'load-timeout') {
           logger.warn('multi-model load timed out; it continues in the background', { model: name });
           // A load that fails after the 408 must not leave a configured model with no version.
           void loading
@@ -172,7 +158,6 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
       const config = registry.modelConfig(name);
       if (config === undefined) throw notFound(`Model ${name} is not loaded`);
       await registry.removeModel(name);
-      options.onModelGone(name, config.basePath);
       logger.info('multi-model: unloaded', { model: name });
       sendJson(res, 200, JSON.stringify({ success: `Successfully unloaded model ${name}` }));
     },

@@ -11,8 +11,7 @@ import {
   fromBinary,
   toBinary,
 } from '@bufbuild/protobuf';
-import { PredictionService } from '@visionserve/protocol/gen/tensorflow_serving/apis/prediction_service_pb.js';
-import { ModelService } from '@visionserve/protocol/gen/tensorflow_serving/apis/model_service_pb.js';
+import { PredictionService, ModelService } from '@visionserve/protocol/tfs-proto';
 
 export { ModelService, PredictionService };
 

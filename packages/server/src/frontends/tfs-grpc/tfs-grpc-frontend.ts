@@ -10,29 +10,21 @@
 import type * as grpc from '@grpc/grpc-js';
 import { create, fromBinary } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
+import { type Tensor, invalidArgument, unimplemented } from '@visionserve/protocol';
 import {
-  type Tensor,
-  invalidArgument,
   predictRequestIsViewable,
   predictRequestViewFrom,
   tensorFromProtoView,
   tensorToProto,
-  unimplemented,
-} from '@visionserve/protocol';
-import {
   PredictRequestSchema,
   PredictResponseSchema,
-} from '@visionserve/protocol/gen/tensorflow_serving/apis/predict_pb.js';
-import {
   type PredictRequestView,
   PredictRequestViewSchema,
-} from '@visionserve/protocol/gen/visionserve/predict_request_view_pb.js';
-import {
   GetModelMetadataResponseSchema,
   SignatureDefMapSchema,
-} from '@visionserve/protocol/gen/tensorflow_serving/apis/get_model_metadata_pb.js';
-import { GetModelStatusResponseSchema } from '@visionserve/protocol/gen/tensorflow_serving/apis/get_model_status_pb.js';
-import { ReloadConfigResponseSchema } from '@visionserve/protocol/gen/tensorflow_serving/apis/model_management_pb.js';
+  GetModelStatusResponseSchema,
+  ReloadConfigResponseSchema,
+} from '@visionserve/protocol/tfs-proto';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import { ModelService, PredictionService, serverMethodDefinition } from './service-definitions.js';
@@ -120,7 +112,7 @@ export function createTfsGrpcFrontend(options: TfsGrpcFrontendOptions): GrpcServ
       decodePredictRequest,
     ),
 
-    getModelMetadata: unaryCall(P.getModelMetadata, logger, async (request) => {
+    getModelMetadata: unaryCall(P.getModelMetadata, logger, (request) => {
       const model = modelSpecFromProto(request.modelSpec);
       if (request.metadataField.length === 0) {
         throw invalidArgument(`GetModelMetadataRequest must list metadata_field "${SIGNATURE_DEF_FIELD}"`);
@@ -132,12 +124,23 @@ export function createTfsGrpcFrontend(options: TfsGrpcFrontendOptions): GrpcServ
           );
         }
       }
-      const result = await service.metadata(model);
-      const signatures = signatureDefMapFromSignatures(result.signatures);
-      return create(GetModelMetadataResponseSchema, {
-        modelSpec: modelSpecToProto(result.model),
-        metadata: { [SIGNATURE_DEF_FIELD]: anyPack(SignatureDefMapSchema, signatures) },
-      });
+      return service.withServable(model, (servable) =>
+        Promise.resolve(
+          create(GetModelMetadataResponseSchema, {
+            modelSpec: modelSpecToProto({
+              name: servable.name,
+              version: servable.version,
+              signatureName: '',
+            }),
+            metadata: {
+              [SIGNATURE_DEF_FIELD]: anyPack(
+                SignatureDefMapSchema,
+                signatureDefMapFromSignatures(servable.signatures),
+              ),
+            },
+          }),
+        ),
+      );
     }),
   };
 

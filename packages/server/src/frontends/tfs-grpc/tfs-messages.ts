@@ -3,32 +3,26 @@
  * version status, model configs). Pure functions; errors are ServingErrors.
  */
 import { create } from '@bufbuild/protobuf';
-import { Code, dataTypeFromDType, invalidArgument, shapeToProto, unimplemented } from '@visionserve/protocol';
+import { Code, mapValues, invalidArgument, unimplemented } from '@visionserve/protocol';
 import {
+  dataTypeFromDType,
+  shapeToProto,
   type ModelSpec as ModelSpecProto,
   ModelSpecSchema,
-} from '@visionserve/protocol/gen/tensorflow_serving/apis/model_pb.js';
-import {
   type SignatureDefMap,
   SignatureDefMapSchema,
-} from '@visionserve/protocol/gen/tensorflow_serving/apis/get_model_metadata_pb.js';
-import {
   type ModelVersionStatus,
   ModelVersionStatusSchema,
   ModelVersionStatus_State,
-} from '@visionserve/protocol/gen/tensorflow_serving/apis/get_model_status_pb.js';
-import {
   type TensorInfo,
   TensorInfoSchema,
   type SignatureDef,
   SignatureDefSchema,
-} from '@visionserve/protocol/gen/tensorflow/core/protobuf/meta_graph_pb.js';
-import { Code as ErrorCodeProto } from '@visionserve/protocol/gen/tensorflow/core/protobuf/error_codes_pb.js';
-import type {
-  ModelConfig as ModelConfigProto,
-  ModelServerConfig,
-} from '@visionserve/protocol/gen/tensorflow_serving/config/model_server_config_pb.js';
-import type { FileSystemStoragePathSourceConfig_ServableVersionPolicy as VersionPolicyProto } from '@visionserve/protocol/gen/tensorflow_serving/config/file_system_storage_path_source_pb.js';
+  TfErrorCode as ErrorCodeProto,
+  type ModelConfig as ModelConfigProto,
+  type ModelServerConfig,
+  type FileSystemStoragePathSourceConfig_ServableVersionPolicy as VersionPolicyProto,
+} from '@visionserve/protocol/tfs-proto';
 import type { ModelSpec, ResolvedModel } from '../../core/inference-service.js';
 import { DEFAULT_VERSION_POLICY, type ModelConfig, type VersionPolicy } from '../../core/model-config.js';
 import type { ModelState, VersionStatus } from '../../core/model-state.js';
@@ -161,8 +155,4 @@ function toSafeInteger(value: bigint, what: string): number {
     throw invalidArgument(`${what}: version ${value.toString()} is out of range`);
   }
   return Number(value);
-}
-
-function mapValues<A, B>(record: Readonly<Record<string, A>>, fn: (value: A) => B): Record<string, B> {
-  return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, fn(v)]));
 }

@@ -1,11 +1,10 @@
 /**
  * Proto3-JSON shapes of TF Serving's GetModelStatusResponse and GetModelMetadataResponse
- * (protocols.md B3): int64 as strings, enum names, primitive fields always printed.
+ * (docs/protocols.md): int64 as strings, enum names, primitive fields always printed.
  */
-import { Code, tfDataTypeName } from '@visionserve/protocol';
-import type { MetadataResponse } from '../../core/inference-service.js';
+import { Code, mapValues, tfDataTypeName } from '@visionserve/protocol';
 import type { VersionStatus } from '../../core/model-state.js';
-import type { TensorSpec } from '../../core/signature.js';
+import type { Signature, TensorSpec } from '../../core/signature.js';
 
 export function modelStatusJson(statuses: readonly VersionStatus[]): unknown {
   return {
@@ -31,19 +30,19 @@ function tensorInfoJson(spec: TensorSpec): unknown {
   };
 }
 
-function mapValues<T>(
-  record: Readonly<Record<string, T>>,
-  fn: (value: T) => unknown,
-): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, fn(v)]));
+/** What metadata needs of a servable: its name, version and signatures. */
+interface ServableFacts {
+  readonly name: string;
+  readonly version: number;
+  readonly signatures: Readonly<Record<string, Signature>>;
 }
 
-export function modelMetadataJson(metadata: MetadataResponse): unknown {
+export function modelMetadataJson(servable: ServableFacts): unknown {
   return {
-    model_spec: { name: metadata.model.name, signature_name: '', version: String(metadata.model.version) },
+    model_spec: { name: servable.name, signature_name: '', version: String(servable.version) },
     metadata: {
       signature_def: {
-        signature_def: mapValues(metadata.signatures, (sig) => ({
+        signature_def: mapValues(servable.signatures, (sig) => ({
           inputs: mapValues(sig.inputs, tensorInfoJson),
           outputs: mapValues(sig.outputs, tensorInfoJson),
           method_name: sig.methodName,

@@ -1,50 +1,24 @@
 import { invalidArgument } from '@visionserve/protocol';
 
-/** A parsed TF Serving REST path (protocols.md B2). */
-export type TfsRestRoute =
-  | {
-      readonly kind: 'status' | 'metadata';
-      readonly name: string;
-      readonly version: number | undefined;
-      readonly label: string | undefined;
-    }
-  | {
-      readonly kind: 'predict' | 'classify' | 'regress';
-      readonly name: string;
-      readonly version: number | undefined;
-      readonly label: string | undefined;
-    };
+/** Paths the TF Serving REST handler owns (`(?i)/v1/.*`); others get 404. */
+export const TFS_REST_PREFIX = /^\/v1\//i;
 
-const V1 = /^\/v1\//i;
-const POST_PATH =
+/** `POST /v1/models/{m}[/versions/{v}|/labels/{l}]:(predict|classify|regress)`; groups: name, version, label, method. */
+export const TFS_POST_PATH =
   /^\/v1\/models\/([^/:]+)(?:(?:\/versions\/(\d+))|(?:\/labels\/([^/:]+)))?:(classify|regress|predict)$/i;
-const GET_PATH =
+
+/** `GET /v1/models[/{m}[/versions/{v}|/labels/{l}]][/metadata]`; groups: name, version, label, "metadata". */
+export const TFS_GET_PATH =
   /^\/v1\/models(?:\/([^/:]+))?(?:(?:\/versions\/(\d+))|(?:\/labels\/([^/:]+)))?(?:\/(metadata))?$/i;
 
-/** True for paths the TF Serving REST handler owns (`(?i)/v1/.*`); others get 404. */
-export function isTfsRestPath(path: string): boolean {
-  return V1.test(path);
-}
-
-/**
- * Matches a `/v1/...` path (query string removed) against TF Serving's POST / GET
- * patterns. Returns undefined when neither matches (a malformed request); throws
- * INVALID_ARGUMENT for a missing model name, a bad version, or version + label.
- */
-export function matchTfsRestRoute(method: string, path: string): TfsRestRoute | undefined {
-  if (method === 'POST') {
-    const m = POST_PATH.exec(path);
-    if (!m) return undefined;
-    const kind = m[4]!.toLowerCase() as 'predict' | 'classify' | 'regress';
-    return { kind, ...spec(m[1], m[2], m[3]) };
-  }
-  if (method === 'GET') {
-    const m = GET_PATH.exec(path);
-    if (!m) return undefined;
-    if (m[1] === undefined) throw invalidArgument('Missing model name in request.');
-    return { kind: m[4] === undefined ? 'status' : 'metadata', ...spec(m[1], m[2], m[3]) };
-  }
-  return undefined;
+/** The model a matched path names (groups 1-3: name, version, label), TF Serving's checks applied. */
+export function modelFromMatch(m: RegExpExecArray): {
+  name: string;
+  version: number | undefined;
+  label: string | undefined;
+} {
+  if (m[1] === undefined) throw invalidArgument('Missing model name in request.');
+  return spec(m[1], m[2], m[3]);
 }
 
 function spec(

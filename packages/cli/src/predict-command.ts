@@ -1,0 +1,513 @@
+/**
+ * `visionserve predict`: image / .npy / JSON tensor -> a server (gRPC, REST or
+ * /invocations) -> top-k classes, detections or raw outputs, as text or JSON.
+ * Everything goes through @visionserve/client, as a user's program would.
+ */
+import { readFile } from 'node:fs/promises';
+import { extname } from 'node:path';
+import {
+  type ModelMetadata,
+  type PredictResult,
+  type SignatureInfo,
+  type Tensor,
+  Code,
+  ServingError,
+  createInvocationsClient,
+  createTfsGrpcClient,
+  createTfsRestClient,
+  fromNested,
+  isNpy,
+  parseNpy,
+} from '@visionserve/client';
+import {
+  type ClassScore,
+  type Detection,
+  type DetectionResult,
+  type Labels,
+  classifyTopK,
+  decodeDetections,
+  parseLabels,
+} from '@visionserve/vision';
+import type { ImagePresetName, ImageToTensorOptions } from '@visionserve/client/image';
+import {
+  type DType,
+  isStringData,
+  parseTfsJsonText,
+  parseTfsPredictBody,
+  tfsJsonToTensors,
+} from '@visionserve/protocol';
+import {
+  type Command,
+  UsageError,
+  choiceOption,
+  flag,
+  numberListOption,
+  numberOption,
+  parseCommandArgs,
+  stringOption,
+} from './cli-args.js';
+
+const PRESETS = ['imagenet', 'tfod', 'yolox', 'mnist', 'none'] as const;
+
+const HELP = `Usage: visionserve predict <input> --model NAME [options]
+
+Sends an image, a .npy tensor or a JSON tensor file to a model and prints the top classes
+(classifiers), the detections (TF Object Detection API outputs) or a summary of the raw outputs.
+
+<input>: an image (JPEG, PNG, WebP, ...), a .npy file, or a .json file holding a TF Serving
+predict body ({"instances": ...} or {"inputs": ...}) or a bare nested list for the only input.
+
+Target:
+  --protocol grpc|rest|invocations   default grpc
+  --server HOST            host of the default ports (default 127.0.0.1)
+  --grpc HOST:PORT         gRPC address (default <server>:8500)
+  --rest URL               REST base URL (default http://<server>:8501)
+  --invocations URL        SageMaker-style endpoint (default http://<server>:8080); the image
+                           bytes are sent as application/x-image and the server preprocesses them
+  --model NAME             model name (required for grpc/rest; tfs-model-name for invocations)
+  --version N | --label L  pin a version or a version label
+  --signature NAME         signature (default serving_default)
+  --input-name NAME        input alias (default: the signature's only input)
+  --format row|columnar    REST body format (default columnar)
+  --encoding tensor_content|typed   gRPC request encoding (default tensor_content)
+  --timeout-ms MS          deadline per call (default 30000)
+
+Image preprocessing (grpc/rest; the default preset is guessed from the model's input signature):
+  --preset imagenet|tfod|yolox|mnist|none
+                           imagenet: resize 256, centre-crop 224, NCHW float, ImageNet mean/std
+                           tfod: the image as is, uint8 NHWC [1,H,W,3] (TF OD API detectors)
+                           yolox: 416 letterbox (pad 114), BGR, NCHW float 0-255
+                           mnist: 28x28 grayscale, NCHW float /255
+  --size N|WxH             target size            --resize stretch|crop|letterbox
+  --layout NCHW|NHWC       --dtype float32|uint8  --channel-order RGB|BGR   --grayscale
+  --scale X                multiplier before mean/std (default 1/255)
+  --mean a,b,c  --std a,b,c
+
+Output:
+  --task auto|classify|detect|raw   default auto (detect for TF OD outputs, classify for one [1,N] output)
+  --labels FILE            class names, one a line (the ImageNet synset file works as is)
+  --label-map FILE         TF OD API label map (.pbtxt) for detections
+  --top-k N                classes to show (default 5)
+  --threshold X            minimum detection score (default 0.5)
+  --softmax auto|on|off    apply softmax to classifier outputs (default auto: unless they sum to 1)
+  --json                   machine-readable output on stdout
+
+Examples:
+  visionserve predict cat.jpg --model mobilenet --labels imagenet_synset.txt
+  visionserve predict street.jpg --model detector --protocol rest --label-map mscoco_label_map.pbtxt
+  visionserve predict tensor.npy --model mobilenet --json
+  visionserve predict cat.jpg --protocol invocations --model mobilenet
+`;
+
+const OPTIONS = {
+  protocol: { type: 'string' },
+  server: { type: 'string' },
+  grpc: { type: 'string' },
+  rest: { type: 'string' },
+  invocations: { type: 'string' },
+  model: { type: 'string' },
+  version: { type: 'string' },
+  label: { type: 'string' },
+  signature: { type: 'string' },
+  'input-name': { type: 'string' },
+  format: { type: 'string' },
+  encoding: { type: 'string' },
+  'timeout-ms': { type: 'string' },
+  preset: { type: 'string' },
+  size: { type: 'string' },
+  resize: { type: 'string' },
+  layout: { type: 'string' },
+  dtype: { type: 'string' },
+  'channel-order': { type: 'string' },
+  grayscale: { type: 'boolean' },
+  scale: { type: 'string' },
+  mean: { type: 'string' },
+  std: { type: 'string' },
+  task: { type: 'string' },
+  labels: { type: 'string' },
+  'label-map': { type: 'string' },
+  'top-k': { type: 'string' },
+  threshold: { type: 'string' },
+  softmax: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+
+type InputKind = 'image' | 'npy' | 'json';
+
+function kindOf(path: string, bytes: Uint8Array): InputKind {
+  if (isNpy(bytes)) return 'npy';
+  const ext = extname(path).toLowerCase();
+  if (ext === '.json') return 'json';
+  if (ext === '.npy') return 'npy';
+  return 'image';
+}
+
+/** The preset a signature's single image input most likely wants. */
+export function guessPreset(input: {
+  dtype: DType | undefined;
+  shape: readonly number[] | undefined;
+}): ImagePresetName | undefined {
+  const s = input.shape;
+  if (s === undefined || s.length !== 4) return undefined;
+  if (input.dtype === 'uint8' && s[3] === 3) return 'tfod';
+  if (input.dtype !== 'float32') return undefined;
+  if (s[1] === 3 && s[2] === 416 && s[3] === 416) return 'yolox';
+  if (s[1] === 1 && s[2] === 28 && s[3] === 28) return 'mnist';
+  if (s[1] === 3) return 'imagenet';
+  return undefined;
+}
+
+function parseSize(raw: string): { width: number; height: number } {
+  const m = /^(\d+)(?:x(\d+))?$/i.exec(raw);
+  if (!m) throw new UsageError(`--size expects N or WxH, got "${raw}"`);
+  const width = Number(m[1]);
+  return { width, height: m[2] === undefined ? width : Number(m[2]) };
+}
+
+interface Rendered {
+  readonly text: string;
+  readonly json: unknown;
+}
+
+export const predict: Command = {
+  help: HELP,
+  async run(argv) {
+    const { values, positionals } = parseCommandArgs(argv, OPTIONS);
+    if (positionals.length !== 1) throw new UsageError('expects exactly one input file');
+    const inputPath = positionals[0]!;
+    const protocol = choiceOption(values, 'protocol', ['grpc', 'rest', 'invocations'] as const) ?? 'grpc';
+    const host = stringOption(values, 'server') ?? '127.0.0.1';
+    const model = stringOption(values, 'model');
+    const version = numberOption(values, 'version', { min: 0, integer: true });
+    const label = stringOption(values, 'label');
+    if (version !== undefined && label !== undefined)
+      throw new UsageError('give --version or --label, not both');
+    const signatureName = stringOption(values, 'signature');
+    const timeoutMs = numberOption(values, 'timeout-ms', { min: 1 }) ?? 30_000;
+    const task = choiceOption(values, 'task', ['auto', 'classify', 'detect', 'raw'] as const) ?? 'auto';
+    const topKCount = numberOption(values, 'top-k', { min: 1, integer: true }) ?? 5;
+    const threshold = numberOption(values, 'threshold', { min: 0, max: 1 }) ?? 0.5;
+    const softmaxMode = choiceOption(values, 'softmax', ['auto', 'on', 'off'] as const) ?? 'auto';
+    const asJson = flag(values, 'json');
+    const labelsPath = stringOption(values, 'labels');
+    const labelMapPath = stringOption(values, 'label-map');
+    const format = choiceOption(values, 'format', ['row', 'columnar'] as const) ?? 'columnar';
+    const encoding =
+      choiceOption(values, 'encoding', ['tensor_content', 'typed'] as const) ?? 'tensor_content';
+    const imageOverrides = imageOptionsFrom(values);
+    const presetChoice = choiceOption(values, 'preset', PRESETS);
+
+    const bytes = await readFile(inputPath).catch((error: unknown) => {
+      throw new Error(`cannot read ${inputPath}: ${error instanceof Error ? error.message : String(error)}`);
+    });
+    const kind = kindOf(inputPath, bytes);
+    const labels =
+      labelsPath === undefined ? undefined : parseLabels(await readFile(labelsPath, 'utf8'), labelsPath);
+    const labelMap =
+      labelMapPath === undefined
+        ? undefined
+        : parseLabels(await readFile(labelMapPath, 'utf8'), labelMapPath, 'label_map');
+
+    if (protocol === 'invocations') {
+      if (kind === 'npy') throw new UsageError('/invocations takes an image or a JSON body, not .npy');
+      const client = createInvocationsClient({
+        baseUrl: stringOption(values, 'invocations') ?? `http://${host}:8080`,
+      });
+      try {
+        const result = await client.invoke(kind === 'json' ? bytes.toString('utf8') : bytes, {
+          contentType: kind === 'json' ? 'application/json' : 'application/x-image',
+          ...(model !== undefined ? { model } : {}),
+          ...(version !== undefined ? { version } : {}),
+          timeoutMs,
+        });
+        const rendered = renderInvocation(result.json(), labels ?? labelMap);
+        console.log(
+          asJson
+            ? JSON.stringify({ protocol, model: model ?? null, response: rendered.json }, null, 2)
+            : rendered.text,
+        );
+        return 0;
+      } finally {
+        client.close();
+      }
+    }
+
+    if (model === undefined) throw new UsageError('--model is required');
+    const ref = { name: model, version, label, signatureName };
+    const grpcClient =
+      protocol === 'grpc'
+        ? createTfsGrpcClient({ address: stringOption(values, 'grpc') ?? `${host}:8500`, encoding })
+        : undefined;
+    const restClient =
+      protocol === 'rest'
+        ? createTfsRestClient({ baseUrl: stringOption(values, 'rest') ?? `http://${host}:8501` })
+        : undefined;
+    const client = grpcClient ?? restClient!;
+    try {
+      const metadata: ModelMetadata = await client.getModelMetadata(ref, { timeoutMs });
+      const signature = metadata.signatures[signatureName ?? 'serving_default'];
+      if (signature === undefined) {
+        throw new ServingError(
+          Code.NOT_FOUND,
+          `model ${model} has no signature "${signatureName ?? 'serving_default'}"`,
+        );
+      }
+      let original: { width: number; height: number } | undefined;
+      let inputs: Record<string, Tensor>;
+      if (kind === 'json') {
+        inputs = tensorsFromJson(bytes.toString('utf8'), signature, stringOption(values, 'input-name'));
+      } else {
+        const alias = inputAlias(signature, stringOption(values, 'input-name'));
+        if (kind === 'npy') {
+          inputs = { [alias]: parseNpy(bytes) };
+        } else {
+          const preset = presetChoice ?? guessPreset(signature.inputs[alias]!);
+          if (preset === undefined && Object.keys(imageOverrides).length === 0) {
+            throw new UsageError(
+              `cannot guess the preprocessing for input '${alias}' ${describeInput(signature, alias)}: pass --preset or --size/--layout/--dtype`,
+            );
+          }
+          const image = await import('@visionserve/client/image');
+          const base: ImageToTensorOptions =
+            preset === undefined || preset === 'none' ? {} : image.IMAGE_PRESETS[preset];
+          const decoded = await image.imageToTensor(bytes, { ...base, ...imageOverrides });
+          original = { width: decoded.originalWidth, height: decoded.originalHeight };
+          inputs = { [alias]: decoded.tensor };
+        }
+      }
+      const result: PredictResult = grpcClient
+        ? await grpcClient.predict(ref, inputs, { timeoutMs })
+        : await restClient!.predict(ref, inputs, { format, timeoutMs });
+      const rendered = render(result, {
+        task,
+        topK: topKCount,
+        threshold,
+        softmax: softmaxMode,
+        ...(labels ? { labels } : {}),
+        ...(labelMap ? { labelMap } : {}),
+        ...(original ? { original } : {}),
+      });
+      const header = `${result.model.name}${result.model.version !== undefined ? ` v${result.model.version}` : ''} (${protocol})`;
+      console.log(
+        asJson
+          ? JSON.stringify({ protocol, model: result.model, ...(rendered.json as object) }, null, 2)
+          : `${header}: ${rendered.text}`,
+      );
+      return 0;
+    } finally {
+      client.close();
+    }
+  },
+};
+
+function describeInput(signature: SignatureInfo, alias: string): string {
+  const t = signature.inputs[alias]!;
+  return `(${t.tfDtype} ${t.shape === undefined ? 'unknown rank' : `[${t.shape.join(',')}]`})`;
+}
+
+function inputAlias(signature: SignatureInfo, requested: string | undefined): string {
+  const aliases = Object.keys(signature.inputs);
+  if (requested !== undefined) {
+    if (!aliases.includes(requested))
+      throw new UsageError(`the model has no input '${requested}' (inputs: ${aliases.join(', ')})`);
+    return requested;
+  }
+  if (aliases.length !== 1)
+    throw new UsageError(`the model has ${aliases.length} inputs (${aliases.join(', ')}): pass --input-name`);
+  return aliases[0]!;
+}
+
+function tensorsFromJson(
+  text: string,
+  signature: SignatureInfo,
+  requested: string | undefined,
+): Record<string, Tensor> {
+  const json = parseTfsJsonText(text);
+  const specs = Object.fromEntries(
+    Object.entries(signature.inputs).map(([alias, t]) => [alias, { dtype: t.dtype ?? 'float32' }]),
+  );
+  if (typeof json === 'object' && json !== null && !Array.isArray(json)) {
+    const body = parseTfsPredictBody(json);
+    return tfsJsonToTensors(body.format, body.value, specs);
+  }
+  const alias = inputAlias(signature, requested);
+  return { [alias]: fromNested(json, specs[alias]!.dtype) };
+}
+
+function imageOptionsFrom(values: Parameters<typeof stringOption>[0]): ImageToTensorOptions {
+  const out: { -readonly [K in keyof ImageToTensorOptions]: ImageToTensorOptions[K] } = {};
+  const size = stringOption(values, 'size');
+  if (size !== undefined) Object.assign(out, parseSize(size));
+  const resize = choiceOption(values, 'resize', ['stretch', 'crop', 'letterbox'] as const);
+  if (resize) out.resize = resize;
+  const layout = choiceOption(values, 'layout', ['NCHW', 'NHWC'] as const);
+  if (layout) out.layout = layout;
+  const dtype = choiceOption(values, 'dtype', ['float32', 'uint8'] as const);
+  if (dtype) out.dtype = dtype;
+  const order = choiceOption(values, 'channel-order', ['RGB', 'BGR'] as const);
+  if (order) out.channelOrder = order;
+  if (flag(values, 'grayscale')) out.channels = 1;
+  const scale = numberOption(values, 'scale');
+  if (scale !== undefined) out.scale = scale;
+  const mean = numberListOption(values, 'mean');
+  if (mean) out.mean = mean;
+  const std = numberListOption(values, 'std');
+  if (std) out.std = std;
+  return out;
+}
+
+interface RenderOptions {
+  readonly task: 'auto' | 'classify' | 'detect' | 'raw';
+  readonly topK: number;
+  readonly threshold: number;
+  readonly softmax: 'auto' | 'on' | 'off';
+  readonly labels?: Labels;
+  readonly labelMap?: Labels;
+  readonly original?: { width: number; height: number };
+}
+
+function isTfod(outputs: Readonly<Record<string, Tensor>>): boolean {
+  return ['detection_boxes', 'detection_scores', 'detection_classes'].every((k) => Object.hasOwn(outputs, k));
+}
+
+function classifierOutput(outputs: Readonly<Record<string, Tensor>>): Tensor | undefined {
+  const list = Object.values(outputs);
+  const t = list[0];
+  if (list.length !== 1 || t === undefined || isStringData(t.data)) return undefined;
+  const classes = t.shape[t.shape.length - 1] ?? 0;
+  return classes >= 2 && t.data.length === classes ? t : undefined;
+}
+
+/** Renders a predict result as text and JSON according to the task. */
+export function render(result: PredictResult, options: RenderOptions): Rendered {
+  const outputs = result.outputs;
+  const task =
+    options.task === 'auto'
+      ? isTfod(outputs)
+        ? 'detect'
+        : classifierOutput(outputs)
+          ? 'classify'
+          : 'raw'
+      : options.task;
+  if (task === 'detect') {
+    const [result] = decodeDetections(
+      outputs,
+      { kind: 'detection', scoreThreshold: 0 },
+      options.labelMap ?? options.labels,
+      options.original,
+    );
+    const all = result?.detections ?? [];
+    const shown = all.filter((d) => d.score >= options.threshold);
+    return {
+      text: `${shown.length} detection${shown.length === 1 ? '' : 's'} with score >= ${options.threshold.toFixed(2)} (of ${all.length})\n${shown.map(formatDetection).join('\n')}`,
+      json: { task, detections: shown },
+    };
+  }
+  if (task === 'classify') {
+    const t = classifierOutput(outputs) ?? Object.values(outputs)[0];
+    if (t === undefined) throw new Error('the model returned no outputs');
+    const [top] = classifyTopK(
+      t.shape.length > 2 ? { ...t, shape: [t.shape.at(-1)!] } : t,
+      {
+        kind: 'classification',
+        topK: options.topK,
+        softmax: options.softmax === 'on' ? true : options.softmax === 'off' ? false : 'auto',
+      },
+      options.labels,
+    );
+    const classes = top ?? [];
+    return {
+      text: `top ${classes.length} of ${t.shape[t.shape.length - 1] ?? 0} classes\n${classes.map(formatClass).join('\n')}`,
+      json: { task, classes },
+    };
+  }
+  const summary = Object.entries(outputs).map(([name, t]) => {
+    const data = t.data;
+    const head = isStringData(data)
+      ? data.slice(0, 8).map((b) => new TextDecoder().decode(b))
+      : Array.from(data.subarray(0, 8) as ArrayLike<number | bigint>, (v) =>
+          typeof v === 'bigint' ? v.toString() : v,
+        );
+    return { name, dtype: t.dtype, shape: t.shape, elements: data.length, head };
+  });
+  return {
+    text: `${summary.length} output${summary.length === 1 ? '' : 's'}\n${summary.map((s) => `  ${s.name}  ${s.dtype} [${s.shape.join(',')}]  ${s.head.map((v) => (typeof v === 'number' ? Number(v.toPrecision(6)) : v)).join(', ')}${s.elements > s.head.length ? ', ...' : ''}`).join('\n')}`,
+    json: { task: 'raw', outputs: summary },
+  };
+}
+
+function formatClass(c: ClassScore, rank: number): string {
+  return `  ${String(rank + 1).padStart(2)}. ${String(c.class_id).padStart(4)}  ${(c.label ?? `class ${c.class_id}`).padEnd(40)} ${c.score.toFixed(4)}`;
+}
+
+function formatDetection(d: Detection): string {
+  const name = d.label ?? `class ${d.class_id}`;
+  const { ymin, xmin, ymax, xmax } = d.box;
+  const box = `[ymin ${ymin.toFixed(3)} xmin ${xmin.toFixed(3)} ymax ${ymax.toFixed(3)} xmax ${xmax.toFixed(3)}]`;
+  const p = d.box_pixels;
+  const px = p === undefined ? '' : `  x ${p.xmin}-${p.xmax} y ${p.ymin}-${p.ymax} px`;
+  return `  ${name.padEnd(16)} ${d.score.toFixed(2)}  ${box}${px}`;
+}
+
+function isDetectionResult(v: unknown): v is DetectionResult {
+  return typeof v === 'object' && v !== null && Array.isArray((v as { detections?: unknown }).detections);
+}
+
+/**
+ * Renders an /invocations answer: detections (`{"predictions": [{num_detections,
+ * detections}]}`) as a table, lists of {label|class|index, score|probability} (or
+ * [label, score] pairs, or {"predictions": ...} around them) as a ranked list, anything
+ * else as indented JSON.
+ */
+export function renderInvocation(json: unknown, labels: Labels | undefined): Rendered {
+  const predictions = (json as { predictions?: unknown } | null)?.predictions;
+  if (Array.isArray(predictions) && predictions.length > 0 && predictions.every(isDetectionResult)) {
+    const lines = predictions.flatMap((p, i) => [
+      `${predictions.length > 1 ? `instance ${i}: ` : ''}${p.detections.length} detection${p.detections.length === 1 ? '' : 's'}`,
+      ...p.detections.map(formatDetection),
+    ]);
+    return { text: `/invocations: ${lines.join('\n')}`, json };
+  }
+  const unwrap = (v: unknown): unknown => {
+    if (typeof v === 'object' && v !== null && !Array.isArray(v)) {
+      const o = v as Record<string, unknown>;
+      for (const key of ['predictions', 'classes', 'results', 'top_k', 'topk'])
+        if (Array.isArray(o[key])) return o[key];
+    }
+    return v;
+  };
+  let list = unwrap(json);
+  if (
+    Array.isArray(list) &&
+    list.length === 1 &&
+    Array.isArray(list[0]) &&
+    list[0].length > 0 &&
+    typeof list[0][0] === 'object'
+  )
+    list = list[0];
+  const rows: { label: string; score: number }[] = [];
+  if (Array.isArray(list)) {
+    for (const item of list) {
+      if (Array.isArray(item) && item.length === 2 && typeof item[1] === 'number')
+        rows.push({ label: String(item[0]), score: item[1] });
+      else if (typeof item === 'object' && item !== null) {
+        const o = item as Record<string, unknown>;
+        const score = [o.score, o.probability, o.prob, o.confidence].find(
+          (v): v is number => typeof v === 'number',
+        );
+        const index = [o.index, o.class_id, o.id].find((v): v is number => typeof v === 'number');
+        const name =
+          [o.label, o.class, o.name, o.display_name].find((v): v is string => typeof v === 'string') ??
+          (index !== undefined ? (labels?.get(index) ?? `class ${index}`) : undefined);
+        if (score !== undefined && name !== undefined) rows.push({ label: name, score });
+      }
+    }
+  }
+  if (rows.length === 0 || !Array.isArray(list) || rows.length !== list.length) {
+    return { text: JSON.stringify(json, null, 2), json };
+  }
+  return {
+    text: `/invocations: ${rows.length} result${rows.length === 1 ? '' : 's'}\n${rows.map((r, i) => `  ${String(i + 1).padStart(2)}. ${r.label.padEnd(40)} ${r.score.toFixed(4)}`).join('\n')}`,
+    json,
+  };
+}

@@ -1,0 +1,108 @@
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { createGrpcChannel, type GrpcChannel } from '@visionserve/client';
+import { type Tensor } from '@visionserve/protocol';
+import {
+  tensorFromProto,
+  tensorToProto,
+  PredictRequestSchema,
+  PredictResponseSchema,
+} from '@visionserve/protocol/tfs-proto';
+import { resolveServerConfig, type ServerConfig } from '@visionserve/server';
+import { startVisionServer, type RunningVisionServer, type VisionServerHooks } from '@visionserve/server';
+import { silentLogger } from '@visionserve/server';
+
+export interface Harness {
+  readonly server: RunningVisionServer;
+  readonly rest: string;
+  readonly grpc: GrpcChannel;
+  /** Base URL of the SageMaker-style endpoint; empty when it is disabled (the default here). */
+  readonly sagemaker: string;
+  close(): Promise<void>;
+}
+
+/** A real server on ephemeral loopback ports. */
+export async function startHarness(
+  flags: Partial<ServerConfig>,
+  hooks: VisionServerHooks = {},
+): Promise<Harness> {
+  const config = resolveServerConfig({
+    host: '127.0.0.1',
+    grpcPort: 0,
+    restPort: 0,
+    sagemakerPort: -1,
+    logLevel: 'silent',
+    ...flags,
+  });
+  const server = await startVisionServer(config, silentLogger, hooks);
+  const grpc = createGrpcChannel({ address: `127.0.0.1:${server.ports.grpc!}` });
+  return {
+    server,
+    rest: `http://127.0.0.1:${server.ports.rest!}`,
+    grpc,
+    sagemaker: server.ports.sagemaker === undefined ? '' : `http://127.0.0.1:${server.ports.sagemaker}`,
+    async close() {
+      grpc.close();
+      await server.close();
+    },
+  };
+}
+
+export interface GrpcPredictOptions {
+  readonly version?: number;
+  readonly label?: string;
+  readonly asTensorContent?: boolean;
+  readonly outputFilter?: string[];
+}
+
+/** Predict over gRPC with our proto messages; returns decoded output tensors and the response spec. */
+export async function grpcPredict(
+  channel: GrpcChannel,
+  model: string,
+  inputs: Record<string, Tensor>,
+  options: GrpcPredictOptions = {},
+): Promise<{ outputs: Record<string, Tensor>; version: bigint | undefined }> {
+  const request = create(PredictRequestSchema, {
+    modelSpec: {
+      name: model,
+      ...(options.version !== undefined
+        ? { versionChoice: { case: 'version', value: { value: BigInt(options.version) } } }
+        : options.label !== undefined
+          ? { versionChoice: { case: 'versionLabel', value: options.label } }
+          : {}),
+    },
+    outputFilter: options.outputFilter ?? [],
+  });
+  for (const [name, t] of Object.entries(inputs)) {
+    request.inputs[name] = tensorToProto(t, { asTensorContent: options.asTensorContent ?? true });
+  }
+  const bytes = await channel.unary(
+    '/tensorflow.serving.PredictionService/Predict',
+    toBinary(PredictRequestSchema, request),
+  );
+  const response = fromBinary(PredictResponseSchema, bytes);
+  const outputs: Record<string, Tensor> = {};
+  for (const [name, proto] of Object.entries(response.outputs)) outputs[name] = tensorFromProto(proto, name);
+  const choice = response.modelSpec?.versionChoice;
+  return { outputs, version: choice?.case === 'version' ? choice.value.value : undefined };
+}
+
+/** Nested JS arrays from a flat array and a shape (for REST bodies). */
+export function nest(data: ArrayLike<number>, shape: readonly number[]): unknown {
+  const rec = (offset: number, depth: number): unknown => {
+    const size = shape[depth]!;
+    if (depth === shape.length - 1) return Array.from({ length: size }, (_, i) => data[offset + i]);
+    const stride = shape.slice(depth + 1).reduce((a, b) => a * b, 1);
+    return Array.from({ length: size }, (_, i) => rec(offset + i * stride, depth + 1));
+  };
+  return rec(0, 0);
+}
+
+export async function postJson(url: string, body: unknown): Promise<{ status: number; json: unknown }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, json: JSON.parse(text) as unknown };
+}

@@ -1,0 +1,150 @@
+/**
+ * Fast decoding of typed float inputs: TensorProtoView (see
+ * proto/visionserve/predict_request_view.proto) carries `float_val` / `double_val`
+ * as the raw packed bytes, which become a Float32Array / Float64Array view (or one
+ * aligned copy) instead of one JS number per element.
+ */
+import { create } from '@bufbuild/protobuf';
+import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
+import { fromBytes } from '../dtype.js';
+import { invalidArgument } from '../errors.js';
+import { TENSOR_DOUBLE_VAL_FIELD, TENSOR_FLOAT_VAL_FIELD } from './wire-bytes.js';
+import type { Tensor } from '../tensor.js';
+import { dtypeFromDataType, shapeFromProto, tensorFromProto } from './tf-tensor-codec.js';
+import { TensorProtoSchema } from '../gen/tensorflow/core/framework/tensor_pb.js';
+import type { PredictRequest } from '../gen/tensorflow_serving/apis/predict_pb.js';
+import {
+  type PredictRequestView,
+  PredictRequestViewSchema,
+  type TensorProtoView,
+} from '../gen/visionserve/predict_request_view_pb.js';
+import { elementCount } from '../tensor.js';
+
+function packedValues(
+  bytes: Uint8Array,
+  size: 4 | 8,
+  field: string,
+  what: string,
+): Float32Array | Float64Array {
+  if (bytes.byteLength % size !== 0) {
+    throw invalidArgument(`${what}: ${field} holds ${bytes.byteLength} bytes, not a whole number of values`);
+  }
+  return size === 4 ? fromBytes('float32', bytes) : fromBytes('float64', bytes);
+}
+
+/** Decodes a tensor from its view; same semantics and errors as tensorFromProto. */
+export function tensorFromProtoView(view: TensorProtoView, what: string): Tensor {
+  const hasFloat = view.floatVal.byteLength > 0;
+  const hasDouble = view.doubleVal.byteLength > 0;
+  const floats = hasFloat ? packedValues(view.floatVal, 4, 'float_val', what) : undefined;
+  const doubles = hasDouble ? packedValues(view.doubleVal, 8, 'double_val', what) : undefined;
+  if (view.tensorContent.byteLength === 0 && (floats || doubles)) {
+    const dtype = dtypeFromDataType(view.dtype, what);
+    const values = dtype === 'float32' ? floats : dtype === 'float64' ? doubles : undefined;
+    if (values !== undefined) {
+      const shape = shapeFromProto(view.tensorShape, what);
+      // The common case: every value sent, in the field that matches the dtype.
+      if (values.length === elementCount(shape) && !(floats && doubles)) {
+        return { dtype, shape, data: values };
+      }
+    }
+  }
+  // Everything else (broadcast, padding, mismatches and their errors) goes through the regular decoder.
+  return tensorFromProto(
+    create(TensorProtoSchema, {
+      dtype: view.dtype,
+      ...(view.tensorShape ? { tensorShape: view.tensorShape } : {}),
+      versionNumber: view.versionNumber,
+      tensorContent: view.tensorContent,
+      halfVal: view.halfVal,
+      floatVal: floats ? Array.from(floats) : [],
+      doubleVal: doubles ? Array.from(doubles) : [],
+      intVal: view.intVal,
+      stringVal: view.stringVal,
+      int64Val: view.int64Val,
+      boolVal: view.boolVal,
+      uint32Val: view.uint32Val,
+      uint64Val: view.uint64Val,
+    }),
+    what,
+  );
+}
+
+const PREDICT_INPUTS_FIELD = 2;
+const MAP_VALUE_FIELD = 2;
+
+/** True when every float_val / double_val of every input is one packed run (so the view decodes it exactly). */
+function tensorIsViewable(bytes: Uint8Array): boolean {
+  const reader = new BinaryReader(bytes);
+  let floats = 0;
+  let doubles = 0;
+  while (reader.pos < reader.len) {
+    const [field, wireType] = reader.tag();
+    if (field === TENSOR_FLOAT_VAL_FIELD || field === TENSOR_DOUBLE_VAL_FIELD) {
+      if (wireType !== WireType.LengthDelimited) return false;
+      if (field === TENSOR_FLOAT_VAL_FIELD ? ++floats > 1 : ++doubles > 1) return false;
+    }
+    reader.skip(wireType, field);
+  }
+  return true;
+}
+
+/**
+ * Whether `bytes` (a serialized PredictRequest) can be decoded with
+ * PredictRequestViewSchema without changing its meaning: every float_val and
+ * double_val is a single packed run, as every standard protobuf encoder writes
+ * them. Unpacked or split fields, and undecodable bytes, answer false (decode
+ * with the regular message then).
+ */
+export function predictRequestIsViewable(bytes: Uint8Array): boolean {
+  try {
+    const reader = new BinaryReader(bytes);
+    while (reader.pos < reader.len) {
+      const [field, wireType] = reader.tag();
+      if (field !== PREDICT_INPUTS_FIELD || wireType !== WireType.LengthDelimited) {
+        reader.skip(wireType, field);
+        continue;
+      }
+      const entry = new BinaryReader(reader.bytes());
+      while (entry.pos < entry.len) {
+        const [f, w] = entry.tag();
+        if (f === MAP_VALUE_FIELD && w === WireType.LengthDelimited) {
+          if (!tensorIsViewable(entry.bytes())) return false;
+        } else {
+          entry.skip(w, f);
+        }
+      }
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The view of a regularly decoded PredictRequest (fallback for unpacked float fields). */
+export function predictRequestViewFrom(request: PredictRequest): PredictRequestView {
+  const inputs: Record<string, TensorProtoView> = {};
+  for (const [alias, t] of Object.entries(request.inputs)) {
+    inputs[alias] = {
+      $typeName: 'visionserve.wire.TensorProtoView',
+      dtype: t.dtype,
+      tensorShape: t.tensorShape,
+      versionNumber: t.versionNumber,
+      tensorContent: t.tensorContent,
+      halfVal: t.halfVal,
+      floatVal: new Uint8Array(Float32Array.from(t.floatVal).buffer),
+      doubleVal: new Uint8Array(Float64Array.from(t.doubleVal).buffer),
+      intVal: t.intVal,
+      stringVal: t.stringVal,
+      int64Val: t.int64Val,
+      boolVal: t.boolVal,
+      uint32Val: t.uint32Val,
+      uint64Val: t.uint64Val,
+    };
+  }
+  return create(PredictRequestViewSchema, {
+    ...(request.modelSpec ? { modelSpec: request.modelSpec } : {}),
+    inputs,
+    outputFilter: request.outputFilter,
+  });
+}

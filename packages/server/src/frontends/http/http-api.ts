@@ -1,0 +1,60 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ErrorReason } from '@visionserve/protocol';
+
+/** One request as a route handler sees it. */
+export interface HttpContext {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** HTTP method, upper case. */
+  readonly method: string;
+  /** Path without the query string (not decoded). */
+  readonly path: string;
+  /** The match of the route's path pattern (capture groups); undefined for exact paths. */
+  readonly params: RegExpExecArray | undefined;
+  /** Aborted when the client disconnects (CANCELLED) or the API's deadline passes (DEADLINE_EXCEEDED). */
+  readonly signal: AbortSignal;
+  /**
+   * Reads the whole body within the API's limits, or within `limitBytes` (before and
+   * after gzip) when given. Over a limit it rejects with a `body-too-large` ServingError,
+   * which the edge answers 413.
+   */
+  readBody(limitBytes?: number): Promise<Buffer>;
+}
+
+export interface HttpRoute {
+  /** Methods this route answers; another method on a matching path gets 405 with Allow. */
+  readonly methods: readonly string[];
+  /** An exact path, or a pattern tested against the path (anchor it). */
+  readonly path: string | RegExp;
+  /**
+   * Writes the response, or throws: a ServingError is answered `{"error": message}` with
+   * the API's status for it; anything else is logged and answered 500 "Internal error".
+   */
+  handle(ctx: HttpContext): Promise<void> | void;
+}
+
+/**
+ * One HTTP API (TF Serving REST, SageMaker, ...): routes plus the protocol's own
+ * answers, mounted on an HTTP edge. Owns no sockets; the edge owns body limits,
+ * deadlines, abort signals and error replies.
+ */
+export interface HttpApi {
+  /** Short name for logs (and metrics labels), e.g. "tfs-rest". */
+  readonly name: string;
+  readonly routes: readonly HttpRoute[];
+  /**
+   * Paths this API owns beyond its routes: a request on such a path that no route
+   * matches is answered by `unmatched` (TF Serving answers any `/v1/...` it cannot parse
+   * with 400 "Malformed request").
+   */
+  readonly owns?: RegExp;
+  readonly unmatched?: (ctx: HttpContext) => Promise<void> | void;
+  /** Protocol-specific statuses for error reasons (e.g. 415 for unsupported-media-type). */
+  readonly statusOverrides?: Partial<Readonly<Record<ErrorReason, number>>>;
+  /** Deadline of one request in ms, body read and handler included; 0 disables. */
+  readonly requestTimeoutMs: number;
+  /** Largest body `readBody` accepts, as received, in bytes. */
+  readonly bodyLimitBytes: number;
+  /** Largest body after gzip decompression, in bytes. Default: bodyLimitBytes. */
+  readonly decompressedBodyLimitBytes?: number;
+}

@@ -1,0 +1,126 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type ErrorReason, ServingError, httpStatusFor, toServingError } from '@visionserve/protocol';
+import type { Logger } from '../../util/logger.js';
+import type { HttpApi, HttpContext, HttpRoute } from './http-api.js';
+import { readBody, sendBodyTooLarge } from './read-body.js';
+import { watchRequest } from './request-signal.js';
+import { sendJsonError } from './send.js';
+
+export interface HttpEdgeOptions {
+  /** Mounted in order; the first API whose route (or `owns` pattern) matches a path serves it. */
+  readonly apis: readonly HttpApi[];
+  readonly logger: Logger;
+  /**
+   * The body of a 404 for a path no API knows, e.g. TF Serving's `No handler for GET /x`
+   * or the SageMaker container's `Not Found`.
+   */
+  readonly notFoundMessage: (method: string, path: string) => string;
+}
+
+/** Statuses every API shares; an API's own table wins. */
+const EDGE_STATUS: Partial<Record<ErrorReason, number>> = { 'body-too-large': 413, overloaded: 503 };
+
+/** Node's request handler signature. */
+export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * The one HTTP edge every HTTP API is mounted on: routing (404 / 405 with Allow),
+ * one AbortSignal per request (client disconnect, the API's deadline), body reading
+ * with the API's limits, and one error reply (`{"error": message}` with the status from
+ * the API's override table, else TF Serving's code mapping; a 413 lingers so that the
+ * client can read it; internal faults are logged, never sent).
+ */
+export function createHttpEdge(options: HttpEdgeOptions): HttpHandler {
+  const { apis, logger } = options;
+
+  const find = (
+    method: string,
+    path: string,
+  ):
+    | { api: HttpApi; route: HttpRoute | undefined; params: RegExpExecArray | undefined; allow: string[] }
+    | undefined => {
+    const allow: string[] = [];
+    for (const api of apis) {
+      let pathMatched = false;
+      for (const route of api.routes) {
+        const params = typeof route.path === 'string' ? undefined : (route.path.exec(path) ?? null);
+        if (params === null || (params === undefined && route.path !== path)) continue;
+        pathMatched = true;
+        if (route.methods.includes(method)) return { api, route, params, allow };
+        allow.push(...route.methods);
+      }
+      if (pathMatched || api.owns?.test(path) === true)
+        return { api, route: undefined, params: undefined, allow };
+    }
+    return undefined;
+  };
+
+  const reply = (
+    api: HttpApi | undefined,
+    req: IncomingMessage,
+    res: ServerResponse,
+    error: unknown,
+  ): void => {
+    if (res.destroyed) {
+      logger.debug('request ended after the client left', { api: api?.name, error });
+      return;
+    }
+    const serving = toServingError(error);
+    if (!(error instanceof ServingError)) {
+      logger.error('internal error', { api: api?.name, error, method: req.method, url: req.url });
+    }
+    const reason = serving.reason;
+    const status =
+      (reason === undefined ? undefined : (api?.statusOverrides?.[reason] ?? EDGE_STATUS[reason])) ??
+      httpStatusFor(serving.code);
+    if (reason === 'body-too-large') {
+      sendBodyTooLarge(req, res, serving.message);
+      return;
+    }
+    // A body left unread (an answer before reading it): close rather than drain it.
+    sendJsonError(res, status, serving.message, req.complete ? {} : { Connection: 'close' });
+  };
+
+  return (req, res) => {
+    const method = req.method ?? '';
+    const path = (req.url ?? '/').split('?', 1)[0]!;
+    const found = find(method, path);
+    if (found === undefined) {
+      sendJsonError(res, 404, options.notFoundMessage(method, path));
+      return;
+    }
+    const { api, route, params, allow } = found;
+    if (route === undefined && api.unmatched === undefined) {
+      if (allow.length > 0) {
+        sendJsonError(res, 405, 'Method Not Allowed', { Allow: [...new Set(allow)].join(', ') });
+      } else {
+        sendJsonError(res, 404, options.notFoundMessage(method, path));
+      }
+      return;
+    }
+    const watch = watchRequest(res, api.requestTimeoutMs);
+    const ctx: HttpContext = {
+      req,
+      res,
+      method,
+      path,
+      params,
+      signal: watch.signal,
+      readBody: (limitBytes) =>
+        readBody(req, {
+          limitBytes: limitBytes ?? api.bodyLimitBytes,
+          decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
+          signal: watch.signal,
+        }),
+    };
+    new Promise<void>((resolve) => {
+      resolve(route === undefined ? api.unmatched!(ctx) : route.handle(ctx));
+    })
+      .catch((error: unknown) => {
+        reply(api, req, res, error);
+      })
+      .finally(() => {
+        watch.dispose();
+      });
+  };
+}

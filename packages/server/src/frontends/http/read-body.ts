@@ -1,0 +1,131 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { gunzip } from 'node:zlib';
+import { Code, ServingError } from '@visionserve/protocol';
+import { sendJsonError } from './send.js';
+
+export interface ReadBodyOptions {
+  /** Largest accepted body in bytes, as received (compressed or not). */
+  readonly limitBytes: number;
+  /** Largest accepted body in bytes after gzip decompression. */
+  readonly decompressedLimitBytes: number;
+  /** Aborts the read (client gone, deadline). */
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** A body over a limit: RESOURCE_EXHAUSTED, answered 413 by the HTTP edge. */
+export function bodyTooLarge(message: string): ServingError {
+  return new ServingError(Code.RESOURCE_EXHAUSTED, message, { reason: 'body-too-large' });
+}
+
+/**
+ * Reads a request body into one Buffer. A declared `Content-Length` over the limit is
+ * refused before reading; an undeclared (chunked) body is refused as soon as it passes
+ * the limit, and the rest is not buffered (the caller answers and closes the connection).
+ * `Content-Encoding: gzip` is decompressed with its own cap; other encodings than
+ * identity are refused with INVALID_ARGUMENT.
+ */
+export async function readBody(req: IncomingMessage, options: ReadBodyOptions): Promise<Buffer> {
+  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
+  if (encoding !== 'identity' && encoding !== 'gzip' && encoding !== '') {
+    throw new ServingError(Code.INVALID_ARGUMENT, `Unsupported Content-Encoding: ${encoding}`);
+  }
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > options.limitBytes) {
+    throw bodyTooLarge(`Request body of ${declared} bytes exceeds the limit of ${options.limitBytes} bytes`);
+  }
+  const raw = await collect(req, options.limitBytes, options.signal);
+  if (encoding !== 'gzip') return raw;
+  return new Promise<Buffer>((resolve, reject) => {
+    gunzip(raw, { maxOutputLength: options.decompressedLimitBytes }, (error, out) => {
+      if (!error) resolve(out);
+      else if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
+        reject(
+          bodyTooLarge(
+            `Decompressed request body exceeds the limit of ${options.decompressedLimitBytes} bytes`,
+          ),
+        );
+      } else {
+        reject(
+          new ServingError(Code.INVALID_ARGUMENT, `Unable to decompress gzip request body: ${error.message}`),
+        );
+      }
+    });
+  });
+}
+
+function collect(req: IncomingMessage, limit: number, signal: AbortSignal | undefined): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = (): void => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('aborted', onAborted);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const fail = (error: unknown): void => {
+      cleanup();
+      // Keep reading into the void so the socket does not stall; nothing is kept.
+      req.resume();
+      reject(error instanceof Error ? error : new Error(String(error)));
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.byteLength;
+      if (size > limit) {
+        chunks.length = 0;
+        fail(bodyTooLarge(`Request body exceeds the limit of ${limit} bytes`));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onError = (error: Error): void => {
+      fail(new ServingError(Code.CANCELLED, `Error reading request body: ${error.message}`));
+    };
+    const onAborted = (): void => {
+      fail(new ServingError(Code.CANCELLED, 'Client closed the connection while sending the body'));
+    };
+    const onAbort = (): void => {
+      fail(signal?.reason ?? new ServingError(Code.CANCELLED, 'Request aborted'));
+    };
+    if (signal?.aborted) {
+      onAbort();
+      return;
+    }
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('aborted', onAborted);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** How long a client may keep uploading after a 413 before its connection is dropped, in ms. */
+const LINGER_MS = 2_000;
+
+/**
+ * Answers 413 without closing the socket under the client's feet. Closing with
+ * unread upload bytes makes the kernel reset the connection, and the client may
+ * lose the 413 it has not read yet (seen with a 200 MB upload). Instead the
+ * response keeps the connection, node discards the rest of the body, and a client
+ * that is still uploading after LINGER_MS loses the connection (nginx calls this
+ * a lingering close).
+ */
+export function sendBodyTooLarge(req: IncomingMessage, res: ServerResponse, message: string): void {
+  sendJsonError(res, 413, message);
+  if (req.complete) return;
+  req.resume();
+  const timer = setTimeout(() => {
+    req.socket.destroy();
+  }, LINGER_MS);
+  timer.unref();
+  const done = (): void => {
+    clearTimeout(timer);
+  };
+  req.once('end', done);
+  req.socket.once('close', done);
+}

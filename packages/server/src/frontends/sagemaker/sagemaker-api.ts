@@ -1,0 +1,132 @@
+import { availableParallelism } from 'node:os';
+import { invalidArgument } from '@visionserve/protocol';
+import type { HandlerHost } from '../../contracts/handler-host.js';
+import type { ServableAssets } from '../../contracts/servable-assets.js';
+import type { InferenceService } from '../../core/inference-service.js';
+import type { ModelRegistry } from '../../core/model-registry.js';
+import type { Logger } from '../../util/logger.js';
+import type { HttpApi, HttpContext, HttpRoute } from '../http/http-api.js';
+import { createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import { type InvocationsDeps, invoke } from './invocations.js';
+import { createMultiModelApi } from './multi-model-api.js';
+import { ping } from './ping.js';
+
+export interface SageMakerApiOptions {
+  /** The in-process inference API; versions carry their assets (visionserve.json, labels, handler). */
+  readonly service: InferenceService<ServableAssets>;
+  /** Per-model configs (base paths) and, in multi-model mode, load/unload. */
+  readonly registry: ModelRegistry;
+  readonly logger: Logger;
+  /** Runs `code/inference.js` modules off the main thread (the runtime's handler host). */
+  readonly handlerHost: HandlerHost;
+  /** Resolves a multi-model `POST /models` url inside the allowed model roots; rejects NOT_FOUND otherwise. */
+  readonly resolveModelLocation: (url: string) => Promise<string>;
+  /** Model used without `tfs-model-name`. Default: the first configured model. */
+  readonly defaultModelName?: string | undefined;
+  /** Serve the multi-model API (`/models...`). Default false. */
+  readonly multiModel?: boolean | undefined;
+  /** Multi-model: most models configured at once (507 above); 0 = no limit. */
+  readonly maxModels: number;
+  /** Multi-model: refuse loads (507) while the process RSS exceeds this many bytes; 0 = none. */
+  readonly memoryLimitBytes: number;
+  /** Multi-model: process RSS in bytes. Default process.memoryUsage.rss. */
+  readonly rssBytes?: (() => number) | undefined;
+  /** Multi-model: a load taking longer is answered 408, in ms. */
+  readonly modelLoadTimeoutMs: number;
+  /** Largest /invocations body in bytes (413 above). */
+  readonly bodyLimitBytes: number;
+  /** Deadline of one request in ms, handler included; 0 disables. */
+  readonly requestTimeoutMs: number;
+  /** TF Serving REST base URL for `context.restUri`, e.g. "http://127.0.0.1:8501"; undefined when REST is off. */
+  readonly restBaseUrl?: string | undefined;
+  /** TF Serving gRPC port for `context.grpcPort`; undefined when gRPC is off. */
+  readonly grpcPort?: number | undefined;
+}
+
+/** Model name of a `/models/{m}` path, percent-decoded. */
+function modelName(ctx: HttpContext): string {
+  try {
+    return decodeURIComponent(ctx.params![1]!);
+  } catch {
+    throw invalidArgument('Malformed model name in path');
+  }
+}
+
+/**
+ * The SageMaker-style endpoint (docs/protocols.md) as an HTTP API: `/ping`,
+ * `/invocations` and, with `multiModel`, the multi-model API (`GET /models`,
+ * `GET /models/{m}`, `POST /models`, `DELETE /models/{m}`, `POST /models/{m}/invoke`).
+ * Errors are `{"error": message}` with TF Serving's status mapping, except the
+ * protocol's own: 413 body too large, 415 unsupported Content-Type / Accept, 507 / 408
+ * for multi-model loads; a throwing handler is 500 with its message.
+ */
+export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
+  const { service, registry, logger } = options;
+  const multiModel = options.multiModel ?? false;
+  const defaultModel = (): string | undefined => options.defaultModelName ?? service.modelNames()[0];
+  const deps: InvocationsDeps = {
+    service,
+    handlerHost: options.handlerHost,
+    logger,
+    defaultModel,
+    imageDecodes: createConcurrencyLimit(Math.max(2, availableParallelism())),
+    restBaseUrl: options.restBaseUrl,
+    grpcPort: options.grpcPort,
+  };
+  const routes: HttpRoute[] = [
+    {
+      methods: ['GET', 'HEAD'],
+      path: '/ping',
+      handle: ({ res }) => {
+        ping(res, service, defaultModel(), multiModel);
+      },
+    },
+    { methods: ['POST'], path: '/invocations', handle: (ctx) => invoke(ctx, deps) },
+  ];
+  if (multiModel) {
+    const mme = createMultiModelApi({
+      service,
+      registry,
+      logger,
+      resolveModelLocation: options.resolveModelLocation,
+      maxModels: options.maxModels,
+      memoryLimitBytes: options.memoryLimitBytes,
+      rssBytes: options.rssBytes ?? (() => process.memoryUsage.rss()),
+      loadTimeoutMs: options.modelLoadTimeoutMs,
+    });
+    routes.push(
+      {
+        methods: ['GET'],
+        path: '/models',
+        handle: ({ res }) => {
+          mme.list(res);
+        },
+      },
+      { methods: ['POST'], path: '/models', handle: (ctx) => mme.load(ctx) },
+      {
+        methods: ['GET'],
+        path: /^\/models\/([^/]+)$/,
+        handle: (ctx) => {
+          mme.describe(ctx.res, modelName(ctx));
+        },
+      },
+      {
+        methods: ['DELETE'],
+        path: /^\/models\/([^/]+)$/,
+        handle: (ctx) => mme.unload(ctx.res, modelName(ctx)),
+      },
+      {
+        methods: ['POST'],
+        path: /^\/models\/([^/]+)\/invoke$/,
+        handle: (ctx) => invoke(ctx, deps, modelName(ctx)),
+      },
+    );
+  }
+  return {
+    name: 'sagemaker',
+    routes,
+    statusOverrides: { 'unsupported-media-type': 415, 'insufficient-storage': 507, 'load-timeout': 408 },
+    requestTimeoutMs: options.requestTimeoutMs,
+    bodyLimitBytes: options.bodyLimitBytes,
+  };
+}

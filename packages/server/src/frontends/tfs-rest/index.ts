@@ -1,0 +1,1 @@
+export { createTfsRestApi, type TfsRestApiOptions } from './tfs-rest-api.js';
