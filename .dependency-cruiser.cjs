@@ -213,20 +213,21 @@ module.exports = {
     {
       name: 'frontends-do-not-import-siblings',
       comment:
-        'one folder per protocol; shared code lives in frontends/http (the HTTP edge) and frontends/shared',
+        'one folder per protocol; shared code lives in frontends/http (the HTTP edge), frontends/grpc (the gRPC transport) and frontends/shared',
       severity: 'error',
       from: { path: S + 'frontends/([^/]+)/' },
       to: {
         path: S + 'frontends/',
-        pathNot: [S + 'frontends/$1/', S + 'frontends/http/', S + 'frontends/shared/'],
+        pathNot: [S + 'frontends/$1/', S + 'frontends/(?:http|grpc|shared)/'],
       },
     },
     {
       name: 'edge-knows-no-protocol',
-      comment: 'the HTTP edge and shared helpers serve every frontend and import none of them',
+      comment:
+        'the transports (HTTP edge, gRPC server) and shared helpers serve every frontend and import none of them',
       severity: 'error',
-      from: { path: S + 'frontends/(http|shared)/' },
-      to: { path: S + 'frontends/', pathNot: [S + 'frontends/http/', S + 'frontends/shared/'] },
+      from: { path: S + 'frontends/(?:http|grpc|shared)/' },
+      to: { path: S + 'frontends/', pathNot: [S + 'frontends/(?:http|grpc|shared)/'] },
     },
     {
       name: 'only-the-composition-root-imports-server',

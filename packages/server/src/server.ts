@@ -25,8 +25,8 @@ import type { ModelSource, SessionFactory } from './core/session.js';
 import { createHttpEdge } from './frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from './frontends/http/start-http-server.js';
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
-import { createTfsGrpcFrontend, startGrpcServer } from './frontends/tfs-grpc/index.js';
-import type { RunningGrpcServer } from './frontends/tfs-grpc/index.js';
+import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
+import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
@@ -231,13 +231,11 @@ export async function startVisionServer(
         host: config.host,
         port: config.grpcPort,
         logger: logger.child({ component: 'grpc' }),
-        frontends: [
-          createTfsGrpcFrontend({
-            service,
-            logger: logger.child({ component: 'grpc' }),
-            serializeAsTensorContent: config.serializeAsTensorContent,
-          }),
-        ],
+        services: createTfsGrpcServices({
+          service,
+          logger: logger.child({ component: 'grpc' }),
+          serializeAsTensorContent: config.serializeAsTensorContent,
+        }),
       });
     }
     if (config.sagemakerPort >= 0) {

@@ -25,14 +25,9 @@ import type { ModelConfig } from '../src/core/model-config.js';
 import type { VersionStatus } from '../src/core/model-state.js';
 import type { Signature } from '../src/core/signature.js';
 import { createJsonLogger } from '../src/util/logger.js';
-import {
-  type RunningGrpcServer,
-  TFS_CLIENT_METHODS,
-  createTfsGrpcFrontend,
-  grpcPath,
-  startGrpcServer,
-} from '../src/frontends/tfs-grpc/index.js';
-import { ModelService, PredictionService } from '../src/frontends/tfs-grpc/service-definitions.js';
+import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
+import { createTfsGrpcServices } from '../src/frontends/tfs-grpc/index.js';
+import { ModelService, PredictionService, TFS_CLIENT_METHODS, grpcPath } from './grpc-js-methods.js';
 
 const SIGNATURE: Signature = {
   inputs: { x: { name: 'x', dtype: 'float32', shape: [-1, 3] } },
@@ -211,13 +206,13 @@ describe('TF Serving gRPC frontend', () => {
     typed = await startGrpcServer({
       host: '127.0.0.1',
       port: 0,
-      frontends: [createTfsGrpcFrontend({ service, logger })],
+      services: createTfsGrpcServices({ service, logger }),
       logger,
     });
     raw = await startGrpcServer({
       host: '127.0.0.1',
       port: 0,
-      frontends: [createTfsGrpcFrontend({ service, logger, serializeAsTensorContent: true })],
+      services: createTfsGrpcServices({ service, logger, serializeAsTensorContent: true }),
       logger,
     });
     client = connect(typed.port);

@@ -29,3 +29,4 @@ export * from '../gen/tensorflow_serving/config/file_system_storage_path_source_
 export * from '../gen/tensorflow_serving/config/model_server_config_pb.js';
 export * from '../gen/tensorflow_serving/util/status_pb.js';
 export * from '../gen/visionserve/predict_request_view_pb.js';
+export * from './predict-response-writer.js';

@@ -148,3 +148,96 @@ export function predictRequestViewFrom(request: PredictRequest): PredictRequestV
     outputFilter: request.outputFilter,
   });
 }
+
+/** A varint at `pos` of `buf`: [value, next position], or undefined when truncated or too long. */
+function readVarint(buf: Uint8Array, pos: number): [number, number] | undefined {
+  let value = 0;
+  let scale = 1;
+  for (let i = 0; i < 8 && pos < buf.length; i++) {
+    const b = buf[pos++]!;
+    value += (b & 0x7f) * scale;
+    if (b < 0x80) return [value, pos];
+    scale *= 128;
+  }
+  return undefined;
+}
+
+/** Skips one field's value; undefined when it runs past the bytes seen or the wire type is invalid. */
+function skipValue(buf: Uint8Array, pos: number, wireType: number): number | undefined {
+  switch (wireType) {
+    case 0:
+      return readVarint(buf, pos)?.[1];
+    case 1:
+      return pos + 8;
+    case 2: {
+      const len = readVarint(buf, pos);
+      return len === undefined ? undefined : len[1] + len[0];
+    }
+    case 5:
+      return pos + 4;
+    default:
+      return undefined;
+  }
+}
+
+const PREDICT_INPUTS = 2;
+const MAP_VALUE = 2;
+const TENSOR_CONTENT = 4;
+
+/**
+ * Where the payload of the first input's `tensor_content` (or packed `float_val` /
+ * `double_val`) starts inside a serialized PredictRequest, judged from its first bytes
+ * only (`head` may be a prefix of the message); undefined when the prefix does not reach
+ * it. The gRPC transport places the message so that this offset is aligned, and the tensor
+ * then decodes as a view. Never throws: a wrong answer only costs an aligned copy later.
+ */
+export function predictRequestTensorOffset(head: Uint8Array): number | undefined {
+  let pos = 0;
+  while (pos < head.length) {
+    const tag = readVarint(head, pos);
+    if (tag === undefined) return undefined;
+    const [field, wireType] = [Math.floor(tag[0] / 8), tag[0] & 7];
+    if (field !== PREDICT_INPUTS || wireType !== 2) {
+      const next = skipValue(head, tag[1], wireType);
+      if (next === undefined) return undefined;
+      pos = next;
+      continue;
+    }
+    const entryLen = readVarint(head, tag[1]);
+    if (entryLen === undefined) return undefined;
+    let p = entryLen[1];
+    const entryEnd = p + entryLen[0];
+    while (p < Math.min(entryEnd, head.length)) {
+      const t = readVarint(head, p);
+      if (t === undefined) return undefined;
+      const [f, w] = [Math.floor(t[0] / 8), t[0] & 7];
+      if (f !== MAP_VALUE || w !== 2) {
+        const next = skipValue(head, t[1], w);
+        if (next === undefined) return undefined;
+        p = next;
+        continue;
+      }
+      const valueLen = readVarint(head, t[1]);
+      if (valueLen === undefined) return undefined;
+      let q = valueLen[1];
+      const valueEnd = q + valueLen[0];
+      while (q < Math.min(valueEnd, head.length)) {
+        const vt = readVarint(head, q);
+        if (vt === undefined) return undefined;
+        const [vf, vw] = [Math.floor(vt[0] / 8), vt[0] & 7];
+        if (
+          vw === 2 &&
+          (vf === TENSOR_CONTENT || vf === TENSOR_FLOAT_VAL_FIELD || vf === TENSOR_DOUBLE_VAL_FIELD)
+        ) {
+          return readVarint(head, vt[1])?.[1];
+        }
+        const next = skipValue(head, vt[1], vw);
+        if (next === undefined) return undefined;
+        q = next;
+      }
+      return undefined;
+    }
+    return undefined;
+  }
+  return undefined;
+}

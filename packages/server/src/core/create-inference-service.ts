@@ -55,7 +55,7 @@ function scopedServable<A>(
       const inputs: Record<string, Tensor> = {};
       for (const [alias, tensor] of Object.entries(request.inputs)) inputs[sig.inputs[alias]!.name] = tensor;
       const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
-      const run = session.run(inputs, { signal, outputNames });
+      const run = session.run(inputs, { signal, outputNames, transfer: request.ownedBuffers });
       runs.push(run.catch(() => undefined));
       const results = await raceAbort(run, signal);
       const outputs: Record<string, Tensor> = {};
@@ -123,7 +123,12 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
         async (servable) => {
           const { name } = servable.signature(request.model.signatureName);
           const outputs = await servable.predict(
-            { inputs: request.inputs, outputFilter: request.outputFilter, signatureName: name },
+            {
+              inputs: request.inputs,
+              outputFilter: request.outputFilter,
+              signatureName: name,
+              ownedBuffers: request.ownedBuffers,
+            },
             callOptions,
           );
           return { model: { name: servable.name, version: servable.version, signatureName: name }, outputs };

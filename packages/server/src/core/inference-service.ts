@@ -18,6 +18,8 @@ export interface PredictRequest {
   readonly inputs: Readonly<Record<string, Tensor>>;
   /** Output aliases to return; all when empty or omitted. */
   readonly outputFilter?: readonly string[] | undefined;
+  /** Whole buffers handed over with the inputs (see ServablePredictRequest.ownedBuffers). */
+  readonly ownedBuffers?: readonly ArrayBuffer[] | undefined;
 }
 
 export interface ResolvedModel {
@@ -44,6 +46,12 @@ export interface ServablePredictRequest {
   readonly outputFilter?: readonly string[] | undefined;
   /** "" and undefined mean "serving_default", as in TF Serving. */
   readonly signatureName?: string | undefined;
+  /**
+   * Whole buffers the caller hands over with the inputs (e.g. the request message a
+   * transport read the tensors' bytes into): inputs that are views into one of them are
+   * moved to the runtime with it instead of copied. The caller must not touch them again.
+   */
+  readonly ownedBuffers?: readonly ArrayBuffer[] | undefined;
 }
 
 /**

@@ -6,6 +6,23 @@ export interface RunOptions {
   readonly signal?: AbortSignal | undefined;
   /** Output names to compute; all outputs when omitted. */
   readonly outputNames?: readonly string[] | undefined;
+  /**
+   * Whole buffers handed over with the inputs: input data that are views into one of them
+   * travel with the buffer (moved, not copied). Decorators that copy inputs ignore it.
+   */
+  readonly transfer?: readonly ArrayBuffer[] | undefined;
+  /** Told how the run went once it has finished (queue wait and compute time). */
+  readonly onTimings?: ((timings: RunTimings) => void) | undefined;
+}
+
+/** Where a run's time went, in milliseconds. */
+export interface RunTimings {
+  /** Waiting for a free instance (and, with batching, for the batch to form). */
+  readonly queueMs: number;
+  /** The model run itself, as the runtime measured it around session.run. */
+  readonly computeMs: number;
+  /** Rows in the executed batch (1 without batching); for statistics. */
+  readonly batchSize: number;
 }
 
 /**

@@ -6,9 +6,10 @@ import type { Signature, TensorSpec } from '../core/signature.js';
 import { PREDICT_METHOD_NAME } from '../core/signature.js';
 import type { Logger } from '../util/logger.js';
 import type { FromWorker, ToWorker, WireSpec, WireTensor } from './wire-tensor.js';
-import { toWire } from './wire-tensor.js';
+import { tensorFromWire, toWire } from './wire-tensor.js';
 import type { WorkerInit } from './onnx-worker.js';
 import { abortError } from '../core/abort-error.js';
+import { createWorkerPool } from './worker-pool.js';
 
 export interface OnnxRuntimeOptions {
   /** Worker threads (each with its own onnxruntime session) per model version. Default 1. */
@@ -58,24 +59,6 @@ export function createOnnxSessionFactory(options: OnnxRuntimeOptions): SessionFa
   };
 }
 
-interface Job {
-  readonly id: number;
-  readonly inputs: readonly WireTensor[];
-  readonly transfer: ArrayBuffer[];
-  readonly outputNames: readonly string[] | undefined;
-  readonly resolve: (outputs: Record<string, Tensor>) => void;
-  readonly reject: (error: ServingError) => void;
-  readonly signal: AbortSignal | undefined;
-  readonly onAbort: () => void;
-  settled: boolean;
-}
-
-interface Instance {
-  worker: Worker;
-  busy: Job | undefined;
-  alive: boolean;
-}
-
 const TYPE_TO_DTYPE: Readonly<Record<string, DType>> = { float: 'float32', double: 'float64' };
 
 function specFromWire(spec: WireSpec): TensorSpec {
@@ -96,36 +79,6 @@ function signatureFrom(inputs: readonly WireSpec[], outputs: readonly WireSpec[]
     outputs: Object.fromEntries(outputs.map((s) => [s.name, specFromWire(s)])),
     methodName: PREDICT_METHOD_NAME,
   };
-}
-
-function fromWire(t: WireTensor): Tensor {
-  if (t.dtype === 'string') return { dtype: 'string', shape: t.shape, data: t.strings };
-  const b = t.buffer;
-  switch (t.dtype) {
-    case 'float32':
-      return { dtype: t.dtype, shape: t.shape, data: new Float32Array(b) };
-    case 'float64':
-      return { dtype: t.dtype, shape: t.shape, data: new Float64Array(b) };
-    case 'float16':
-    case 'bfloat16':
-    case 'uint16':
-      return { dtype: t.dtype, shape: t.shape, data: new Uint16Array(b) };
-    case 'int8':
-      return { dtype: t.dtype, shape: t.shape, data: new Int8Array(b) };
-    case 'int16':
-      return { dtype: t.dtype, shape: t.shape, data: new Int16Array(b) };
-    case 'int32':
-      return { dtype: t.dtype, shape: t.shape, data: new Int32Array(b) };
-    case 'int64':
-      return { dtype: t.dtype, shape: t.shape, data: new BigInt64Array(b) };
-    case 'uint8':
-    case 'bool':
-      return { dtype: t.dtype, shape: t.shape, data: new Uint8Array(b) };
-    case 'uint32':
-      return { dtype: t.dtype, shape: t.shape, data: new Uint32Array(b) };
-    case 'uint64':
-      return { dtype: t.dtype, shape: t.shape, data: new BigUint64Array(b) };
-  }
 }
 
 function startWorker(
@@ -213,9 +166,6 @@ export const WORKER_FAULTS = Symbol('visionserve.workerFaults');
 
 /** Default bound of the per-version run queue. */
 const DEFAULT_MAX_QUEUED_RUNS = 1000;
-/** First and largest delay between attempts to replace a dead worker, in ms. */
-const RESPAWN_FIRST_DELAY_MS = 100;
-const RESPAWN_MAX_DELAY_MS = 30_000;
 
 interface PoolOptions {
   readonly workers: readonly Worker[];
@@ -226,147 +176,98 @@ interface PoolOptions {
   readonly maxQueuedRuns: number;
 }
 
+/** A run as the pool carries it to a worker. */
+interface RunJob {
+  readonly inputs: readonly WireTensor[];
+  readonly transfer: ArrayBuffer[];
+  readonly outputNames: readonly string[] | undefined;
+}
+
+interface RunResult {
+  readonly outputs: Record<string, Tensor>;
+  readonly computeMs: number;
+}
+
+/** Asks an inference worker to finish its run, release its session and exit; resolves on exit. */
+function stopInferenceWorker(worker: Worker): Promise<void> {
+  return new Promise((resolve) => {
+    worker.once('exit', () => {
+      resolve();
+    });
+    const message: ToWorker = { type: 'close' };
+    worker.postMessage(message);
+  });
+}
+
+/**
+ * The Session of one model version: a pool of worker threads, one onnxruntime session
+ * each (see worker-pool.ts for queueing, aborts and crash recovery). Inputs move to the
+ * worker without copies when they own their buffer or the caller handed the buffer over.
+ */
 function createPoolSession(pool: PoolOptions): Session {
   const { signature, log } = pool;
-  const queue: Job[] = [];
-  const instances: Instance[] = [];
-  let nextId = 1;
   let closed = false;
-
-  const dispatch = (): void => {
-    for (const instance of instances) {
-      if (!instance.alive || instance.busy) continue;
-      const job = queue.shift();
-      if (!job) return;
-      instance.busy = job;
-      const message: ToWorker = { type: 'run', id: job.id, inputs: job.inputs, outputNames: job.outputNames };
-      instance.worker.postMessage(message, job.transfer);
-    }
-  };
-
-  const settle = (job: Job, outcome: { outputs: Record<string, Tensor> } | { error: ServingError }): void => {
-    if (job.settled) return;
-    job.settled = true;
-    job.signal?.removeEventListener('abort', job.onAbort);
-    if ('outputs' in outcome) job.resolve(outcome.outputs);
-    else job.reject(outcome.error);
-  };
-
-  /**
-   * A worker that exits (crash, out of memory) fails only the run it held; the
-   * instance is replaced with the same model and options, retrying with backoff,
-   * so capacity comes back without a reload.
-   */
-  const attach = (instance: Instance, worker: Worker): void => {
-    instance.worker = worker;
-    instance.alive = true;
-    worker.on('message', (message: FromWorker) => {
-      const job = instance.busy;
-      instance.busy = undefined;
-      if (job && message.type === 'result' && message.id === job.id) {
-        const outputs: Record<string, Tensor> = {};
-        for (const t of message.outputs) outputs[t.name] = fromWire(t);
-        settle(job, { outputs });
-      } else if (job && message.type === 'run-failed' && message.id === job.id) {
-        // onnxruntime's message names the offending input/shape; it carries no host paths.
-        settle(job, { error: new ServingError(runFailureCode(message.message), message.message) });
-      }
-      dispatch();
-    });
-    worker.on('error', (error) => {
-      log.error('inference worker failed', { error });
-    });
-    worker.on('exit', (code) => {
-      instance.alive = false;
-      const job = instance.busy;
-      instance.busy = undefined;
-      if (job) settle(job, { error: new ServingError(Code.INTERNAL, 'Inference worker stopped') });
-      if (closed) return;
-      log.error('inference worker exited; replacing it', { code });
-      if (instances.every((i) => !i.alive)) {
-        for (const queued of queue.splice(0)) {
-          settle(queued, { error: new ServingError(Code.UNAVAILABLE, 'No inference worker available') });
+  const workers = createWorkerPool<RunJob>(
+    {
+      size: pool.workers.length,
+      concurrencyPerWorker: 1,
+      maxQueued: pool.maxQueuedRuns,
+      keepAlive: true,
+      spawn: pool.respawn,
+      post: (worker, id, job) => {
+        const message: ToWorker = { type: 'run', id, inputs: job.inputs, outputNames: job.outputNames };
+        worker.postMessage(message, job.transfer);
+      },
+      onMessage: (from, raw) => {
+        const message = raw as FromWorker;
+        if (message.type === 'result') {
+          const outputs: Record<string, Tensor> = {};
+          for (const t of message.outputs) outputs[t.name] = tensorFromWire(t);
+          from.settle(message.id, { value: { outputs, computeMs: message.computeMs } satisfies RunResult });
+        } else if (message.type === 'run-failed') {
+          // onnxruntime's message names the offending input/shape; it carries no host paths.
+          from.settle(message.id, {
+            error: new ServingError(runFailureCode(message.message), message.message),
+          });
         }
-      }
-      void replace(instance, RESPAWN_FIRST_DELAY_MS);
-    });
-  };
-
-  const replace = async (instance: Instance, delayMs: number): Promise<void> => {
-    await new Promise((resolve) => setTimeout(resolve, delayMs).unref());
-    if (closed) return;
-    try {
-      const worker = await pool.respawn();
-      if (closed) {
-        await worker.terminate();
-        return;
-      }
-      attach(instance, worker);
-      log.info('inference worker replaced');
-      dispatch();
-    } catch (error) {
-      log.error('replacing an inference worker failed; retrying', { error, delayMs });
-      void replace(instance, Math.min(delayMs * 2, RESPAWN_MAX_DELAY_MS));
-    }
-  };
-
-  for (const worker of pool.workers) {
-    const instance: Instance = { worker, busy: undefined, alive: true };
-    instances.push(instance);
-    attach(instance, worker);
-  }
-
+      },
+      stop: stopInferenceWorker,
+      logger: log,
+    },
+    pool.workers,
+  );
+  const terminate = (worker: Worker): Promise<number> => worker.terminate();
   const session: Session & { [WORKER_FAULTS]: { kill(index: number): Promise<number> } } = {
     [WORKER_FAULTS]: {
-      kill: (index: number) => instances[index]!.worker.terminate(),
+      kill: (index: number) => terminate(pool.workers[index]!),
     },
     signature,
-    run(
-      inputs: Readonly<Record<string, Tensor>>,
-      runOptions: RunOptions = {},
-    ): Promise<Record<string, Tensor>> {
-      if (closed) return Promise.reject(new ServingError(Code.UNAVAILABLE, 'Model version is unloading'));
-      const signal = runOptions.signal;
-      if (signal?.aborted) return Promise.reject(abortError(signal));
-      if (instances.every((i) => !i.alive)) {
-        return Promise.reject(new ServingError(Code.UNAVAILABLE, 'No inference worker available'));
-      }
-      if (queue.length >= pool.maxQueuedRuns) {
-        return Promise.reject(
-          new ServingError(Code.UNAVAILABLE, `Inference queue is full (${queue.length} runs waiting)`),
-        );
-      }
-      return new Promise((resolve, reject) => {
-        const transfer: ArrayBuffer[] = [];
-        const wire = Object.entries(inputs).map(([name, t]) => toWire(name, t, transfer));
-        const job: Job = {
-          id: nextId++,
-          inputs: wire,
-          transfer,
-          outputNames: runOptions.outputNames,
-          resolve,
-          reject,
+    async run(inputs: Readonly<Record<string, Tensor>>, runOptions: RunOptions = {}) {
+      if (closed) throw new ServingError(Code.UNAVAILABLE, 'Model version is unloading');
+      const { signal } = runOptions;
+      if (signal?.aborted) throw abortError(signal);
+      const transfer: ArrayBuffer[] = [];
+      const owned =
+        runOptions.transfer === undefined ? undefined : new Set<ArrayBufferLike>(runOptions.transfer);
+      const wire = Object.entries(inputs).map(([name, t]) => toWire(name, t, transfer, owned));
+      const submitted = performance.now();
+      let dispatched = submitted;
+      const result = await workers.submit<RunResult>(
+        { inputs: wire, transfer, outputNames: runOptions.outputNames },
+        {
           signal,
-          settled: false,
-          onAbort: () => {
-            const index = queue.indexOf(job);
-            if (index >= 0) queue.splice(index, 1);
-            // A job already in a worker keeps that worker busy until it answers; its result is dropped.
-            settle(job, { error: abortError(signal!) });
+          onDispatch: () => {
+            dispatched = performance.now();
           },
-        };
-        signal?.addEventListener('abort', job.onAbort, { once: true });
-        queue.push(job);
-        dispatch();
-      });
+        },
+      );
+      runOptions.onTimings?.({ queueMs: dispatched - submitted, computeMs: result.computeMs, batchSize: 1 });
+      return result.outputs;
     },
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
-      for (const job of queue.splice(0)) {
-        settle(job, { error: new ServingError(Code.UNAVAILABLE, 'Model version is unloading') });
-      }
-      await Promise.all(instances.map((i) => i.worker.terminate()));
+      await workers.close();
     },
   };
   return session;

@@ -10,7 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
 import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
 import type { FromWorker, ToWorker, WireSpec, WireTensor } from './wire-tensor.js';
-import { ownedBuffer } from './wire-tensor.js';
+import { ownedBuffer, tensorFromWire } from './wire-tensor.js';
 import { ortSessionOptions } from './session-options.js';
 
 export interface WorkerInit {
@@ -40,6 +40,7 @@ function specOf(meta: ort.InferenceSession.ValueMetadata): WireSpec {
   };
 }
 
+/** An onnxruntime tensor over the wire tensor's bytes (a view; a copy only when misaligned). */
 function toOrt(t: WireTensor): ort.Tensor {
   if (t.dtype === 'string') {
     return new ort.Tensor(
@@ -48,35 +49,10 @@ function toOrt(t: WireTensor): ort.Tensor {
       t.shape,
     );
   }
-  const dims = t.shape;
-  switch (t.dtype) {
-    case 'float32':
-      return new ort.Tensor('float32', new Float32Array(t.buffer), dims);
-    case 'float64':
-      return new ort.Tensor('float64', new Float64Array(t.buffer), dims);
-    case 'float16':
-      return new ort.Tensor('float16', new Uint16Array(t.buffer), dims);
-    case 'int8':
-      return new ort.Tensor('int8', new Int8Array(t.buffer), dims);
-    case 'int16':
-      return new ort.Tensor('int16', new Int16Array(t.buffer), dims);
-    case 'int32':
-      return new ort.Tensor('int32', new Int32Array(t.buffer), dims);
-    case 'int64':
-      return new ort.Tensor('int64', new BigInt64Array(t.buffer), dims);
-    case 'uint8':
-      return new ort.Tensor('uint8', new Uint8Array(t.buffer), dims);
-    case 'uint16':
-      return new ort.Tensor('uint16', new Uint16Array(t.buffer), dims);
-    case 'uint32':
-      return new ort.Tensor('uint32', new Uint32Array(t.buffer), dims);
-    case 'uint64':
-      return new ort.Tensor('uint64', new BigUint64Array(t.buffer), dims);
-    case 'bool':
-      return new ort.Tensor('bool', new Uint8Array(t.buffer), dims);
-    case 'bfloat16':
-      throw new Error('bfloat16 tensors are not supported by onnxruntime-node');
-  }
+  if (t.dtype === 'bfloat16') throw new Error('bfloat16 tensors are not supported by onnxruntime-node');
+  // Our dtype names are onnxruntime's; bool is one byte per element in both.
+  const data = tensorFromWire(t).data as Exclude<ort.Tensor['data'], string[]>;
+  return new ort.Tensor(t.dtype, data, t.shape);
 }
 
 const ORT_TO_DTYPE: Readonly<Record<string, DType>> = {
@@ -110,7 +86,7 @@ function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[]): WireTens
   }
   const buffer = ownedBuffer(data);
   transfer.push(buffer);
-  return { name, dtype, shape, buffer };
+  return { name, dtype, shape, buffer, byteOffset: 0, byteLength: buffer.byteLength };
 }
 
 async function main(): Promise<void> {
@@ -127,14 +103,15 @@ async function main(): Promise<void> {
     outputs: session.outputMetadata.map(specOf),
   });
 
-  // Runs execute strictly one after another: the next message is only handled
-  // after the previous run settled (the main side never sends more than one anyway).
+  // Runs execute strictly one after another: the next message is only handled after the
+  // previous run settled. `close` waits for the run in progress: terminating the thread
+  // inside session.run would abort the whole process.
   let chain = Promise.resolve();
   port!.on('message', (message: ToWorker) => {
     if (message.type === 'close') {
       chain = chain
         .then(() => session.release())
-        .then(() => {
+        .finally(() => {
           port!.close();
         });
       return;
@@ -143,13 +120,15 @@ async function main(): Promise<void> {
       try {
         const feeds: Record<string, ort.Tensor> = {};
         for (const t of message.inputs) feeds[t.name] = toOrt(t);
+        const started = performance.now();
         const results =
           message.outputNames === undefined
             ? await session.run(feeds)
             : await session.run(feeds, [...message.outputNames]);
+        const computeMs = performance.now() - started;
         const transfer: ArrayBuffer[] = [];
         const outputs = Object.entries(results).map(([name, t]) => fromOrt(name, t, transfer));
-        post({ type: 'result', id: message.id, outputs }, transfer);
+        post({ type: 'result', id: message.id, outputs, computeMs }, transfer);
       } catch (error) {
         post({
           type: 'run-failed',

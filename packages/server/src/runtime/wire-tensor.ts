@@ -1,8 +1,9 @@
-import { type DType, type NumericArray, type Tensor, fromBytes, isStringData } from '@visionserve/protocol';
+import type { DType, NumericArray, Tensor } from '@visionserve/protocol';
+import { fromBytes, isStringData } from '@visionserve/protocol';
 
 /**
- * A tensor as it crosses the worker boundary. Numeric payloads travel as a whole
- * ArrayBuffer in the transfer list (moved, not copied); strings are cloned.
+ * A tensor as it crosses the worker boundary. Numeric payloads travel inside a whole
+ * ArrayBuffer in the transfer list (moved, not copied), at `byteOffset`; strings are cloned.
  */
 export type WireTensor =
   | {
@@ -10,6 +11,8 @@ export type WireTensor =
       readonly dtype: Exclude<DType, 'string'>;
       readonly shape: readonly number[];
       readonly buffer: ArrayBuffer;
+      readonly byteOffset: number;
+      readonly byteLength: number;
     }
   | {
       readonly name: string;
@@ -27,6 +30,7 @@ export interface WireSpec {
   readonly shape: readonly (number | string)[] | undefined;
 }
 
+/** Messages to an inference worker. After `close` it finishes its current run, releases the session and exits. */
 export type ToWorker =
   | {
       readonly type: 'run';
@@ -39,13 +43,19 @@ export type ToWorker =
 export type FromWorker =
   | { readonly type: 'ready'; readonly inputs: readonly WireSpec[]; readonly outputs: readonly WireSpec[] }
   | { readonly type: 'load-failed'; readonly message: string }
-  | { readonly type: 'result'; readonly id: number; readonly outputs: readonly WireTensor[] }
+  | {
+      readonly type: 'result';
+      readonly id: number;
+      readonly outputs: readonly WireTensor[];
+      /** session.run's duration in the worker, in ms. */
+      readonly computeMs: number;
+    }
   | { readonly type: 'run-failed'; readonly id: number; readonly message: string };
 
 /**
- * The ArrayBuffer that can be moved for `data`: its own buffer when the view
- * covers all of it, else a fresh copy (a view into a larger request buffer, or a
- * pooled Buffer, must not be detached).
+ * The ArrayBuffer that can be moved for `data`: its own buffer when the view covers all of
+ * it, else a fresh copy (a view into a larger buffer, or a pooled Buffer, must not be
+ * detached).
  */
 export function ownedBuffer(data: NumericArray): ArrayBuffer {
   const buffer = data.buffer;
@@ -57,19 +67,44 @@ export function ownedBuffer(data: NumericArray): ArrayBuffer {
   return copy;
 }
 
-/** Converts a tensor for posting; pushes moved buffers onto `transfer`. */
-export function toWire(name: string, tensor: Tensor, transfer: ArrayBuffer[]): WireTensor {
+/**
+ * Converts a tensor for posting and collects the buffers to move in `transfer` (each once).
+ * Numeric data moves with its buffer when the view covers the whole buffer or the buffer is
+ * one the caller handed over (`owned`); otherwise it is copied first.
+ */
+export function toWire(
+  name: string,
+  tensor: Tensor,
+  transfer: ArrayBuffer[],
+  owned?: ReadonlySet<ArrayBufferLike>,
+): WireTensor {
   if (isStringData(tensor.data)) {
     return { name, dtype: 'string', shape: tensor.shape, strings: tensor.data };
   }
   if (tensor.dtype === 'string') throw new TypeError('string tensor with numeric data');
-  const buffer = ownedBuffer(tensor.data);
-  transfer.push(buffer);
-  return { name, dtype: tensor.dtype, shape: tensor.shape, buffer };
+  const data = tensor.data;
+  const whole = data.buffer instanceof ArrayBuffer && owned?.has(data.buffer) === true;
+  const buffer = whole ? data.buffer : ownedBuffer(data);
+  if (!transfer.includes(buffer)) transfer.push(buffer);
+  return {
+    name,
+    dtype: tensor.dtype,
+    shape: tensor.shape,
+    buffer,
+    byteOffset: whole ? data.byteOffset : 0,
+    byteLength: data.byteLength,
+  };
 }
 
-/** The tensor a WireTensor carries; numeric data is a view of the received buffer (no copy). */
+/**
+ * The tensor a WireTensor carries: a view of the received buffer, or an aligned copy when
+ * the bytes are not aligned for the element type.
+ */
 export function tensorFromWire(t: WireTensor): Tensor {
   if (t.dtype === 'string') return { dtype: 'string', shape: t.shape, data: t.strings };
-  return { dtype: t.dtype, shape: t.shape, data: fromBytes(t.dtype, new Uint8Array(t.buffer)) };
+  return {
+    dtype: t.dtype,
+    shape: t.shape,
+    data: fromBytes(t.dtype, new Uint8Array(t.buffer, t.byteOffset, t.byteLength)),
+  };
 }

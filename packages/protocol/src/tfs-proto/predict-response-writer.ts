@@ -1,0 +1,86 @@
+/**
+ * Writes a PredictResponse as chunks whose concatenation is the serialized message,
+ * without copying tensor bytes: a numeric output sent as `tensor_content`, and a float32 /
+ * float64 output sent as TF Serving's default typed `float_val` / `double_val` (a packed
+ * repeated float is on the wire exactly the tensor's little-endian bytes), becomes a small
+ * prefix followed by a view of the tensor's own data. Other typed outputs are encoded by
+ * protobuf-es. Fields are written in protobuf-es's order (outputs, then model_spec), so the
+ * bytes equal `toBinary(PredictResponseSchema, ...)` of the same message.
+ */
+import { create, toBinary } from '@bufbuild/protobuf';
+import { isStringData, type Tensor } from '../tensor.js';
+import { toBytes } from '../dtype.js';
+import { TensorProtoSchema } from '../gen/tensorflow/core/framework/tensor_pb.js';
+import type { ModelSpec } from '../gen/tensorflow_serving/apis/model_pb.js';
+import { PredictResponseSchema } from '../gen/tensorflow_serving/apis/predict_pb.js';
+import { dataTypeFromDType, shapeToProto, tensorToProto } from './tf-tensor-codec.js';
+import { TENSOR_DOUBLE_VAL_FIELD, TENSOR_FLOAT_VAL_FIELD, varintBytes } from './wire-bytes.js';
+
+/** PredictResponse.outputs (field 1), map entry key (1) and value (2), TensorProto.tensor_content (4). */
+const OUTPUTS_TAG = 0x0a;
+const MAP_KEY_TAG = 0x0a;
+const MAP_VALUE_TAG = 0x12;
+const TENSOR_CONTENT_FIELD = 4;
+const LENGTH_DELIMITED = 2;
+
+const encoder = new TextEncoder();
+
+/** The field a numeric output's bytes go to without encoding, or undefined when it must be encoded. */
+function viewField(t: Tensor, asTensorContent: boolean): number | undefined {
+  if (isStringData(t.data) || t.data.byteLength === 0) return undefined;
+  if (asTensorContent) return TENSOR_CONTENT_FIELD;
+  if (t.dtype === 'float32') return TENSOR_FLOAT_VAL_FIELD;
+  if (t.dtype === 'float64') return TENSOR_DOUBLE_VAL_FIELD;
+  return undefined;
+}
+
+/**
+ * `outputs` by alias, in the order given; `modelSpec` as resolved. With `asTensorContent`
+ * numeric outputs use `tensor_content` (TF Serving's --enable_serialization_as_tensor_content),
+ * otherwise typed fields; strings always `string_val`.
+ */
+export function writePredictResponse(
+  outputs: Readonly<Record<string, Tensor>>,
+  modelSpec: ModelSpec | undefined,
+  asTensorContent: boolean,
+): Uint8Array[] {
+  const chunks: Uint8Array[] = [];
+  for (const [alias, t] of Object.entries(outputs)) {
+    const field = viewField(t, asTensorContent);
+    if (field === undefined) {
+      // The map field of a response holding only this output is exactly this entry's bytes.
+      const proto = tensorToProto(t, { asTensorContent, prepackFloats: true });
+      chunks.push(
+        toBinary(PredictResponseSchema, create(PredictResponseSchema, { outputs: { [alias]: proto } })),
+      );
+      continue;
+    }
+    const data = toBytes(t.data as Exclude<Tensor['data'], readonly Uint8Array[]>);
+    const small = toBinary(
+      TensorProtoSchema,
+      create(TensorProtoSchema, { dtype: dataTypeFromDType(t.dtype), tensorShape: shapeToProto(t.shape) }),
+    );
+    const key = encoder.encode(alias);
+    const dataHeader = [(field << 3) | LENGTH_DELIMITED, ...varintBytes(data.byteLength)];
+    const valueLength = small.byteLength + dataHeader.length + data.byteLength;
+    const entryHead = [MAP_KEY_TAG, ...varintBytes(key.byteLength)];
+    const valueHead = [MAP_VALUE_TAG, ...varintBytes(valueLength)];
+    const entryLength = entryHead.length + key.byteLength + valueHead.length + valueLength;
+    chunks.push(
+      new Uint8Array([
+        OUTPUTS_TAG,
+        ...varintBytes(entryLength),
+        ...entryHead,
+        ...key,
+        ...valueHead,
+        ...small,
+        ...dataHeader,
+      ]),
+      data,
+    );
+  }
+  if (modelSpec !== undefined) {
+    chunks.push(toBinary(PredictResponseSchema, create(PredictResponseSchema, { modelSpec })));
+  }
+  return chunks;
+}

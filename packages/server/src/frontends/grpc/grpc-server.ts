@@ -1,0 +1,426 @@
+/**
+ * A lean gRPC server (unary calls) over node:http2, for every gRPC frontend: TF Serving's
+ * PredictionService/ModelService and, beside them, the other protocols' services. It owns
+ * framing, deadlines, cancellation, status trailers, admission by bytes and draining; the
+ * services own decoding, the core call and encoding.
+ *
+ * Why not grpc-js: on the request path grpc-js concatenated every message out of its DATA
+ * frames, kept node's 64 KiB stream window (ten round trips per 600 KB tensor), and gave no
+ * hook to refuse a message before buffering it. Here a request message is read once into
+ * an exactly sized buffer (placed so that its tensor bytes are 8-byte aligned), admitted
+ * against a byte budget as soon as its length prefix arrives, and a response is written as
+ * the chunks the encoder produced (tensor bytes are never copied into one message).
+ */
+import http2 from 'node:http2';
+import type { Http2Server, Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import { Code, ServingError } from '@visionserve/protocol';
+import type { Logger } from '../../util/logger.js';
+import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
+import type { GrpcMethod, GrpcService } from './grpc-service.js';
+import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
+
+export interface GrpcServerOptions {
+  /** Interface to bind; IPv6 literals may be given bare. Default "0.0.0.0". */
+  readonly host?: string | undefined;
+  /** TCP port; 0 picks a free one (see RunningGrpcServer.port). Default 8500, TF Serving's --port. */
+  readonly port?: number | undefined;
+  /** The services served; two must not share a name. */
+  readonly services: readonly GrpcService[];
+  readonly logger: Logger;
+  /** Largest request message in bytes (RESOURCE_EXHAUSTED above). Default 2147483647, TF Serving's INT32_MAX. */
+  readonly maxMessageBytes?: number | undefined;
+  /**
+   * Admission by memory: a message whose length prefix would take the budget over its
+   * limit is refused with UNAVAILABLE before its body is read. Default: no budget.
+   */
+  readonly budget?: InflightBudget | undefined;
+  /** Streams one connection may have open at once (HTTP/2 SETTINGS). Default 1000. */
+  readonly maxConcurrentStreams?: number | undefined;
+  /** HTTP/2 receive window per stream and per connection, in bytes. Default 64 MiB. */
+  readonly receiveWindowBytes?: number | undefined;
+  /** A request whose message has not fully arrived this long after its headers is cancelled, in ms. Default 60000. */
+  readonly bodyTimeoutMs?: number | undefined;
+  /** Most connections at once; further ones are refused by the kernel backlog. Default 4096. */
+  readonly maxConnections?: number | undefined;
+}
+
+export interface RunningGrpcServer {
+  /** The bound port (the chosen one when 0 was asked for). */
+  readonly port: number;
+  /** Calls received and not yet answered. */
+  readonly inFlight: number;
+  /**
+   * Drains: stops accepting connections, sends GOAWAY on every connection (clients open
+   * new streams elsewhere; streams already started finish), resolves once every
+   * connection has closed, or after `graceMs` by cancelling what is left.
+   */
+  close(graceMs: number): Promise<void>;
+}
+
+/** TF Serving sets the server's max message size to INT32_MAX. */
+export const MAX_GRPC_MESSAGE_BYTES = 2_147_483_647;
+
+/** Bytes of a message's head an alignment probe sees (enough for model spec, dtype and shape). */
+const PROBE_BYTES = 1024;
+/** Tensor views are placed at this alignment (the largest element size). */
+const ALIGNMENT = 8;
+
+interface CallState {
+  readonly stream: ServerHttp2Stream;
+  readonly controller: AbortController;
+  answered: boolean;
+  reservation: Reservation | undefined;
+  timers: NodeJS.Timeout[];
+}
+
+function isGrpcContentType(value: string | undefined): boolean {
+  return (
+    value !== undefined &&
+    (value === 'application/grpc' ||
+      value.startsWith('application/grpc+') ||
+      value.startsWith('application/grpc;'))
+  );
+}
+
+export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningGrpcServer> {
+  const { logger } = options;
+  const host = options.host ?? '0.0.0.0';
+  const maxMessageBytes = options.maxMessageBytes ?? MAX_GRPC_MESSAGE_BYTES;
+  const windowBytes = options.receiveWindowBytes ?? 64 * 1024 * 1024;
+  const bodyTimeoutMs = options.bodyTimeoutMs ?? 60_000;
+  const methods = new Map<string, GrpcMethod>();
+  for (const service of options.services) {
+    for (const [name, method] of Object.entries(service.methods)) {
+      const path = `/${service.name}/${name}`;
+      if (methods.has(path)) throw new Error(`gRPC method ${path} registered twice`);
+      methods.set(path, method);
+    }
+  }
+
+  const server: Http2Server = http2.createServer({
+    settings: {
+      initialWindowSize: windowBytes,
+      maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
+      maxHeaderListSize: 64 * 1024,
+    },
+    // Memory is bounded by the admission budget; nghttp2's own cap (10 MB by default) would
+    // refuse streams as soon as a few large messages are in flight.
+    maxSessionMemory: 4096,
+  });
+  server.maxConnections = options.maxConnections ?? 4096;
+  const sessions = new Set<Http2Session>();
+  let inFlight = 0;
+  let draining = false;
+
+  server.on('session', (session) => {
+    sessions.add(session);
+    session.on('close', () => sessions.delete(session));
+    session.on('error', (error) => {
+      logger.debug('grpc session error', { error });
+    });
+    session.on('connect', () => {
+      session.setLocalWindowSize(windowBytes);
+    });
+    if (draining) session.close();
+  });
+  server.on('sessionError', (error) => {
+    logger.debug('grpc session error', { error });
+  });
+
+  /** Ends a call with a status: trailers-only before any response, else trailers after the data. */
+  const finish = (call: CallState, error: unknown): void => {
+    if (call.answered) return;
+    call.answered = true;
+    const { code, message } = statusOf(error);
+    const { stream } = call;
+    if (stream.destroyed || stream.closed) return;
+    const trailers = { 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(message) };
+    if (!stream.headersSent) {
+      stream.respond(
+        { ':status': 200, 'content-type': 'application/grpc', ...trailers },
+        { endStream: true },
+      );
+    } else {
+      stream.end();
+      stream.once('wantTrailers', () => {
+        stream.sendTrailers(trailers);
+      });
+    }
+    // A client may still be sending a message we refused: stop it without failing the call.
+    if (!stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+  };
+
+  const respond = (call: CallState, chunks: readonly Uint8Array[]): void => {
+    if (call.answered) return;
+    call.answered = true;
+    const { stream } = call;
+    if (stream.destroyed || stream.closed) return;
+    let length = 0;
+    for (const c of chunks) length += c.byteLength;
+    const prefix = Buffer.allocUnsafe(5);
+    prefix[0] = 0;
+    prefix.writeUInt32BE(length, 1);
+    stream.respond(
+      { ':status': 200, 'content-type': 'application/grpc', 'grpc-accept-encoding': 'identity' },
+      { waitForTrailers: true },
+    );
+    stream.once('wantTrailers', () => {
+      stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' });
+    });
+    stream.write(prefix);
+    for (const c of chunks) {
+      if (c.byteLength > 0) stream.write(c);
+    }
+    stream.end();
+  };
+
+  /**
+   * Reads the one message of a unary request into an exactly sized buffer, reserving its
+   * size against the budget as soon as the length prefix is known.
+   */
+  const readMessage = (
+    call: CallState,
+    method: GrpcMethod,
+  ): Promise<{ message: Uint8Array; buffer: ArrayBuffer }> =>
+    new Promise((resolve, reject) => {
+      const { stream } = call;
+      const prefix = new Uint8Array(5);
+      let prefixFill = 0;
+      let length = -1;
+      /** Bytes of the message kept until the alignment probe has seen enough. */
+      let head: Buffer[] | undefined = [];
+      let headBytes = 0;
+      let target: Uint8Array | undefined;
+      let buffer: ArrayBuffer | undefined;
+      let fill = 0;
+      const fail = (error: ServingError): void => {
+        cleanup();
+        reject(error);
+      };
+      const place = (): void => {
+        const seen = Buffer.concat(head!, headBytes);
+        head = undefined;
+        const offset = method.alignment?.(seen);
+        const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
+        buffer = new ArrayBuffer(length + shift);
+        target = new Uint8Array(buffer, shift, length);
+        target.set(seen, 0);
+        fill = seen.byteLength;
+      };
+      const onData = (chunk: Buffer): void => {
+        let at = 0;
+        if (length < 0) {
+          const take = Math.min(5 - prefixFill, chunk.byteLength);
+          prefix.set(chunk.subarray(0, take), prefixFill);
+          prefixFill += take;
+          at = take;
+          if (prefixFill < 5) return;
+          if (prefix[0] !== 0) {
+            fail(
+              new ServingError(
+                Code.UNIMPLEMENTED,
+                'Compressed messages are not supported (grpc-encoding identity only)',
+              ),
+            );
+            return;
+          }
+          length = new DataView(prefix.buffer).getUint32(1);
+          if (length > maxMessageBytes) {
+            fail(
+              new ServingError(
+                Code.RESOURCE_EXHAUSTED,
+                `Received message larger than max (${length} vs. ${maxMessageBytes})`,
+              ),
+            );
+            return;
+          }
+          if (options.budget !== undefined) {
+            call.reservation = options.budget.tryReserve(length);
+            if (call.reservation === undefined) {
+              fail(
+                new ServingError(
+                  Code.UNAVAILABLE,
+                  'Server is overloaded: too many request bytes in flight; retry later',
+                  {
+                    reason: 'overloaded',
+                  },
+                ),
+              );
+              return;
+            }
+          }
+        }
+        const rest = at === 0 ? chunk : chunk.subarray(at);
+        if (rest.byteLength === 0) {
+          if (length === 0 && target === undefined) place();
+        } else if (target === undefined) {
+          head!.push(rest);
+          headBytes += rest.byteLength;
+          if (headBytes >= Math.min(length, PROBE_BYTES)) place();
+        } else {
+          if (fill + rest.byteLength > length) {
+            fail(new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call'));
+            return;
+          }
+          target.set(rest, fill);
+          fill += rest.byteLength;
+        }
+        if (target !== undefined && fill > length) {
+          fail(new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call'));
+        }
+      };
+      const onEnd = (): void => {
+        cleanup();
+        if (length >= 0 && target === undefined && head !== undefined && headBytes >= length) place();
+        if (target === undefined || fill !== length) {
+          reject(new ServingError(Code.INTERNAL, 'Incomplete request message'));
+          return;
+        }
+        resolve({ message: target, buffer: buffer! });
+      };
+      const onAbort = (): void => {
+        cleanup();
+        reject(call.controller.signal.reason as ServingError);
+      };
+      const cleanup = (): void => {
+        stream.off('data', onData);
+        stream.off('end', onEnd);
+        call.controller.signal.removeEventListener('abort', onAbort);
+      };
+      stream.on('data', onData);
+      stream.on('end', onEnd);
+      call.controller.signal.addEventListener('abort', onAbort, { once: true });
+    });
+
+  const handleStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void => {
+    const call: CallState = {
+      stream,
+      controller: new AbortController(),
+      answered: false,
+      reservation: undefined,
+      timers: [],
+    };
+    inFlight++;
+    stream.once('close', () => {
+      inFlight--;
+      for (const t of call.timers) clearTimeout(t);
+      call.reservation?.release();
+      if (!call.answered) {
+        call.answered = true;
+        call.controller.abort(new ServingError(Code.CANCELLED, 'Request cancelled by the client'));
+      }
+    });
+    stream.on('error', (error) => {
+      logger.debug('grpc stream error', { error });
+    });
+    const path = headers[':path'] ?? '';
+    if (headers[':method'] !== 'POST' || !isGrpcContentType(headers['content-type'])) {
+      stream.respond({ ':status': 415, 'content-type': 'text/plain' }, { endStream: true });
+      call.answered = true;
+      return;
+    }
+    const method = methods.get(path);
+    if (method === undefined) {
+      finish(call, new ServingError(Code.UNIMPLEMENTED, `Method not found: ${path}`));
+      return;
+    }
+    const encoding = headers['grpc-encoding'];
+    if (encoding !== undefined && encoding !== 'identity') {
+      finish(
+        call,
+        new ServingError(Code.UNIMPLEMENTED, `Message encoding "${String(encoding)}" is not supported`),
+      );
+      return;
+    }
+    let deadline: number | undefined;
+    try {
+      const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
+      if (timeoutMs !== undefined) deadline = Date.now() + timeoutMs;
+    } catch (error) {
+      finish(call, error);
+      return;
+    }
+    const expire = (): void => {
+      const error = new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded');
+      call.controller.abort(error);
+      finish(call, error);
+    };
+    if (deadline !== undefined) {
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        expire();
+        return;
+      }
+      if (left < 2 ** 31) call.timers.push(setTimeout(expire, left));
+    }
+    const bodyTimer = setTimeout(() => {
+      const error = new ServingError(
+        Code.CANCELLED,
+        `Request message not received within ${bodyTimeoutMs} ms`,
+      );
+      call.controller.abort(error);
+      finish(call, error);
+    }, bodyTimeoutMs);
+    call.timers.push(bodyTimer);
+    readMessage(call, method)
+      .then(({ message, buffer }) => {
+        clearTimeout(bodyTimer);
+        return method.handler(message, {
+          signal: call.controller.signal,
+          deadline,
+          metadata: headers,
+          messageBuffer: buffer,
+        });
+      })
+      .then(
+        (chunks) => {
+          respond(call, chunks);
+        },
+        (error: unknown) => {
+          const cause =
+            call.controller.signal.aborted && !(error instanceof ServingError)
+              ? (call.controller.signal.reason as unknown)
+              : error;
+          if (!(cause instanceof ServingError)) logger.error('grpc handler failed', { path, error: cause });
+          finish(call, cause);
+        },
+      );
+  };
+
+  server.on('stream', handleStream);
+
+  const address = host.includes(':') && !host.startsWith('[') ? host : host.replace(/^\[|\]$/g, '');
+  const port = await new Promise<number>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 8500, address, () => {
+      server.off('error', reject);
+      const bound = server.address();
+      resolve(typeof bound === 'object' && bound !== null ? bound.port : (options.port ?? 8500));
+    });
+  });
+  logger.info('grpc server listening', { host, port });
+
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    get inFlight() {
+      return inFlight;
+    },
+    close(graceMs) {
+      closing ??= new Promise<void>((resolve) => {
+        draining = true;
+        const force = setTimeout(() => {
+          logger.warn('grpc grace period over, cancelling calls', { graceMs, inFlight });
+          for (const session of sessions) session.destroy();
+        }, graceMs);
+        server.close(() => {
+          clearTimeout(force);
+          logger.info('grpc server closed', { port });
+          resolve();
+        });
+        for (const session of sessions) session.close();
+      });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,46 @@
+import type { IncomingHttpHeaders } from 'node:http2';
+
+/** What a unary handler knows of its call besides the request message. */
+export interface GrpcCallContext {
+  /**
+   * Aborted when the deadline passes (reason: ServingError DEADLINE_EXCEEDED) or the
+   * client cancels or goes away (reason: ServingError CANCELLED). Pass it to core.
+   */
+  readonly signal: AbortSignal;
+  /** Absolute deadline (Date.now() clock, ms) from `grpc-timeout`; undefined when none was sent. */
+  readonly deadline: number | undefined;
+  /** The request headers (gRPC metadata; binary `-bin` values still base64). */
+  readonly metadata: IncomingHttpHeaders;
+  /**
+   * The ArrayBuffer the request message was read into. It belongs to this call alone, so
+   * views into it may be handed to the runtime wholesale (moved to a worker, not copied).
+   */
+  readonly messageBuffer: ArrayBuffer;
+}
+
+/**
+ * A unary method: the request message's bytes in, the response message out as chunks
+ * whose concatenation is the serialized message (so large tensors are written as views,
+ * never copied into one buffer). Throw or reject with a ServingError for a gRPC status;
+ * anything else is answered INTERNAL "Internal error" and logged.
+ */
+export type UnaryHandler = (request: Uint8Array, context: GrpcCallContext) => Promise<readonly Uint8Array[]>;
+
+/**
+ * Where the bytes of the request message's first large `bytes` field start, relative to
+ * the message, when a decoder can tell from the message's first bytes (undefined when it
+ * cannot). The transport places the message so that this field is 8-byte aligned, so that
+ * numeric tensors decode as views instead of aligned copies.
+ */
+export type AlignmentProbe = (head: Uint8Array) => number | undefined;
+
+export interface GrpcMethod {
+  readonly handler: UnaryHandler;
+  readonly alignment?: AlignmentProbe;
+}
+
+/** One gRPC service: its full name (`package.Service`) and unary methods by name. */
+export interface GrpcService {
+  readonly name: string;
+  readonly methods: Readonly<Record<string, GrpcMethod>>;
+}

@@ -1,0 +1,13 @@
+export {
+  startGrpcServer,
+  MAX_GRPC_MESSAGE_BYTES,
+  type GrpcServerOptions,
+  type RunningGrpcServer,
+} from './grpc-server.js';
+export type {
+  GrpcCallContext,
+  GrpcMethod,
+  GrpcService,
+  UnaryHandler,
+  AlignmentProbe,
+} from './grpc-service.js';
