@@ -1,13 +1,23 @@
 #!/usr/bin/env node
-// `npm run bench`: the full benchmark with the committed settings (all cases, all paths,
-// closed and open loop), results in bench/results/latest/{results.md,results.json,chart.svg}.
-// Extra arguments are passed to `visionserve bench` (see `visionserve bench --help`).
+// `npm run bench`: every suite (latency, sweep, cold-start) with the committed settings; the
+// estimated duration is printed first and one progress line per step goes to stderr.
+// Results: bench/results/latest/{results.md,results.json,chart.svg}. Extra arguments go to
+// `visionserve bench` and override these (e.g. `npm run bench -- --suite latency`).
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { main } from '../packages/cli/dist/src/main.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 process.exitCode = await main(
-  ['bench', '--out', join(root, 'bench', 'results', 'latest'), '--repeat', '2', ...process.argv.slice(2)],
+  [
+    'bench',
+    '--suite',
+    'all',
+    '--out',
+    join(root, 'bench', 'results', 'latest'),
+    '--repeat',
+    '2',
+    ...process.argv.slice(2),
+  ],
   process.env,
 );

@@ -1,14 +1,18 @@
 /**
- * `visionserve bench`: runs the benchmark (bench/run-bench.ts) and writes results.json,
- * results.md and chart.svg.
+ * `visionserve bench`: runs the benchmark suites (bench/run-bench.ts) and writes
+ * results.json, results.md and chart.svg.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { join, resolve } from 'node:path';
 import { formatChart } from './bench/bench-chart.js';
-import { CASE_IDS, type CaseId } from './bench/bench-cases.js';
+import { CASE_IDS, CASES, type CaseId } from './bench/bench-cases.js';
+import { PATHS, PATH_IDS, type PathId } from './bench/bench-paths.js';
+import { type BenchPlan, formatDuration } from './bench/bench-plan.js';
 import { formatMarkdown } from './bench/bench-report.js';
-import { type BenchTargets, PATHS, type PathId, runBench } from './bench/run-bench.js';
+import { SUITES, SUITE_IDS, type SuiteId, parseSuites } from './bench/bench-suites.js';
+import { type BenchOptions, type BenchTargets, runBench, planFor, suiteCases } from './bench/run-bench.js';
+import { DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_CONFIGS, parseSweepConfig } from './bench/sweep-configs.js';
 import {
   type Command,
   UsageError,
@@ -26,129 +30,217 @@ const DEFAULT_SHARED = fileURLToPath(new URL('../../../../../../shared', import.
 
 const HELP = `Usage: visionserve bench [options]
 
-Measures every serving path against the raw onnxruntime floor in one run (so the ratios
-hold on a noisy machine) and writes results.json, results.md (tables) and chart.svg.
+Measures visionserve against raw onnxruntime floors measured in the same run (so the ratios
+hold on a noisy machine) and writes results.json, results.md (tables) and chart.svg. Before
+it starts it states how many steps it has and about how long it will take; progress goes to
+stderr (a redrawn line on a terminal, one line per step otherwise).
 
-Paths (--paths, default all):
+Suites (--suite, comma-separated or all; default latency):
+${SUITE_IDS.map((s) => `  ${s.padEnd(20)} ${SUITES[s].description}\n${' '.repeat(23)}(default cases: ${SUITES[s].defaultCases.join(', ')})`).join('\n')}
+Cases (--cases, for every suite):
+${CASE_IDS.map((c) => `  ${c.padEnd(20)} ${CASES[c].title}`).join('\n')}
+Paths of the latency suite (--paths, default all):
 ${PATHS.map((p) => `  ${p.id.padEnd(20)} ${p.label}`).join('\n')}
-Cases (--cases, default all):
-  mobilenet            MobileNetV2 int8, cat_tabby.jpg -> [1,3,224,224] float32 (small request and response)
-  raw_detector         generated EfficientDet-D1-sized raw detector: [1,640,640,3] uint8 in,
-                       9.0 M floats out (~36 MB tensor_content, ~106 MB JSON)
 
-By default the servers are started here, as child processes on loopback ports (one with typed
-gRPC responses, one with --enable_serialization_as_tensor_content), and the in-process path in a
-third process; this process only generates load (node:http2 gRPC, node:http keep-alive).
+By default the servers are started here, as child processes on loopback ports (latency: one
+with typed gRPC responses, one with --enable_serialization_as_tensor_content, and the
+in-process path in a third process; sweep: one per layout; cold-start: two); this process only
+generates load (node:http2 gRPC, node:http keep-alive). The staged model repository lives in a
+temporary folder that is removed at exit, also on errors and Ctrl-C.
 
 Load:
-  --mode closed|open|both    default both
-  --concurrency N            closed-loop requests in flight (default 1)
+  --mode closed|open|both    latency suite (default both)
+  --concurrency N            latency suite: closed-loop requests in flight (default 1)
   --rate R                   open-loop arrival rate, req/s (default: --rate-fraction of the
   --rate-fraction F          path's closed-loop throughput, default 0.5)
-  --duration-s S             per block (default 3)
+  --duration-s S             per block and per sweep point (default 3)
   --min-requests N           per block (default 5)
-  --max-requests N           per block (default 500)
+  --max-requests N           per latency block and floor block (default 500; sweep points are timed)
   --warmup N                 untimed requests per path (default 3)
-  --repeat N                 rounds, pooled (default 1)
+  --repeat N                 latency suite: rounds, pooled (default 1)
   --timeout-ms MS            per request (default 120000)
+Sweep:
+  --configs LIST             server layouts <instances>x<intra-op threads>[+b<timeout>[us|ms]]
+                             (batching: max batch 8), default ${DEFAULT_SWEEP_CONFIGS.join(',')}
+  --sweep-concurrency LIST   default ${DEFAULT_SWEEP_CONCURRENCY.join(',')}
+  --sweep-encoding E         tensor_content (default; servers get --enable_serialization_as_tensor_content)
+                             or typed; also used by cold-start
+Cold start:
+  --cold-requests N          Predict calls per case after the first (default 30)
 Servers:
-  --server-arg FLAG          extra flag for the started servers and the in-process core (repeatable),
+  --server-arg FLAG          extra flag for every started server and the in-process core (repeatable),
                              e.g. --server-arg=--model_instances=1
-  --grpc HOST:PORT           measure a running server instead (its models must be named mobilenet and
-  --grpc-tensor-content HOST:PORT  raw_detector: serve <--repo>/models.config); a second server with
-  --rest URL                 --enable_serialization_as_tensor_content for that row
+  --grpc HOST:PORT           latency suite only: measure a running server instead (its models must
+  --grpc-tensor-content HOST:PORT  be named like the cases: serve <--repo>/models.config); a second
+  --rest URL                 server with --enable_serialization_as_tensor_content for that row
   --invocations URL
   --server-pid PID           the running server's pid, for server CPU time
 Files:
   --shared DIR               models and photos (default ${DEFAULT_SHARED})
-  --repo DIR                 where to stage the model repository (default: a temporary directory)
+  --repo DIR                 stage the model repository here and keep it (default: temporary)
   --out DIR                  output directory (default ./bench-results)
   --json                     print results.json instead of the Markdown tables
-
-Progress goes to stderr when it is a terminal.
+  --plan                     print the steps and the estimated duration, run nothing
 `;
+
+function describePlan(plan: BenchPlan, options: BenchOptions): string {
+  const parts: string[] = [];
+  const suites = options.suites ?? ['latency'];
+  const add = (s: SuiteId, p: { steps: number; estimateS: number } | undefined, what: string): void => {
+    if (p && suites.includes(s))
+      parts.push(
+        `${s} (${suiteCases(options, s).join(', ')}; ${what}): ${p.steps} steps, ~${formatDuration(p.estimateS)}`,
+      );
+  };
+  add('latency', plan.latency, `${options.paths.length} paths, ${options.repeat} round(s)`);
+  add('sweep', plan.sweep, `${options.sweep?.configs?.length ?? DEFAULT_SWEEP_CONFIGS.length} layouts`);
+  add('cold-start', plan.coldStart, `${options.coldStartRequests ?? 30} requests`);
+  return `visionserve bench: ${parts.join('; ')}. Estimated ${formatDuration(plan.estimateS)} in all.`;
+}
+
+/** Parses the command line into runBench options (throws UsageError). */
+export function parseBenchArgs(argv: readonly string[]): {
+  options: BenchOptions;
+  outDir: string;
+  json: boolean;
+  planOnly: boolean;
+} {
+  const { values, positionals } = parseCommandArgs(argv, {
+    suite: { type: 'string' },
+    cases: { type: 'string' },
+    paths: { type: 'string' },
+    mode: { type: 'string' },
+    concurrency: { type: 'string' },
+    rate: { type: 'string' },
+    'rate-fraction': { type: 'string' },
+    'duration-s': { type: 'string' },
+    'min-requests': { type: 'string' },
+    'max-requests': { type: 'string' },
+    warmup: { type: 'string' },
+    repeat: { type: 'string' },
+    'timeout-ms': { type: 'string' },
+    configs: { type: 'string' },
+    'sweep-concurrency': { type: 'string' },
+    'sweep-encoding': { type: 'string' },
+    'cold-requests': { type: 'string' },
+    'server-arg': { type: 'string', multiple: true },
+    grpc: { type: 'string' },
+    'grpc-tensor-content': { type: 'string' },
+    rest: { type: 'string' },
+    invocations: { type: 'string' },
+    'server-pid': { type: 'string' },
+    shared: { type: 'string' },
+    repo: { type: 'string' },
+    out: { type: 'string' },
+    json: { type: 'boolean' },
+    plan: { type: 'boolean' },
+  });
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]!}"`);
+  const suiteText = stringOption(values, 'suite');
+  const suites = suiteText === undefined ? (['latency'] as SuiteId[]) : parseSuites(suiteText);
+  if (suites === undefined)
+    throw new UsageError(
+      `--suite expects ${SUITE_IDS.join(', ')} or all (comma-separated), got "${suiteText!}"`,
+    );
+  const casesList = listOption(values, 'cases')?.map((c) => {
+    if (!(CASE_IDS as readonly string[]).includes(c))
+      throw new UsageError(`unknown case "${c}" (cases: ${CASE_IDS.join(', ')})`);
+    return c as CaseId;
+  });
+  const paths = (listOption(values, 'paths') ?? [...PATH_IDS]).map((p) => {
+    if (!(PATH_IDS as readonly string[]).includes(p))
+      throw new UsageError(`unknown path "${p}" (paths: ${PATH_IDS.join(', ')})`);
+    return p as PathId;
+  });
+  const configs = listOption(values, 'configs')?.map((c) => {
+    try {
+      return parseSweepConfig(c);
+    } catch (error) {
+      throw new UsageError(error instanceof Error ? error.message : String(error));
+    }
+  });
+  const sweepConcurrency = listOption(values, 'sweep-concurrency')?.map((c) => {
+    const n = Number(c);
+    if (!Number.isInteger(n) || n < 1 || n > 1024)
+      throw new UsageError(`--sweep-concurrency expects integers in [1, 1024], got "${c}"`);
+    return n;
+  });
+  const encoding = choiceOption(values, 'sweep-encoding', ['tensor_content', 'typed'] as const);
+  const mode = choiceOption(values, 'mode', ['closed', 'open', 'both'] as const) ?? 'both';
+  const serverArgs = ((values['server-arg'] as string[] | undefined) ?? []).map(String);
+  const targets: BenchTargets = {
+    ...(stringOption(values, 'grpc') !== undefined ? { grpc: stringOption(values, 'grpc')! } : {}),
+    ...(stringOption(values, 'grpc-tensor-content') !== undefined
+      ? { grpcTensorContent: stringOption(values, 'grpc-tensor-content')! }
+      : {}),
+    ...(stringOption(values, 'rest') !== undefined ? { rest: stringOption(values, 'rest')! } : {}),
+    ...(stringOption(values, 'invocations') !== undefined
+      ? { invocations: stringOption(values, 'invocations')! }
+      : {}),
+  };
+  const serverPid = numberOption(values, 'server-pid', { min: 1, integer: true });
+  const external = Object.keys(targets).length > 0;
+  if (serverPid !== undefined && !external)
+    throw new UsageError('--server-pid goes with --grpc/--rest/--invocations');
+  if (external && suites.some((s) => s !== 'latency'))
+    throw new UsageError('--grpc/--rest/--invocations measure a running server: only with --suite latency');
+  const coldRequests = numberOption(values, 'cold-requests', { min: 2, max: 100_000, integer: true });
+  const options: BenchOptions = {
+    suites,
+    ...(casesList ? { cases: casesList } : {}),
+    paths,
+    modes: mode === 'both' ? ['closed', 'open'] : [mode],
+    concurrency: numberOption(values, 'concurrency', { min: 1, max: 1024, integer: true }) ?? 1,
+    ratePerSecond: numberOption(values, 'rate', { min: 0.001 }),
+    rateFraction: numberOption(values, 'rate-fraction', { min: 0.01, max: 10 }) ?? 0.5,
+    durationMs: (numberOption(values, 'duration-s', { min: 0 }) ?? 3) * 1000,
+    minRequests: numberOption(values, 'min-requests', { min: 1, integer: true }) ?? 5,
+    maxRequests: numberOption(values, 'max-requests', { min: 1, integer: true }) ?? 500,
+    warmup: numberOption(values, 'warmup', { min: 0, integer: true }) ?? 3,
+    repeat: numberOption(values, 'repeat', { min: 1, integer: true }) ?? 1,
+    timeoutMs: numberOption(values, 'timeout-ms', { min: 1 }) ?? 120_000,
+    sharedDir: resolve(stringOption(values, 'shared') ?? DEFAULT_SHARED),
+    repoDir: stringOption(values, 'repo') !== undefined ? resolve(stringOption(values, 'repo')!) : undefined,
+    targets: external ? { ...targets, ...(serverPid !== undefined ? { serverPid } : {}) } : undefined,
+    serverArgs,
+    sweep: {
+      ...(configs ? { configs } : {}),
+      ...(sweepConcurrency ? { concurrencies: sweepConcurrency } : {}),
+      ...(encoding ? { encoding } : {}),
+    },
+    ...(coldRequests !== undefined ? { coldStartRequests: coldRequests } : {}),
+  };
+  return {
+    options,
+    outDir: resolve(stringOption(values, 'out') ?? 'bench-results'),
+    json: flag(values, 'json'),
+    planOnly: flag(values, 'plan'),
+  };
+}
 
 export const bench: Command = {
   help: HELP,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs(argv, {
-      cases: { type: 'string' },
-      paths: { type: 'string' },
-      mode: { type: 'string' },
-      concurrency: { type: 'string' },
-      rate: { type: 'string' },
-      'rate-fraction': { type: 'string' },
-      'duration-s': { type: 'string' },
-      'min-requests': { type: 'string' },
-      'max-requests': { type: 'string' },
-      warmup: { type: 'string' },
-      repeat: { type: 'string' },
-      'timeout-ms': { type: 'string' },
-      'server-arg': { type: 'string', multiple: true },
-      grpc: { type: 'string' },
-      'grpc-tensor-content': { type: 'string' },
-      rest: { type: 'string' },
-      invocations: { type: 'string' },
-      'server-pid': { type: 'string' },
-      shared: { type: 'string' },
-      repo: { type: 'string' },
-      out: { type: 'string' },
-      json: { type: 'boolean' },
-    });
-    if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]!}"`);
-    const cases = (listOption(values, 'cases') ?? [...CASE_IDS]).map((c) => {
-      if (!(CASE_IDS as readonly string[]).includes(c))
-        throw new UsageError(`unknown case "${c}" (cases: ${CASE_IDS.join(', ')})`);
-      return c as CaseId;
-    });
-    const pathIds = PATHS.map((p) => p.id);
-    const paths = (listOption(values, 'paths') ?? pathIds).map((p) => {
-      if (!(pathIds as readonly string[]).includes(p))
-        throw new UsageError(`unknown path "${p}" (paths: ${pathIds.join(', ')})`);
-      return p as PathId;
-    });
-    const mode = choiceOption(values, 'mode', ['closed', 'open', 'both'] as const) ?? 'both';
-    const serverArgs = ((values['server-arg'] as string[] | undefined) ?? []).map(String);
-    const targets: BenchTargets = {
-      ...(stringOption(values, 'grpc') !== undefined ? { grpc: stringOption(values, 'grpc')! } : {}),
-      ...(stringOption(values, 'grpc-tensor-content') !== undefined
-        ? { grpcTensorContent: stringOption(values, 'grpc-tensor-content')! }
-        : {}),
-      ...(stringOption(values, 'rest') !== undefined ? { rest: stringOption(values, 'rest')! } : {}),
-      ...(stringOption(values, 'invocations') !== undefined
-        ? { invocations: stringOption(values, 'invocations')! }
-        : {}),
-    };
-    const serverPid = numberOption(values, 'server-pid', { min: 1, integer: true });
-    const external = Object.keys(targets).length > 0;
-    if (serverPid !== undefined && !external)
-      throw new UsageError('--server-pid goes with --grpc/--rest/--invocations');
-    const outDir = resolve(stringOption(values, 'out') ?? 'bench-results');
+    const { options, outDir, json, planOnly } = parseBenchArgs(argv);
+    if (planOnly) {
+      console.log(describePlan(planFor(options), options));
+      return 0;
+    }
     const progress = createProgress();
     const report = await runBench({
-      cases,
-      paths,
-      modes: mode === 'both' ? ['closed', 'open'] : [mode],
-      concurrency: numberOption(values, 'concurrency', { min: 1, max: 1024, integer: true }) ?? 1,
-      ratePerSecond: numberOption(values, 'rate', { min: 0.001 }),
-      rateFraction: numberOption(values, 'rate-fraction', { min: 0.01, max: 10 }) ?? 0.5,
-      durationMs: (numberOption(values, 'duration-s', { min: 0 }) ?? 3) * 1000,
-      minRequests: numberOption(values, 'min-requests', { min: 1, integer: true }) ?? 5,
-      maxRequests: numberOption(values, 'max-requests', { min: 1, integer: true }) ?? 500,
-      warmup: numberOption(values, 'warmup', { min: 0, integer: true }) ?? 3,
-      repeat: numberOption(values, 'repeat', { min: 1, integer: true }) ?? 1,
-      timeoutMs: numberOption(values, 'timeout-ms', { min: 1 }) ?? 120_000,
-      sharedDir: resolve(stringOption(values, 'shared') ?? DEFAULT_SHARED),
-      repoDir:
-        stringOption(values, 'repo') !== undefined ? resolve(stringOption(values, 'repo')!) : undefined,
-      targets: external ? { ...targets, ...(serverPid !== undefined ? { serverPid } : {}) } : undefined,
-      serverArgs,
+      ...options,
+      onPlan: (plan) => {
+        console.error(describePlan(plan, options));
+      },
+      onStep: (text) => {
+        progress.step(text);
+      },
       onProgress: (text) => {
         if (text === '') progress.done();
         else progress.update(text);
       },
       log: (line) => {
-        if (process.stderr.isTTY) progress.update(line);
+        progress.step(line);
       },
     });
     progress.done();
@@ -156,9 +248,13 @@ export const bench: Command = {
     const markdown = formatMarkdown(report);
     await writeFile(join(outDir, 'results.json'), JSON.stringify(report, null, 2) + '\n');
     await writeFile(join(outDir, 'results.md'), markdown);
-    await writeFile(join(outDir, 'chart.svg'), formatChart(report));
-    console.log(flag(values, 'json') ? JSON.stringify(report, null, 2) : markdown);
-    console.error(`wrote ${join(outDir, 'results.md')}, results.json and chart.svg`);
+    const files = ['results.md', 'results.json'];
+    if (report.cases.length > 0) {
+      await writeFile(join(outDir, 'chart.svg'), formatChart(report));
+      files.push('chart.svg');
+    }
+    console.log(json ? JSON.stringify(report, null, 2) : markdown);
+    console.error(`wrote ${files.map((f) => join(outDir, f)).join(', ')}`);
     return 0;
   },
 };

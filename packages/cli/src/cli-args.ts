@@ -101,21 +101,29 @@ export function listOption(values: ParsedValues, name: string): string[] | undef
         .filter((s) => s.length > 0);
 }
 
-/** A progress line on stderr, redrawn in place; silent unless stderr is a TTY. */
+/** Progress on stderr: a line redrawn in place on a terminal, or plain lines elsewhere. */
 export interface Progress {
+  /** Transient news: redrawn on a terminal, dropped elsewhere. */
   update(text: string): void;
+  /** A milestone: redrawn on a terminal, a line of its own elsewhere (logs, pipes, CI). */
+  step(text: string): void;
   done(): void;
 }
 
 export function createProgress(stream: NodeJS.WriteStream = process.stderr): Progress {
   const active = stream.isTTY;
   let shown = false;
+  const update = (text: string): void => {
+    if (!active) return;
+    const width = Math.max(20, (stream.columns || 80) - 1);
+    stream.write(`\r\x1b[K${text.length > width ? text.slice(0, width - 1) + '…' : text}`);
+    shown = true;
+  };
   return {
-    update(text) {
-      if (!active) return;
-      const width = Math.max(20, (stream.columns || 80) - 1);
-      stream.write(`\r\x1b[K${text.length > width ? text.slice(0, width - 1) + '…' : text}`);
-      shown = true;
+    update,
+    step(text) {
+      if (active) update(text);
+      else stream.write(`${text}\n`);
     },
     done() {
       if (active && shown) stream.write('\r\x1b[K');

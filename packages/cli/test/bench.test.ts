@@ -1,15 +1,36 @@
 /**
- * The benchmark: load loops (closed/open, coordinated-omission accounting), the chart and
- * a short end-to-end run of `runBench` (floor, in-process, gRPC tensor_content and the
- * /invocations row that is skipped while the server has no listener).
+ * The benchmark: load loops (closed/open, coordinated-omission accounting), its units
+ * (path runners, row pooling, sweep layouts, suites, the plan and step labels, exit
+ * clean-up, command-line parsing, the report) and short end-to-end runs of `runBench`:
+ * the latency suite (floors, image floor, in-process, gRPC, /invocations) and the sweep
+ * and cold-start suites, each leaving no temporary folder behind.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { closedLoop, openLoop } from '../src/bench/load-loop.js';
 import { percentile, summarize } from '../src/bench/stats.js';
-import { runBench } from '../src/bench/run-bench.js';
+import { type BenchOptions, planFor, runBench } from '../src/bench/run-bench.js';
 import { formatMarkdown } from '../src/bench/bench-report.js';
 import { formatChart } from '../src/bench/bench-chart.js';
+import { aggregateSamples, floorReference } from '../src/bench/aggregate-samples.js';
+import { createSendRunner, type Sample } from '../src/bench/path-runner.js';
+import {
+  batchingParametersText,
+  describeSweepConfig,
+  parseSweepConfig,
+  sweepServerFlags,
+} from '../src/bench/sweep-configs.js';
+import { parseSuites } from '../src/bench/bench-suites.js';
+import { closedBlockS, createStepCounter, formatDuration, planLatency } from '../src/bench/bench-plan.js';
+import { createExitCleanup } from '../src/bench/exit-cleanup.js';
+import { parseBenchArgs } from '../src/bench-command.js';
+import { UsageError, createProgress } from '../src/cli-args.js';
 import { SHARED } from './helpers/shared.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -56,46 +77,440 @@ describe('load loops', () => {
   });
 });
 
-describe('runBench (short)', () => {
-  it('measures floor, in-process, gRPC and /invocations rows, writes table and chart', async () => {
-    const report = await runBench({
-      cases: ['mobilenet'],
-      paths: ['floor', 'in-process', 'grpc-tensor-content', 'invocations'],
+describe('path runner (send-based)', () => {
+  it('warms up, runs closed and open blocks, keeps the last wire bytes and measures CPU', async () => {
+    let calls = 0;
+    const runner = createSendRunner({
+      send: async () => {
+        calls++;
+        await sleep(2);
+        return { requestBytes: 10, responseBytes: calls };
+      },
+      serverPid: process.pid,
+    });
+    const limits = { durationMs: 0, minRequests: 4, maxRequests: 4 };
+    const closed = await runner.runBlock({
+      mode: 'closed',
+      concurrency: 2,
+      ratePerSecond: 0,
+      warmup: 3,
+      ...limits,
+    });
+    assert.equal(calls, 7, '3 warm-up + 4 timed requests');
+    assert.equal(closed.latenciesMs.length, 4);
+    assert.equal(closed.wire?.responseBytes, 7);
+    assert.equal(closed.ratePerSecond, undefined);
+    assert.ok(closed.clientCpuMs! >= 0);
+    assert.ok(closed.serverCpuMs === undefined || closed.serverCpuMs >= 0, 'from /proc where it exists');
+    const open = await runner.runBlock({
+      mode: 'open',
+      concurrency: 1,
+      ratePerSecond: 200,
+      warmup: 0,
+      ...limits,
+    });
+    assert.equal(open.latenciesMs.length, 4);
+    assert.equal(open.ratePerSecond, 200);
+  });
+
+  it('counts failed requests without stopping the block', async () => {
+    let i = 0;
+    const runner = createSendRunner({
+      send: () => (++i % 2 === 0 ? Promise.reject(new Error('boom')) : Promise.resolve(undefined)),
+    });
+    const s = await runner.runBlock({
+      mode: 'closed',
+      concurrency: 1,
+      ratePerSecond: 0,
+      warmup: 0,
+      durationMs: 0,
+      minRequests: 6,
+      maxRequests: 6,
+    });
+    assert.equal(s.latenciesMs.length, 3);
+    assert.equal(s.errors, 3);
+    assert.equal(s.firstError, 'boom');
+    assert.equal(s.serverCpuMs, undefined, 'no server pid, no server CPU');
+  });
+});
+
+describe('row pooling', () => {
+  const sample = (latencies: number[], extra: Partial<Sample> = {}): Sample => ({
+    latenciesMs: latencies,
+    errors: 0,
+    firstError: undefined,
+    wallMs: latencies.reduce((a, b) => a + b, 0),
+    clientCpuMs: 1,
+    serverCpuMs: 2,
+    wire: { requestBytes: 100, responseBytes: 5 },
+    ratePerSecond: undefined,
+    ...extra,
+  });
+  const key = {
+    case: 'mobilenet',
+    path: 'grpc-typed',
+    mode: 'closed',
+    concurrency: 1,
+    ratePerSecond: undefined,
+  } as const;
+
+  it('pools rounds, divides CPU by requests done and compares with both floors', () => {
+    const row = aggregateSamples(
+      key,
+      [sample([10, 10, 10]), sample([20, 20], { errors: 1, firstError: 'x' })],
+      { p50: 5, p99: 10 },
+      { p50: 8, p99: 16 },
+    );
+    assert.equal(row.latency!.n, 5);
+    assert.deepEqual(row.roundP50s, [10, 20]);
+    assert.equal(row.errors, 1);
+    assert.equal(row.firstError, 'x');
+    assert.equal(row.throughput, (5 * 1000) / 70);
+    assert.equal(row.clientCpuMsPerRequest, 2 / 6);
+    assert.equal(row.serverCpuMsPerRequest, 4 / 6);
+    assert.equal(row.ratioP50, row.latency!.p50 / 5);
+    assert.equal(row.ratioImageFloorP99, row.latency!.p99 / 16);
+    assert.equal(row.requestBytes, 100);
+  });
+
+  it('leaves CPU out when a block lacks it; floor references are medians of block percentiles', () => {
+    const row = aggregateSamples(key, [sample([1]), sample([2], { serverCpuMs: undefined })], undefined);
+    assert.equal(row.serverCpuMsPerRequest, undefined);
+    assert.equal(row.ratioP50, undefined);
+    const ref = floorReference([sample([1, 1, 1]), sample([3, 3, 3]), sample([2, 2, 100])]);
+    assert.deepEqual(ref.p50s, [1, 3, 2]);
+    assert.equal(ref.p50, 2);
+    assert.equal(ref.p99, 3);
+  });
+});
+
+describe('sweep layouts and suites', () => {
+  it('parses layouts, writes batching files and server flags', () => {
+    const plain = parseSweepConfig('2x1');
+    assert.deepEqual(plain, { name: '2x1', instances: 2, intraOpThreads: 1, batching: undefined });
+    assert.deepEqual(sweepServerFlags(plain, undefined), [
+      '--model_instances=2',
+      '--tensorflow_intra_op_parallelism=1',
+    ]);
+    assert.equal(describeSweepConfig(plain), '2 × 1');
+    const batched = parseSweepConfig('2x1+b1ms');
+    assert.deepEqual(batched.batching, { maxBatchSize: 8, timeoutMicros: 1000, batchThreads: 2 });
+    assert.equal(describeSweepConfig(batched), '2 × 1 + batching (max 8, timeout 1 ms)');
+    assert.equal(parseSweepConfig('1x2+b500us').batching!.timeoutMicros, 500);
+    assert.equal(parseSweepConfig('1x2+b0').batching!.timeoutMicros, 0);
+    assert.match(batchingParametersText(batched.batching), /batch_timeout_micros \{ value: 1000 \}/);
+    assert.match(batchingParametersText(batched.batching), /num_batch_threads \{ value: 2 \}/);
+    assert.deepEqual(sweepServerFlags(batched, '/tmp/b.pbtxt').slice(2), [
+      '--enable_batching',
+      '--batching_parameters_file=/tmp/b.pbtxt',
+    ]);
+    assert.throws(() => sweepServerFlags(batched, undefined), /batching file/);
+    for (const bad of ['2', '0x1', '2x1+', '2x1+b', '2x1+b1s', 'x', '100x1'])
+      assert.throws(() => parseSweepConfig(bad), /must look like/, bad);
+  });
+
+  it('parses --suite lists in canonical order', () => {
+    assert.deepEqual(parseSuites('all'), ['latency', 'sweep', 'cold-start']);
+    assert.deepEqual(parseSuites('cold-start,latency'), ['latency', 'cold-start']);
+    assert.equal(parseSuites('latency,nope'), undefined);
+    assert.equal(parseSuites(' , '), undefined);
+  });
+});
+
+describe('plan and progress', () => {
+  it('stretches blocks whose minimum requests outlast the duration, and counts steps', () => {
+    const limits = { durationMs: 3000, minRequests: 5, maxRequests: 500, warmup: 3 };
+    assert.equal(closedBlockS(10, 1, limits), 3.01);
+    assert.equal(closedBlockS(4000, 1, limits), 24);
+    assert.equal(closedBlockS(10, 1, { ...limits, maxRequests: 100 }), 1.01, 'capped by maxRequests');
+    const plan = planLatency({
+      ...limits,
+      cases: ['mobilenet', 'raw_detector'],
+      paths: ['floor', 'image-floor', 'rest-json', 'invocations'],
       modes: ['closed', 'open'],
       concurrency: 1,
-      ratePerSecond: undefined,
       rateFraction: 0.5,
-      durationMs: 200,
-      minRequests: 3,
-      maxRequests: 20,
-      warmup: 1,
-      repeat: 1,
-      sharedDir: SHARED,
-      repoDir: undefined,
-      targets: undefined,
-      serverArgs: ['--model_instances=1'],
-      timeoutMs: 30_000,
+      repeat: 2,
+      external: true,
     });
-    const row = (path: string, mode = 'closed') =>
-      report.rows.find((r) => r.path === path && r.mode === mode);
-    assert.equal(row('floor')?.ratioP50, 1);
-    for (const path of ['in-process', 'grpc-tensor-content', 'invocations']) {
-      for (const mode of ['closed', 'open']) {
-        const r = row(path, mode);
-        assert.ok(r?.latency && r.latency.n >= 3, `${path} ${mode}: ${JSON.stringify(r)}`);
-        assert.ok(r.ratioP50! > 0.5, `${path} ratio ${r.ratioP50!}`);
-      }
+    // Per case and round: 2 floors × 2 blocks + 2 paths × 2 modes.
+    assert.equal(plan.steps, 2 * 2 * (4 + 4));
+    // raw_detector's REST JSON alone: closed 2 × 24 s + open 2 × 44 s (min requests at half the rate).
+    assert.ok(plan.estimateS > 130 && plan.estimateS < 200, String(plan.estimateS));
+    assert.equal(formatDuration(347), '5 min 47 s');
+    assert.equal(formatDuration(42.4), '42 s');
+  });
+
+  it('labels steps with elapsed and remaining time', () => {
+    let now = 0;
+    const counter = createStepCounter(4, 100, () => now);
+    assert.equal(counter.next('a'), '[1/4, 0:00 elapsed, ~1:40 left] a');
+    now = 70_000;
+    assert.equal(counter.current('a · 5 req'), '[1/4, 1:10 elapsed, ~0:30 left] a · 5 req');
+    now = 130_000;
+    assert.equal(counter.next('b'), '[2/4, 2:10 elapsed] b', 'no "left" once past the estimate');
+  });
+
+  it('prints steps as lines when stderr is not a terminal', () => {
+    const written: string[] = [];
+    const stream = { isTTY: false, columns: 80, write: (s: string) => written.push(s) };
+    const p = createProgress(stream as unknown as NodeJS.WriteStream);
+    p.update('tick');
+    p.step('[1/2] step');
+    p.done();
+    assert.deepEqual(written, ['[1/2] step\n']);
+    const tty: string[] = [];
+    const t = createProgress({
+      isTTY: true,
+      columns: 80,
+      write: (s: string) => tty.push(s),
+    } as unknown as NodeJS.WriteStream);
+    t.step('x');
+    t.done();
+    assert.deepEqual(tty, ['\r\x1b[Kx', '\r\x1b[K']);
+  });
+});
+
+describe('exit clean-up', () => {
+  it('runs each action once, in reverse order, and removes its handlers', () => {
+    const before = process.listenerCount('SIGINT');
+    const cleanup = createExitCleanup();
+    assert.equal(process.listenerCount('SIGINT'), before + 1);
+    const order: string[] = [];
+    cleanup.add(() => order.push('a'));
+    const remove = cleanup.add(() => order.push('b'));
+    cleanup.add(() => {
+      order.push('c');
+      throw new Error('ignored');
+    });
+    remove();
+    cleanup.runAll();
+    cleanup.runAll();
+    assert.deepEqual(order, ['c', 'a']);
+    cleanup.dispose();
+    assert.equal(process.listenerCount('SIGINT'), before);
+  });
+
+  it('removes a folder when the process gets SIGINT, and dies of the signal', async () => {
+    const parent = await mkdtemp(join(tmpdir(), 'visionserve-bench-test-'));
+    const dir = join(parent, 'visionserve-bench-x');
+    const moduleUrl = pathToFileURL(join(import.meta.dirname, '..', 'src', 'bench', 'exit-cleanup.js')).href;
+    const script = `
+      import { mkdirSync, rmSync } from 'node:fs';
+      import { createExitCleanup } from ${JSON.stringify(moduleUrl)};
+      const dir = ${JSON.stringify(dir)};
+      mkdirSync(dir);
+      createExitCleanup().add(() => rmSync(dir, { recursive: true, force: true }));
+      setInterval(() => undefined, 1000);
+      process.stdout.write('ready\\n');`;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.once('data', () => {
+          resolve();
+        });
+        child.once('exit', (code) => {
+          reject(new Error(`child exited early (${String(code)})`));
+        });
+      });
+      assert.ok(existsSync(dir));
+      const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+        child.once('exit', (_code, signal) => {
+          resolve(signal);
+        }),
+      );
+      child.kill('SIGINT');
+      assert.equal(await exited, 'SIGINT');
+      assert.equal(existsSync(dir), false, 'folder removed on Ctrl-C');
+    } finally {
+      child.kill('SIGKILL');
+      await rm(parent, { recursive: true, force: true });
     }
-    assert.ok(row('grpc-tensor-content')!.requestBytes! > 600_000);
-    assert.ok(row('grpc-tensor-content')!.serverCpuMsPerRequest! > 0);
-    assert.ok(row('grpc-tensor-content', 'open')!.ratePerSecond! > 0);
-    assert.ok(row('invocations')!.responseBytes! > 0, 'top-5 JSON came back');
-    const md = formatMarkdown(report);
-    assert.match(md, /\| gRPC tensor_content \| [\d.]+ \|/);
-    assert.match(md, /Open loop at a fixed arrival rate/);
-    const svg = formatChart(report);
-    assert.ok(svg.startsWith('<svg') && svg.trimEnd().endsWith('</svg>'));
-    assert.equal(svg.match(/<svg/g)?.length, 1);
-    assert.match(svg, /gRPC tensor_content/);
+  });
+});
+
+describe('visionserve bench arguments', () => {
+  it('defaults to the latency suite and parses the sweep and cold-start options', () => {
+    const d = parseBenchArgs([]);
+    assert.deepEqual(d.options.suites, ['latency']);
+    assert.equal(d.options.cases, undefined, 'each suite picks its default cases');
+    assert.equal(d.options.paths.length, 7);
+    assert.equal(d.planOnly, false);
+    const a = parseBenchArgs([
+      '--suite=all',
+      '--cases=mobilenet',
+      '--configs=1x1,2x1+b0',
+      '--sweep-concurrency=1,8',
+      '--sweep-encoding=typed',
+      '--cold-requests=9',
+      '--plan',
+    ]);
+    assert.deepEqual(a.options.suites, ['latency', 'sweep', 'cold-start']);
+    assert.deepEqual(
+      a.options.sweep?.configs?.map((c) => c.name),
+      ['1x1', '2x1+b0'],
+    );
+    assert.deepEqual(a.options.sweep?.concurrencies, [1, 8]);
+    assert.equal(a.options.sweep?.encoding, 'typed');
+    assert.equal(a.options.coldStartRequests, 9);
+    assert.equal(a.planOnly, true);
+    const plan = planFor(a.options);
+    assert.ok(plan.latency && plan.sweep && plan.coldStart);
+    assert.equal(plan.sweep.steps, 2 * (1 + 1 * 2) + 2);
+    assert.equal(plan.coldStart.steps, 2 * (1 + 1));
+  });
+
+  it('rejects bad values with usage errors', () => {
+    for (const args of [
+      ['--suite=fast'],
+      ['--cases=resnet'],
+      ['--paths=carrier-pigeon'],
+      ['--configs=2by1'],
+      ['--sweep-concurrency=0'],
+      ['--sweep-encoding=json'],
+      ['--cold-requests=1'],
+      ['--suite=sweep', '--grpc=127.0.0.1:8500'],
+      ['--server-pid=12'],
+      ['extra'],
+    ])
+      assert.throws(() => parseBenchArgs(args), UsageError, args.join(' '));
+  });
+});
+
+/** A fresh parent for the run's temporary folder, so that its removal can be checked. */
+async function tempRoot(): Promise<string> {
+  return mkdtemp(join(tmpdir(), 'visionserve-bench-test-'));
+}
+
+const SHORT: Omit<BenchOptions, 'paths'> = {
+  cases: ['mobilenet'],
+  modes: ['closed', 'open'],
+  concurrency: 1,
+  ratePerSecond: undefined,
+  rateFraction: 0.5,
+  durationMs: 200,
+  minRequests: 3,
+  maxRequests: 20,
+  warmup: 1,
+  repeat: 1,
+  sharedDir: SHARED,
+  repoDir: undefined,
+  targets: undefined,
+  serverArgs: ['--model_instances=1'],
+  timeoutMs: 30_000,
+};
+
+describe('runBench (short)', () => {
+  it('latency suite: floors, in-process, gRPC and /invocations rows, table and chart; no folder left', async () => {
+    const root = await tempRoot();
+    const steps: string[] = [];
+    let planned = 0;
+    try {
+      const report = await runBench({
+        ...SHORT,
+        paths: ['floor', 'image-floor', 'in-process', 'grpc-tensor-content', 'invocations'],
+        tempRoot: root,
+        onPlan: (p) => {
+          planned = p.steps;
+        },
+        onStep: (text) => steps.push(text),
+      });
+      assert.deepEqual(await readdir(root), [], 'temporary folder removed');
+      assert.equal(steps.length, planned, 'every planned step reported');
+      assert.match(steps.at(-1)!, new RegExp(`^\\[${planned}/${planned}, `));
+      const row = (path: string, mode = 'closed') =>
+        report.rows.find((r) => r.path === path && r.mode === mode);
+      assert.equal(row('floor')?.ratioP50, 1);
+      for (const path of ['in-process', 'grpc-tensor-content', 'invocations']) {
+        for (const mode of ['closed', 'open']) {
+          const r = row(path, mode);
+          assert.ok(r?.latency && r.latency.n >= 3, `${path} ${mode}: ${JSON.stringify(r)}`);
+          assert.ok(r.ratioP50! > 0.5, `${path} ratio ${r.ratioP50!}`);
+        }
+      }
+      assert.ok(row('grpc-tensor-content')!.requestBytes! > 600_000);
+      assert.ok(row('grpc-tensor-content')!.serverCpuMsPerRequest! > 0);
+      assert.ok(row('grpc-tensor-content', 'open')!.ratePerSecond! > 0);
+      assert.ok(row('invocations')!.responseBytes! > 0, 'top-5 JSON came back');
+      // The image floor decodes the JPEG too: slower than onnxruntime alone, same answer shape.
+      const imageFloor = report.cases[0]!.imageFloor!;
+      assert.ok(imageFloor.p50 > 0 && row('image-floor')!.ratioP50! > 1, JSON.stringify(row('image-floor')));
+      assert.ok(row('invocations')!.ratioImageFloorP50! > 0);
+      const answer = JSON.parse(imageFloor.answer!) as {
+        predictions: { class_id: number; label: string }[][];
+      };
+      assert.equal(answer.predictions[0]!.length, 5);
+      assert.ok(answer.predictions[0]!.every((p) => typeof p.label === 'string'));
+      const md = formatMarkdown(report);
+      assert.match(md, /\| gRPC tensor_content \| [\d.]+ \|/);
+      assert.match(md, /Open loop at a fixed arrival rate/);
+      assert.match(md, /\/invocations against the image floor/);
+      const svg = formatChart(report);
+      assert.ok(svg.startsWith('<svg') && svg.trimEnd().endsWith('</svg>'));
+      assert.equal(svg.match(/<svg/g)?.length, 1);
+      assert.match(svg, /gRPC tensor_content/);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('sweep and cold-start suites: a batching layout at two concurrencies, first requests with and without warmup', async () => {
+    const root = await tempRoot();
+    try {
+      const report = await runBench({
+        ...SHORT,
+        suites: ['sweep', 'cold-start'],
+        paths: [],
+        serverArgs: [],
+        sweep: { configs: [parseSweepConfig('1x1+b0')], concurrencies: [1, 3] },
+        coldStartRequests: 3,
+        tempRoot: root,
+      });
+      assert.deepEqual(await readdir(root), [], 'temporary folder removed');
+      assert.equal(report.rows.length, 0, 'no latency suite');
+      const sweep = report.sweep!;
+      assert.equal(sweep.rows.length, 2);
+      for (const r of sweep.rows) {
+        assert.equal(r.skipped, undefined, JSON.stringify(r));
+        assert.ok(r.throughput! > 0 && r.latency!.n >= 3 && r.errors === 0, JSON.stringify(r));
+        assert.ok(r.batching?.timeoutMicros === 0);
+      }
+      assert.ok(sweep.floors[0]!.before.p50 > 0 && sweep.floors[0]!.after.p50 > 0);
+      assert.deepEqual(sweep.serverArgs, ['--enable_serialization_as_tensor_content']);
+      const cold = report.coldStart!;
+      assert.deepEqual(
+        cold.rows.map((r) => r.warmup),
+        [true, false],
+      );
+      for (const r of cold.rows) {
+        assert.equal(r.skipped, undefined, JSON.stringify(r));
+        assert.ok(
+          r.startMs! > 0 && r.firstMs! > 0 && r.secondMs! > 0 && r.steadyP50Ms! > 0,
+          JSON.stringify(r),
+        );
+      }
+      const md = formatMarkdown(report);
+      assert.match(md, /### Throughput sweep/);
+      assert.match(md, /\| MobileNetV2 int8 \| 1 × 1 \+ batching \(max 8, timeout 0\) \| \d+ \(/);
+      assert.match(md, /### First requests after a load/);
+      assert.doesNotMatch(md, /### Latency suite/);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('removes its temporary folder when the run fails', async () => {
+    const root = await tempRoot();
+    try {
+      await assert.rejects(
+        runBench({ ...SHORT, paths: ['floor'], sharedDir: join(root, 'no-such-shared'), tempRoot: root }),
+        /ENOENT/,
+      );
+      assert.deepEqual(await readdir(root), []);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });

@@ -3,7 +3,7 @@
  * p50 and p99 latency as a multiple of the raw onnxruntime floor, on a log scale, with
  * the absolute p50 under each group.
  */
-import type { BenchReport, BenchRow } from './run-bench.js';
+import type { BenchReport, BenchRow } from './bench-results.js';
 import { formatMs, pathLabel } from './bench-report.js';
 
 const WIDTH = 1000;

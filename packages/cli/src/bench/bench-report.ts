@@ -1,5 +1,16 @@
-/** The benchmark's Markdown report. */
-import type { BenchReport, BenchRow, PathId } from './run-bench.js';
+/** The benchmark's Markdown report (results.md): one section per suite that ran. */
+import { CASES } from './bench-cases.js';
+import type { PathId } from './bench-paths.js';
+import { formatDuration } from './bench-plan.js';
+import type {
+  BenchReport,
+  BenchRow,
+  CaseReport,
+  ColdStartReport,
+  SweepReport,
+  SweepRow,
+} from './bench-results.js';
+import { describeSweepConfig, parseSweepConfig } from './sweep-configs.js';
 
 export function formatMs(ms: number | undefined): string {
   if (ms === undefined || !Number.isFinite(ms)) return '—';
@@ -35,21 +46,49 @@ export function pathLabel(report: BenchReport, id: PathId): string {
   return report.paths.find((p) => p.id === id)?.label ?? id;
 }
 
-/** Markdown: one section per case with a closed-loop and an open-loop table, then notes. */
-export function formatMarkdown(report: BenchReport): string {
-  const m = report.meta;
-  const o = m.options;
-  const lines: string[] = [];
-  lines.push(`## visionserve benchmark (${m.date.slice(0, 19).replace('T', ' ')} UTC)`);
-  lines.push('');
+/** The top-1 of an image floor's JSON answer, e.g. "281 tabby (0.42)". */
+function topOne(answer: string | undefined): string | undefined {
+  if (answer === undefined) return undefined;
+  try {
+    const parsed = JSON.parse(answer) as {
+      predictions?: { class_id: number; label?: string; score: number }[][];
+    };
+    const best = parsed.predictions?.[0]?.[0];
+    return best
+      ? `${best.class_id}${best.label !== undefined ? ` ${best.label}` : ''} (${best.score.toFixed(2)})`
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The /invocations row against the image floor, when both ran. */
+function imageFloorNote(c: CaseReport, rows: readonly BenchRow[]): string | undefined {
+  const inv = rows.find((r) => r.case === c.id && r.path === 'invocations' && r.mode === 'closed');
+  const f = c.imageFloor;
+  if (!f || !inv?.latency || inv.ratioImageFloorP50 === undefined) return undefined;
+  const top = topOne(f.answer);
+  return (
+    `/invocations against the image floor (the same decode, preprocessing, onnxruntime and top-5 in a worker, no server): ` +
+    `p50 ${formatMs(inv.latency.p50)} vs ${formatMs(f.p50)} ms (${ratio(inv.ratioImageFloorP50)}), ` +
+    `p99 ${formatMs(inv.latency.p99)} vs ${formatMs(f.p99)} ms (${ratio(inv.ratioImageFloorP99)})` +
+    (Number.isFinite(c.floorP50) ? `; onnxruntime alone ${formatMs(c.floorP50)} ms` : '') +
+    (top !== undefined ? `. Image floor top-1: ${top}.` : '.')
+  );
+}
+
+function formatLatency(report: BenchReport, lines: string[]): void {
+  const o = report.meta.options;
   lines.push(
-    `${m.cpu}, ${m.cores} cores, Node ${m.node}; ${m.mode} server${m.serverArgs.length > 0 ? ` (${m.serverArgs.join(' ')})` : ''}. ` +
-      `Each block: ${(o.durationMs / 1000).toFixed(1)} s, at least ${o.minRequests} and at most ${o.maxRequests} requests, after ${o.warmup} warm-up requests; ` +
-      `${o.repeat} round${o.repeat === 1 ? '' : 's'}. The floor is measured before and after each case's paths; its p50/p99 are the medians of those blocks. ` +
-      `Ratios divide a path's percentile by the floor's. Whole run: ${m.durationS.toFixed(0)} s.`,
+    '',
+    '### Latency suite',
+    '',
+    `Each block: ${(o.durationMs / 1000).toFixed(1)} s, at least ${o.minRequests} and at most ${o.maxRequests} requests, after ${o.warmup} warm-up requests; ` +
+      `${o.repeat} round${o.repeat === 1 ? '' : 's'}. The floors are measured before and after each round of a case's paths; their p50/p99 are the medians of those blocks. ` +
+      `Ratios divide a path's percentile by the raw onnxruntime floor's.`,
   );
   for (const c of report.cases) {
-    lines.push('', `### ${c.title}`, '', `Request: ${c.request}.`, '');
+    lines.push('', `#### ${c.title}`, '', `Request: ${c.request}.`, '');
     const closed = report.rows.filter((r) => r.case === c.id && r.mode === 'closed');
     if (closed.length > 0) {
       lines.push(`Closed loop, concurrency ${o.concurrency}:`, '');
@@ -59,6 +98,8 @@ export function formatMarkdown(report: BenchReport): string {
       lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
       for (const r of closed) lines.push(rowLine(report, r, false));
     }
+    const note = imageFloorNote(c, report.rows);
+    if (note !== undefined) lines.push('', note);
     const open = report.rows.filter((r) => r.case === c.id && r.mode === 'open');
     if (open.length > 0) {
       const rateText =
@@ -77,13 +118,112 @@ export function formatMarkdown(report: BenchReport): string {
       for (const r of open) lines.push(rowLine(report, r, true));
     }
   }
-  lines.push('', '### Paths', '');
+  lines.push('', '#### Paths', '');
   for (const p of report.paths) lines.push(`- **${p.label}**: ${p.description}.`);
   lines.push(
     '',
     'CPU: client = this load-generator process (encode request, decode answer into tensors); server = the server process(es) from /proc. ' +
       'In-process runs in one process, so its CPU is all "server". p99 of a block with fewer than 100 requests is its maximum.',
   );
+}
+
+/** Milliseconds for compact cells: one decimal below 10, whole numbers above. */
+function compactMs(ms: number | undefined): string {
+  if (ms === undefined || !Number.isFinite(ms)) return '—';
+  return ms < 10 ? ms.toFixed(1) : ms.toFixed(0);
+}
+
+function sweepCell(r: SweepRow | undefined): string {
+  if (!r) return '—';
+  if (r.skipped !== undefined || !r.latency) return 'failed';
+  const errors = r.errors ? `, ${r.errors} errors` : '';
+  return `${num(r.throughput, 0)} (${compactMs(r.latency.p50)}/${compactMs(r.latency.p99)}${errors})`;
+}
+
+function formatSweep(sweep: SweepReport, lines: string[]): void {
+  const configs = [...new Set(sweep.rows.map((r) => r.config))];
+  const cases = [...new Set(sweep.rows.map((r) => r.case))];
+  const floors = sweep.floors
+    .map((f) => `${CASES[f.case].short} ${formatMs(f.before.p50)}/${formatMs(f.after.p50)} ms`)
+    .join(', ');
+  lines.push(
+    '',
+    '### Throughput sweep',
+    '',
+    `Requests/s with (p50/p99 ms) for gRPC Predict of batch-1 requests (${sweep.encoding}), closed loop at concurrency c, ` +
+      `${(sweep.durationMs / 1000).toFixed(1)} s per point after an untimed warm-up at the same concurrency; a fresh server per layout ` +
+      `(flags: ${sweep.serverArgs.join(' ') || 'none'}). Raw onnxruntime floor (batch 1, intra-op ${sweep.floorIntraOpThreads}) p50 before/after: ${floors || '—'}.`,
+    '',
+    `| model | instances × intra-op threads | ${sweep.concurrencies.map((c) => `c=${c}`).join(' | ')} |`,
+    `|---|---|${sweep.concurrencies.map(() => '---:').join('|')}|`,
+  );
+  for (const id of cases) {
+    for (const name of configs) {
+      const cells = sweep.concurrencies.map((c) =>
+        sweepCell(sweep.rows.find((r) => r.case === id && r.config === name && r.concurrency === c)),
+      );
+      lines.push(
+        `| ${CASES[id].short} | ${describeSweepConfig(parseSweepConfig(name))} | ${cells.join(' | ')} |`,
+      );
+    }
+  }
+  lines.push(
+    '',
+    '| model | layout | c | req/s | p50 ms | p90 | p99 | client CPU ms/req | server CPU ms/req | n | errors |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  );
+  for (const r of sweep.rows) {
+    if (r.skipped !== undefined && !r.latency) {
+      lines.push(
+        `| ${CASES[r.case].short} | ${r.config} | ${r.concurrency} | ${r.skipped.replaceAll('|', '/')} | | | | | | | |`,
+      );
+      continue;
+    }
+    const l = r.latency!;
+    lines.push(
+      `| ${CASES[r.case].short} | ${r.config} | ${r.concurrency} | ${num(r.throughput)} | ${formatMs(l.p50)} | ${formatMs(l.p90)} | ${formatMs(l.p99)} | ${num(r.clientCpuMsPerRequest, 2)} | ${num(r.serverCpuMsPerRequest, 2)} | ${l.n} | ${r.errors ?? 0}${r.firstError !== undefined ? ` (${r.firstError.replaceAll('|', '/')})` : ''} |`,
+    );
+  }
+}
+
+function formatColdStart(cold: ColdStartReport, lines: string[]): void {
+  lines.push(
+    '',
+    '### First requests after a load',
+    '',
+    `gRPC Predict on a connection a GetModelStatus call already opened; steady p50 over the last two thirds of ${cold.requests} requests ` +
+      `(server flags: ${cold.serverArgs.join(' ') || 'none'}). Server start = spawning \`visionserve serve\` to its ready line (every model loaded).`,
+    '',
+    '| model | warmup | server start to ready ms | 1st request | 2nd request | steady p50 |',
+    '|---|---|---:|---:|---:|---:|',
+  );
+  for (const r of cold.rows) {
+    const warm = r.warmup ? 'on (default)' : 'off';
+    if (r.skipped !== undefined) {
+      lines.push(
+        `| ${CASES[r.case].short} | ${warm} | ${num(r.startMs, 0)} | ${r.skipped.replaceAll('|', '/')} | | |`,
+      );
+      continue;
+    }
+    lines.push(
+      `| ${CASES[r.case].short} | ${warm} | ${num(r.startMs, 0)} | ${formatMs(r.firstMs)} | ${formatMs(r.secondMs)} | ${formatMs(r.steadyP50Ms)} |`,
+    );
+  }
+}
+
+/** Markdown: the run's settings, then the latency, sweep and cold-start sections that ran. */
+export function formatMarkdown(report: BenchReport): string {
+  const m = report.meta;
+  const lines: string[] = [];
+  lines.push(`## visionserve benchmark (${m.date.slice(0, 19).replace('T', ' ')} UTC)`);
+  lines.push('');
+  lines.push(
+    `${m.cpu}, ${m.cores} cores, Node ${m.node}; ${m.mode} server${m.serverArgs.length > 0 ? ` (${m.serverArgs.join(' ')})` : ''}. ` +
+      `Suites: ${m.suites.join(', ')}. Whole run: ${formatDuration(m.durationS)} (estimated ${formatDuration(m.estimatedS)}).`,
+  );
+  if (m.suites.includes('latency')) formatLatency(report, lines);
+  if (report.sweep) formatSweep(report.sweep, lines);
+  if (report.coldStart) formatColdStart(report.coldStart, lines);
   return lines.join('\n') + '\n';
 }
 

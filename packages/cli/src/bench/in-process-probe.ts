@@ -6,6 +6,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { type Tensor } from '@visionserve/protocol';
+import type { ExitCleanup } from './exit-cleanup.js';
 import type { LoopResult } from './load-loop.js';
 
 export interface ProbeBlock {
@@ -41,12 +42,25 @@ export interface InProcessProbe {
 
 const CHILD = new URL('./in-process-probe-child.js', import.meta.url);
 
-/** Forks the probe with the server flags it should load its models with; resolves once they are loaded. */
-export function startInProcessProbe(serverArgs: readonly string[]): Promise<InProcessProbe> {
+/**
+ * Forks the probe with the server flags it should load its models with; resolves once they
+ * are loaded. With `cleanup`, the child is sent SIGTERM if this process is interrupted.
+ */
+export function startInProcessProbe(
+  serverArgs: readonly string[],
+  cleanup?: ExitCleanup,
+): Promise<InProcessProbe> {
   const child: ChildProcess = fork(CHILD, [...serverArgs], {
     serialization: 'advanced',
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
   });
+  const pid = child.pid;
+  if (cleanup && pid !== undefined) {
+    const unregister = cleanup.add(() => {
+      process.kill(pid, 'SIGTERM');
+    });
+    child.once('exit', unregister);
+  }
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString('utf8')).slice(-4000);
@@ -65,10 +79,12 @@ export function startInProcessProbe(serverArgs: readonly string[]): Promise<InPr
       child.once('exit', onExit);
     });
   return next().then((first) => {
-    if (first.type !== 'ready')
+    if (first.type !== 'ready') {
+      child.kill('SIGKILL');
       throw new Error(
         `in-process probe failed to start: ${first.type === 'failed' ? first.message : first.type}`,
       );
+    }
     return {
       pid: child.pid!,
       async run(block) {

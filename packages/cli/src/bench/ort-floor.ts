@@ -1,11 +1,14 @@
 /**
- * The raw onnxruntime floor for benchmarks: `session.run` on preloaded inputs in a worker
- * thread, with the server's session options (session-options.ts), no queue, no transport.
+ * The raw onnxruntime floors for benchmarks, in a worker thread with the server's session
+ * options (`ortSessionOptions`), no queue, no transport: `session.run` on preloaded inputs,
+ * or (with `imageWork`) the image floor: decode + preprocess + run + top-k JSON.
  */
 import { Worker } from 'node:worker_threads';
 import { type Tensor } from '@visionserve/protocol';
 import type { OrtSessionSettings } from '@visionserve/server';
-import type { FloorRequest, FloorWorkerInit, FromFloorWorker } from './ort-floor-worker.js';
+import type { FloorImageWork, FloorRequest, FloorWorkerInit, FromFloorWorker } from './ort-floor-worker.js';
+
+export type { FloorImageWork } from './ort-floor-worker.js';
 
 export interface OrtFloorBlock {
   /** Untimed runs first. Default 10. */
@@ -18,9 +21,18 @@ export interface OrtFloorBlock {
   readonly minRuns?: number;
 }
 
+export interface OrtFloorResult {
+  /** Latency of each timed unit, ms. */
+  readonly latenciesMs: number[];
+  /** Bytes of the last unit's result: the output tensors, or the JSON answer (image floor). */
+  readonly resultBytes: number;
+  /** The JSON answer of the last unit (image floor only). */
+  readonly answer: string | undefined;
+}
+
 export interface OrtFloor {
-  /** Runs one timed block; resolves with each run's latency in ms. */
-  measure(block?: OrtFloorBlock): Promise<number[]>;
+  /** Runs one timed block (one unit after another). */
+  measure(block?: OrtFloorBlock): Promise<OrtFloorResult>;
   close(): Promise<void>;
 }
 
@@ -31,10 +43,12 @@ export async function createOrtFloor(
   modelPath: string,
   feeds: Readonly<Record<string, Tensor>>,
   settings: OrtSessionSettings,
+  imageWork?: FloorImageWork,
 ): Promise<OrtFloor> {
   const init: FloorWorkerInit = {
     modelPath,
     settings,
+    ...(imageWork ? { imageWork } : {}),
     feeds: Object.entries(feeds).map(([name, t]) => ({
       name,
       dtype: t.dtype,
@@ -77,7 +91,7 @@ export async function createOrtFloor(
         const message = await answer;
         if (message.type !== 'latencies')
           throw new Error(`floor: ${message.type === 'failed' ? message.message : 'unexpected reply'}`);
-        return message.latencies;
+        return { latenciesMs: message.latencies, resultBytes: message.resultBytes, answer: message.answer };
       });
       chain = result.catch(() => undefined);
       return result;

@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import type { ExitCleanup } from './exit-cleanup.js';
 
 const CLI = fileURLToPath(new URL('../../../bin/visionserve.js', import.meta.url));
 
@@ -16,11 +17,16 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/** Resolves once the server logged "visionserve ready"; rejects if it exits first or after `startTimeoutMs`. */
+/**
+ * Resolves once the server logged "visionserve ready"; rejects if it exits first or after
+ * `startTimeoutMs` (then it is killed). With `cleanup`, the child is sent SIGTERM if this
+ * process is interrupted while the child runs.
+ */
 export function startServerProcess(
   extraArgs: readonly string[],
-  startTimeoutMs = 60_000,
+  options: { readonly startTimeoutMs?: number; readonly cleanup?: ExitCleanup } = {},
 ): Promise<ServerProcess> {
+  const startTimeoutMs = options.startTimeoutMs ?? 60_000;
   return new Promise((resolve, reject) => {
     const proc: ChildProcess = spawn(
       process.execPath,
@@ -37,6 +43,14 @@ export function startServerProcess(
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
+    const pid = proc.pid;
+    const unregister =
+      options.cleanup && pid !== undefined
+        ? options.cleanup.add(() => {
+            process.kill(pid, 'SIGTERM');
+          })
+        : () => undefined;
+    proc.once('exit', unregister);
     let log = '';
     let ready = false;
     const timer = setTimeout(() => {
@@ -61,6 +75,7 @@ export function startServerProcess(
         proc.stdout?.resume();
         proc.stderr?.resume();
         proc.removeAllListeners('exit');
+        proc.once('exit', unregister);
         resolve({
           pid: proc.pid!,
           grpcPort: record.grpc!,

@@ -6,23 +6,20 @@
 // @generated from file onnx/onnx_subset.proto (package onnx, syntax proto3)
 /* eslint-disable */
 
-import type { GenEnum, GenFile, GenMessage } from '@bufbuild/protobuf/codegenv2';
-import { enumDesc, fileDesc, messageDesc } from '@bufbuild/protobuf/codegenv2';
-import type { Message } from '@bufbuild/protobuf';
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file onnx/onnx_subset.proto.
  */
-export const file_onnx_onnx_subset: GenFile =
-  /*@__PURE__*/
-  fileDesc(
-    'ChZvbm54L29ubnhfc3Vic2V0LnByb3RvEgRvbm54IrgCCg5BdHRyaWJ1dGVQcm90bxIMCgRuYW1lGAEgASgJEjAKBHR5cGUYFCABKA4yIi5vbm54LkF0dHJpYnV0ZVByb3RvLkF0dHJpYnV0ZVR5cGUSCQoBZhgCIAEoAhIJCgFpGAMgASgDEgkKAXMYBCABKAwSHAoBdBgFIAEoCzIRLm9ubnguVGVuc29yUHJvdG8SDgoGZmxvYXRzGAcgAygCEgwKBGludHMYCCADKAMSDwoHc3RyaW5ncxgJIAMoDCJ4Cg1BdHRyaWJ1dGVUeXBlEg0KCVVOREVGSU5FRBAAEgkKBUZMT0FUEAESBwoDSU5UEAISCgoGU1RSSU5HEAMSCgoGVEVOU09SEAQSCQoFR1JBUEgQBRIKCgZGTE9BVFMQBhIICgRJTlRTEAcSCwoHU1RSSU5HUxAIIlEKDlZhbHVlSW5mb1Byb3RvEgwKBG5hbWUYASABKAkSHQoEdHlwZRgCIAEoCzIPLm9ubnguVHlwZVByb3RvEhIKCmRvY19zdHJpbmcYAyABKAkiggEKCU5vZGVQcm90bxINCgVpbnB1dBgBIAMoCRIOCgZvdXRwdXQYAiADKAkSDAoEbmFtZRgDIAEoCRIPCgdvcF90eXBlGAQgASgJEg4KBmRvbWFpbhgHIAEoCRInCglhdHRyaWJ1dGUYBSADKAsyFC5vbm54LkF0dHJpYnV0ZVByb3RvIjQKFlN0cmluZ1N0cmluZ0VudHJ5UHJvdG8SCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJIjUKEk9wZXJhdG9yU2V0SWRQcm90bxIOCgZkb21haW4YASABKAkSDwoHdmVyc2lvbhgCIAEoAyKTAgoKTW9kZWxQcm90bxISCgppcl92ZXJzaW9uGAEgASgDEi4KDG9wc2V0X2ltcG9ydBgIIAMoCzIYLm9ubnguT3BlcmF0b3JTZXRJZFByb3RvEhUKDXByb2R1Y2VyX25hbWUYAiABKAkSGAoQcHJvZHVjZXJfdmVyc2lvbhgDIAEoCRIOCgZkb21haW4YBCABKAkSFQoNbW9kZWxfdmVyc2lvbhgFIAEoAxISCgpkb2Nfc3RyaW5nGAYgASgJEh8KBWdyYXBoGAcgASgLMhAub25ueC5HcmFwaFByb3RvEjQKDm1ldGFkYXRhX3Byb3BzGA4gAygLMhwub25ueC5TdHJpbmdTdHJpbmdFbnRyeVByb3RvIsABCgpHcmFwaFByb3RvEh0KBG5vZGUYASADKAsyDy5vbm54Lk5vZGVQcm90bxIMCgRuYW1lGAIgASgJEiYKC2luaXRpYWxpemVyGAUgAygLMhEub25ueC5UZW5zb3JQcm90bxISCgpkb2Nfc3RyaW5nGAogASgJEiMKBWlucHV0GAsgAygLMhQub25ueC5WYWx1ZUluZm9Qcm90bxIkCgZvdXRwdXQYDCADKAsyFC5vbm54LlZhbHVlSW5mb1Byb3RvIroDCgtUZW5zb3JQcm90bxIMCgRkaW1zGAEgAygDEhEKCWRhdGFfdHlwZRgCIAEoBRIWCgpmbG9hdF9kYXRhGAQgAygCQgIQARIWCgppbnQzMl9kYXRhGAUgAygFQgIQARITCgtzdHJpbmdfZGF0YRgGIAMoDBIWCgppbnQ2NF9kYXRhGAcgAygDQgIQARIMCgRuYW1lGAggASgJEhAKCHJhd19kYXRhGAkgASgMEhcKC2RvdWJsZV9kYXRhGAogAygBQgIQARIXCgt1aW50NjRfZGF0YRgLIAMoBEICEAEi2gEKCERhdGFUeXBlEg0KCVVOREVGSU5FRBAAEgkKBUZMT0FUEAESCQoFVUlOVDgQAhIICgRJTlQ4EAMSCgoGVUlOVDE2EAQSCQoFSU5UMTYQBRIJCgVJTlQzMhAGEgkKBUlOVDY0EAcSCgoGU1RSSU5HEAgSCAoEQk9PTBAJEgsKB0ZMT0FUMTYQChIKCgZET1VCTEUQCxIKCgZVSU5UMzIQDBIKCgZVSU5UNjQQDRINCglDT01QTEVYNjQQDhIOCgpDT01QTEVYMTI4EA8SDAoIQkZMT0FUMTYQECKBAQoQVGVuc29yU2hhcGVQcm90bxItCgNkaW0YASADKAsyIC5vbm54LlRlbnNvclNoYXBlUHJvdG8uRGltZW5zaW9uGj4KCURpbWVuc2lvbhITCglkaW1fdmFsdWUYASABKANIABITCglkaW1fcGFyYW0YAiABKAlIAEIHCgV2YWx1ZSKHAQoJVHlwZVByb3RvEi0KC3RlbnNvcl90eXBlGAEgASgLMhYub25ueC5UeXBlUHJvdG8uVGVuc29ySAAaQgoGVGVuc29yEhEKCWVsZW1fdHlwZRgBIAEoBRIlCgVzaGFwZRgCIAEoCzIWLm9ubnguVGVuc29yU2hhcGVQcm90b0IHCgV2YWx1ZWIGcHJvdG8z',
-  );
+export const file_onnx_onnx_subset: GenFile = /*@__PURE__*/
+  fileDesc("ChZvbm54L29ubnhfc3Vic2V0LnByb3RvEgRvbm54IrgCCg5BdHRyaWJ1dGVQcm90bxIMCgRuYW1lGAEgASgJEjAKBHR5cGUYFCABKA4yIi5vbm54LkF0dHJpYnV0ZVByb3RvLkF0dHJpYnV0ZVR5cGUSCQoBZhgCIAEoAhIJCgFpGAMgASgDEgkKAXMYBCABKAwSHAoBdBgFIAEoCzIRLm9ubnguVGVuc29yUHJvdG8SDgoGZmxvYXRzGAcgAygCEgwKBGludHMYCCADKAMSDwoHc3RyaW5ncxgJIAMoDCJ4Cg1BdHRyaWJ1dGVUeXBlEg0KCVVOREVGSU5FRBAAEgkKBUZMT0FUEAESBwoDSU5UEAISCgoGU1RSSU5HEAMSCgoGVEVOU09SEAQSCQoFR1JBUEgQBRIKCgZGTE9BVFMQBhIICgRJTlRTEAcSCwoHU1RSSU5HUxAIIlEKDlZhbHVlSW5mb1Byb3RvEgwKBG5hbWUYASABKAkSHQoEdHlwZRgCIAEoCzIPLm9ubnguVHlwZVByb3RvEhIKCmRvY19zdHJpbmcYAyABKAkiggEKCU5vZGVQcm90bxINCgVpbnB1dBgBIAMoCRIOCgZvdXRwdXQYAiADKAkSDAoEbmFtZRgDIAEoCRIPCgdvcF90eXBlGAQgASgJEg4KBmRvbWFpbhgHIAEoCRInCglhdHRyaWJ1dGUYBSADKAsyFC5vbm54LkF0dHJpYnV0ZVByb3RvIjQKFlN0cmluZ1N0cmluZ0VudHJ5UHJvdG8SCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJIjUKEk9wZXJhdG9yU2V0SWRQcm90bxIOCgZkb21haW4YASABKAkSDwoHdmVyc2lvbhgCIAEoAyKTAgoKTW9kZWxQcm90bxISCgppcl92ZXJzaW9uGAEgASgDEi4KDG9wc2V0X2ltcG9ydBgIIAMoCzIYLm9ubnguT3BlcmF0b3JTZXRJZFByb3RvEhUKDXByb2R1Y2VyX25hbWUYAiABKAkSGAoQcHJvZHVjZXJfdmVyc2lvbhgDIAEoCRIOCgZkb21haW4YBCABKAkSFQoNbW9kZWxfdmVyc2lvbhgFIAEoAxISCgpkb2Nfc3RyaW5nGAYgASgJEh8KBWdyYXBoGAcgASgLMhAub25ueC5HcmFwaFByb3RvEjQKDm1ldGFkYXRhX3Byb3BzGA4gAygLMhwub25ueC5TdHJpbmdTdHJpbmdFbnRyeVByb3RvIsABCgpHcmFwaFByb3RvEh0KBG5vZGUYASADKAsyDy5vbm54Lk5vZGVQcm90bxIMCgRuYW1lGAIgASgJEiYKC2luaXRpYWxpemVyGAUgAygLMhEub25ueC5UZW5zb3JQcm90bxISCgpkb2Nfc3RyaW5nGAogASgJEiMKBWlucHV0GAsgAygLMhQub25ueC5WYWx1ZUluZm9Qcm90bxIkCgZvdXRwdXQYDCADKAsyFC5vbm54LlZhbHVlSW5mb1Byb3RvIroDCgtUZW5zb3JQcm90bxIMCgRkaW1zGAEgAygDEhEKCWRhdGFfdHlwZRgCIAEoBRIWCgpmbG9hdF9kYXRhGAQgAygCQgIQARIWCgppbnQzMl9kYXRhGAUgAygFQgIQARITCgtzdHJpbmdfZGF0YRgGIAMoDBIWCgppbnQ2NF9kYXRhGAcgAygDQgIQARIMCgRuYW1lGAggASgJEhAKCHJhd19kYXRhGAkgASgMEhcKC2RvdWJsZV9kYXRhGAogAygBQgIQARIXCgt1aW50NjRfZGF0YRgLIAMoBEICEAEi2gEKCERhdGFUeXBlEg0KCVVOREVGSU5FRBAAEgkKBUZMT0FUEAESCQoFVUlOVDgQAhIICgRJTlQ4EAMSCgoGVUlOVDE2EAQSCQoFSU5UMTYQBRIJCgVJTlQzMhAGEgkKBUlOVDY0EAcSCgoGU1RSSU5HEAgSCAoEQk9PTBAJEgsKB0ZMT0FUMTYQChIKCgZET1VCTEUQCxIKCgZVSU5UMzIQDBIKCgZVSU5UNjQQDRINCglDT01QTEVYNjQQDhIOCgpDT01QTEVYMTI4EA8SDAoIQkZMT0FUMTYQECKBAQoQVGVuc29yU2hhcGVQcm90bxItCgNkaW0YASADKAsyIC5vbm54LlRlbnNvclNoYXBlUHJvdG8uRGltZW5zaW9uGj4KCURpbWVuc2lvbhITCglkaW1fdmFsdWUYASABKANIABITCglkaW1fcGFyYW0YAiABKAlIAEIHCgV2YWx1ZSKHAQoJVHlwZVByb3RvEi0KC3RlbnNvcl90eXBlGAEgASgLMhYub25ueC5UeXBlUHJvdG8uVGVuc29ySAAaQgoGVGVuc29yEhEKCWVsZW1fdHlwZRgBIAEoBRIlCgVzaGFwZRgCIAEoCzIWLm9ubnguVGVuc29yU2hhcGVQcm90b0IHCgV2YWx1ZWIGcHJvdG8z");
 
 /**
  * @generated from message onnx.AttributeProto
  */
-export type AttributeProto = Message<'onnx.AttributeProto'> & {
+export type AttributeProto = Message<"onnx.AttributeProto"> & {
   /**
    * @generated from field: string name = 1;
    */
@@ -73,8 +70,7 @@ export type AttributeProto = Message<'onnx.AttributeProto'> & {
  * Describes the message onnx.AttributeProto.
  * Use `create(AttributeProtoSchema)` to create a new message.
  */
-export const AttributeProtoSchema: GenMessage<AttributeProto> =
-  /*@__PURE__*/
+export const AttributeProtoSchema: GenMessage<AttributeProto> = /*@__PURE__*/
   messageDesc(file_onnx_onnx_subset, 0);
 
 /**
@@ -130,14 +126,13 @@ export enum AttributeProto_AttributeType {
 /**
  * Describes the enum onnx.AttributeProto.AttributeType.
  */
-export const AttributeProto_AttributeTypeSchema: GenEnum<AttributeProto_AttributeType> =
-  /*@__PURE__*/
+export const AttributeProto_AttributeTypeSchema: GenEnum<AttributeProto_AttributeType> = /*@__PURE__*/
   enumDesc(file_onnx_onnx_subset, 0, 0);
 
 /**
  * @generated from message onnx.ValueInfoProto
  */
-export type ValueInfoProto = Message<'onnx.ValueInfoProto'> & {
+export type ValueInfoProto = Message<"onnx.ValueInfoProto"> & {
   /**
    * @generated from field: string name = 1;
    */
@@ -158,14 +153,13 @@ export type ValueInfoProto = Message<'onnx.ValueInfoProto'> & {
  * Describes the message onnx.ValueInfoProto.
  * Use `create(ValueInfoProtoSchema)` to create a new message.
  */
-export const ValueInfoProtoSchema: GenMessage<ValueInfoProto> =
-  /*@__PURE__*/
+export const ValueInfoProtoSchema: GenMessage<ValueInfoProto> = /*@__PURE__*/
   messageDesc(file_onnx_onnx_subset, 1);
 
 /**
  * @generated from message onnx.NodeProto
  */
-export type NodeProto = Message<'onnx.NodeProto'> & {
+export type NodeProto = Message<"onnx.NodeProto"> & {
   /**
    * @generated from field: repeated string input = 1;
    */
@@ -201,12 +195,13 @@ export type NodeProto = Message<'onnx.NodeProto'> & {
  * Describes the message onnx.NodeProto.
  * Use `create(NodeProtoSchema)` to create a new message.
  */
-export const NodeProtoSchema: GenMessage<NodeProto> = /*@__PURE__*/ messageDesc(file_onnx_onnx_subset, 2);
+export const NodeProtoSchema: GenMessage<NodeProto> = /*@__PURE__*/
+  messageDesc(file_onnx_onnx_subset, 2);
 
 /**
  * @generated from message onnx.StringStringEntryProto
  */
-export type StringStringEntryProto = Message<'onnx.StringStringEntryProto'> & {
+export type StringStringEntryProto = Message<"onnx.StringStringEntryProto"> & {
   /**
    * @generated from field: string key = 1;
    */
@@ -222,14 +217,13 @@ export type StringStringEntryProto = Message<'onnx.StringStringEntryProto'> & {
  * Describes the message onnx.StringStringEntryProto.
  * Use `create(StringStringEntryProtoSchema)` to create a new message.
  */
-export const StringStringEntryProtoSchema: GenMessage<StringStringEntryProto> =
-  /*@__PURE__*/
+export const StringStringEntryProtoSchema: GenMessage<StringStringEntryProto> = /*@__PURE__*/
   messageDesc(file_onnx_onnx_subset, 3);
 
 /**
  * @generated from message onnx.OperatorSetIdProto
  */
-export type OperatorSetIdProto = Message<'onnx.OperatorSetIdProto'> & {
+export type OperatorSetIdProto = Message<"onnx.OperatorSetIdProto"> & {
   /**
    * @generated from field: string domain = 1;
    */
@@ -245,14 +239,13 @@ export type OperatorSetIdProto = Message<'onnx.OperatorSetIdProto'> & {
  * Describes the message onnx.OperatorSetIdProto.
  * Use `create(OperatorSetIdProtoSchema)` to create a new message.
  */
-export const OperatorSetIdProtoSchema: GenMessage<OperatorSetIdProto> =
-  /*@__PURE__*/
+export const OperatorSetIdProtoSchema: GenMessage<OperatorSetIdProto> = /*@__PURE__*/
   messageDesc(file_onnx_onnx_subset, 4);
 
 /**
  * @generated from message onnx.ModelProto
  */
-export type ModelProto = Message<'onnx.ModelProto'> & {
+export type ModelProto = Message<"onnx.ModelProto"> & {
   /**
    * @generated from field: int64 ir_version = 1;
    */
@@ -303,12 +296,13 @@ export type ModelProto = Message<'onnx.ModelProto'> & {
  * Describes the message onnx.ModelProto.
  * Use `create(ModelProtoSchema)` to create a new message.
  */
-export const ModelProtoSchema: GenMessage<ModelProto> = /*@__PURE__*/ messageDesc(file_onnx_onnx_subset, 5);
+export const ModelProtoSchema: GenMessage<ModelProto> = /*@__PURE__*/
+  messageDesc(file_onnx_onnx_subset, 5);
 
 /**
  * @generated from message onnx.GraphProto
  */
-export type GraphProto = Message<'onnx.GraphProto'> & {
+export type GraphProto = Message<"onnx.GraphProto"> & {
   /**
    * @generated from field: repeated onnx.NodeProto node = 1;
    */
@@ -344,12 +338,13 @@ export type GraphProto = Message<'onnx.GraphProto'> & {
  * Describes the message onnx.GraphProto.
  * Use `create(GraphProtoSchema)` to create a new message.
  */
-export const GraphProtoSchema: GenMessage<GraphProto> = /*@__PURE__*/ messageDesc(file_onnx_onnx_subset, 6);
+export const GraphProtoSchema: GenMessage<GraphProto> = /*@__PURE__*/
+  messageDesc(file_onnx_onnx_subset, 6);
 
 /**
  * @generated from message onnx.TensorProto
  */
-export type TensorProto = Message<'onnx.TensorProto'> & {
+export type TensorProto = Message<"onnx.TensorProto"> & {
   /**
    * @generated from field: repeated int64 dims = 1;
    */
@@ -405,7 +400,8 @@ export type TensorProto = Message<'onnx.TensorProto'> & {
  * Describes the message onnx.TensorProto.
  * Use `create(TensorProtoSchema)` to create a new message.
  */
-export const TensorProtoSchema: GenMessage<TensorProto> = /*@__PURE__*/ messageDesc(file_onnx_onnx_subset, 7);
+export const TensorProtoSchema: GenMessage<TensorProto> = /*@__PURE__*/
+  messageDesc(file_onnx_onnx_subset, 7);
 
 /**
  * @generated from enum onnx.TensorProto.DataType
@@ -500,14 +496,13 @@ export enum TensorProto_DataType {
 /**
  * Describes the enum onnx.TensorProto.DataType.
  */
-export const TensorProto_DataTypeSchema: GenEnum<TensorProto_DataType> =
-  /*@__PURE__*/
+export const TensorProto_DataTypeSchema: GenEnum<TensorProto_DataType> = /*@__PURE__*/
   enumDesc(file_onnx_onnx_subset, 7, 0);
 
 /**
  * @generated from message onnx.TensorShapeProto
  */
-export type TensorShapeProto = Message<'onnx.TensorShapeProto'> & {
+export type TensorShapeProto = Message<"onnx.TensorShapeProto"> & {
   /**
    * @generated from field: repeated onnx.TensorShapeProto.Dimension dim = 1;
    */
@@ -518,71 +513,65 @@ export type TensorShapeProto = Message<'onnx.TensorShapeProto'> & {
  * Describes the message onnx.TensorShapeProto.
  * Use `create(TensorShapeProtoSchema)` to create a new message.
  */
-export const TensorShapeProtoSchema: GenMessage<TensorShapeProto> =
-  /*@__PURE__*/
+export const TensorShapeProtoSchema: GenMessage<TensorShapeProto> = /*@__PURE__*/
   messageDesc(file_onnx_onnx_subset, 8);
 
 /**
  * @generated from message onnx.TensorShapeProto.Dimension
  */
-export type TensorShapeProto_Dimension = Message<'onnx.TensorShapeProto.Dimension'> & {
+export type TensorShapeProto_Dimension = Message<"onnx.TensorShapeProto.Dimension"> & {
   /**
    * @generated from oneof onnx.TensorShapeProto.Dimension.value
    */
-  value:
-    | {
-        /**
-         * @generated from field: int64 dim_value = 1;
-         */
-        value: bigint;
-        case: 'dimValue';
-      }
-    | {
-        /**
-         * @generated from field: string dim_param = 2;
-         */
-        value: string;
-        case: 'dimParam';
-      }
-    | { case: undefined; value?: undefined };
+  value: {
+    /**
+     * @generated from field: int64 dim_value = 1;
+     */
+    value: bigint;
+    case: "dimValue";
+  } | {
+    /**
+     * @generated from field: string dim_param = 2;
+     */
+    value: string;
+    case: "dimParam";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
  * Describes the message onnx.TensorShapeProto.Dimension.
  * Use `create(TensorShapeProto_DimensionSchema)` to create a new message.
  */
-export const TensorShapeProto_DimensionSchema: GenMessage<TensorShapeProto_Dimension> =
-  /*@__PURE__*/
+export const TensorShapeProto_DimensionSchema: GenMessage<TensorShapeProto_Dimension> = /*@__PURE__*/
   messageDesc(file_onnx_onnx_subset, 8, 0);
 
 /**
  * @generated from message onnx.TypeProto
  */
-export type TypeProto = Message<'onnx.TypeProto'> & {
+export type TypeProto = Message<"onnx.TypeProto"> & {
   /**
    * @generated from oneof onnx.TypeProto.value
    */
-  value:
-    | {
-        /**
-         * @generated from field: onnx.TypeProto.Tensor tensor_type = 1;
-         */
-        value: TypeProto_Tensor;
-        case: 'tensorType';
-      }
-    | { case: undefined; value?: undefined };
+  value: {
+    /**
+     * @generated from field: onnx.TypeProto.Tensor tensor_type = 1;
+     */
+    value: TypeProto_Tensor;
+    case: "tensorType";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
  * Describes the message onnx.TypeProto.
  * Use `create(TypeProtoSchema)` to create a new message.
  */
-export const TypeProtoSchema: GenMessage<TypeProto> = /*@__PURE__*/ messageDesc(file_onnx_onnx_subset, 9);
+export const TypeProtoSchema: GenMessage<TypeProto> = /*@__PURE__*/
+  messageDesc(file_onnx_onnx_subset, 9);
 
 /**
  * @generated from message onnx.TypeProto.Tensor
  */
-export type TypeProto_Tensor = Message<'onnx.TypeProto.Tensor'> & {
+export type TypeProto_Tensor = Message<"onnx.TypeProto.Tensor"> & {
   /**
    * @generated from field: int32 elem_type = 1;
    */
@@ -598,6 +587,6 @@ export type TypeProto_Tensor = Message<'onnx.TypeProto.Tensor'> & {
  * Describes the message onnx.TypeProto.Tensor.
  * Use `create(TypeProto_TensorSchema)` to create a new message.
  */
-export const TypeProto_TensorSchema: GenMessage<TypeProto_Tensor> =
-  /*@__PURE__*/
+export const TypeProto_TensorSchema: GenMessage<TypeProto_Tensor> = /*@__PURE__*/
   messageDesc(file_onnx_onnx_subset, 9, 0);
+

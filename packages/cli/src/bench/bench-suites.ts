@@ -1,0 +1,46 @@
+/** The benchmark's suites: what each measures and which cases it runs by default. */
+import type { CaseId } from './bench-cases.js';
+
+export type SuiteId = 'latency' | 'sweep' | 'cold-start';
+export const SUITE_IDS: readonly SuiteId[] = ['latency', 'sweep', 'cold-start'];
+
+export interface SuiteInfo {
+  readonly id: SuiteId;
+  readonly description: string;
+  /** Cases when --cases is not given. */
+  readonly defaultCases: readonly CaseId[];
+}
+
+export const SUITES: Readonly<Record<SuiteId, SuiteInfo>> = {
+  latency: {
+    id: 'latency',
+    description: 'every serving path vs the raw onnxruntime and image floors (closed and open loop)',
+    defaultCases: ['mobilenet', 'raw_detector'],
+  },
+  sweep: {
+    id: 'sweep',
+    description: 'gRPC throughput per server layout (instances × threads, batching) and concurrency',
+    defaultCases: ['mobilenet', 'yolox'],
+  },
+  'cold-start': {
+    id: 'cold-start',
+    description: 'server start to ready and the first requests, with and without model warmup',
+    defaultCases: ['mobilenet', 'yolox'],
+  },
+};
+
+/** Parses `--suite`: a comma-separated list of suite ids or `all`; undefined when a name is unknown. */
+export function parseSuites(text: string): SuiteId[] | undefined {
+  const names = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+  if (names.length === 0) return undefined;
+  const out: SuiteId[] = [];
+  for (const n of names) {
+    if (n === 'all') out.push(...SUITE_IDS);
+    else if ((SUITE_IDS as readonly string[]).includes(n)) out.push(n as SuiteId);
+    else return undefined;
+  }
+  return SUITE_IDS.filter((s) => out.includes(s));
+}

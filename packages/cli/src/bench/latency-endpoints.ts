@@ -1,0 +1,203 @@
+/**
+ * What the latency suite talks to: the servers it starts (child processes on loopback: one
+ * with typed gRPC responses, one with --enable_serialization_as_tensor_content, and the
+ * in-process probe) or the running servers it is pointed at, with one client per path.
+ * `runnerFor` turns an endpoint and a case into the path's runner.
+ */
+import {
+  createInvocationsClient,
+  createTfsGrpcClient,
+  createTfsRestClient,
+  type InvocationsClient,
+  type TfsGrpcClient,
+  type TfsRestClient,
+} from '@visionserve/client';
+import type { BenchCase } from './bench-cases.js';
+import type { PathId } from './bench-paths.js';
+import type { ExitCleanup } from './exit-cleanup.js';
+import { createGrpcRunner } from './grpc-runner.js';
+import { type InProcessProbe, startInProcessProbe } from './in-process-probe.js';
+import { createInProcessRunner } from './in-process-runner.js';
+import { createInvocationsRunner } from './invocations-runner.js';
+import type { PathRunner, Unavailable } from './path-runner.js';
+import { createRestJsonRunner } from './rest-json-runner.js';
+import { startServerProcess } from './server-process.js';
+
+export interface BenchTargets {
+  /** gRPC address of a running server (typed responses). */
+  readonly grpc?: string;
+  /** gRPC address of a running server started with --enable_serialization_as_tensor_content. */
+  readonly grpcTensorContent?: string;
+  /** REST base URL of a running server. */
+  readonly rest?: string;
+  /** /invocations base URL of a running server. */
+  readonly invocations?: string;
+  /** PID of the running server, for server CPU time (same machine only). */
+  readonly serverPid?: number;
+}
+
+interface Endpoint<C> {
+  readonly client: C;
+  /** Server process, for server CPU; undefined when unknown. */
+  readonly pid: number | undefined;
+}
+
+export interface LatencyEndpoints {
+  readonly grpcTyped: Endpoint<TfsGrpcClient> | undefined;
+  readonly grpcTensorContent: Endpoint<TfsGrpcClient> | undefined;
+  readonly rest: Endpoint<TfsRestClient> | undefined;
+  readonly invocations: Endpoint<InvocationsClient> | undefined;
+  readonly probe: InProcessProbe | undefined;
+  /** Closes the clients, stops the servers and the probe this module started. */
+  close(): Promise<void>;
+}
+
+export interface LatencyEndpointOptions {
+  /** The paths that will run (servers are started only for these). */
+  readonly paths: readonly PathId[];
+  /** Running servers to measure; undefined: start our own. */
+  readonly targets: BenchTargets | undefined;
+  /** `visionserve serve` flags for the started servers and the probe (model config file included). */
+  readonly serverFlags: readonly string[];
+  /** Sockets per HTTP client (the closed loop's concurrency). */
+  readonly concurrency: number;
+  /** Per-request deadline, ms. */
+  readonly timeoutMs: number;
+  /** Children are killed here if the process is interrupted. */
+  readonly cleanup: ExitCleanup;
+  readonly log: (line: string) => void;
+}
+
+const NO_INVOCATIONS =
+  'server has no /invocations listener (started with --sagemaker_port=-1, or an external server without --invocations)';
+
+export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<LatencyEndpoints> {
+  const wants = (p: PathId): boolean => o.paths.includes(p);
+  const closers: (() => Promise<void> | void)[] = [];
+  const close = async (): Promise<void> => {
+    for (const c of closers.splice(0).reverse()) {
+      try {
+        await c();
+      } catch {
+        // Best effort: the others still close.
+      }
+    }
+  };
+  const startServer = async (flags: readonly string[]) => {
+    const server = await startServerProcess(flags, { cleanup: o.cleanup });
+    closers.push(() => server.stop());
+    return server;
+  };
+  try {
+    let grpcAddress: string | undefined;
+    let grpcTcAddress: string | undefined;
+    let restUrl: string | undefined;
+    let invocationsUrl: string | undefined;
+    let mainPid: number | undefined;
+    let tcPid: number | undefined;
+    if (o.targets) {
+      ({ grpc: grpcAddress, grpcTensorContent: grpcTcAddress, rest: restUrl } = o.targets);
+      invocationsUrl = o.targets.invocations;
+      mainPid = tcPid = o.targets.serverPid;
+    } else {
+      if (wants('grpc-typed') || wants('rest-json') || wants('invocations')) {
+        o.log('starting server (typed gRPC responses)...');
+        const main = await startServer(o.serverFlags);
+        grpcAddress = `127.0.0.1:${main.grpcPort}`;
+        restUrl = `http://127.0.0.1:${main.restPort}`;
+        if (main.sagemakerPort !== undefined) invocationsUrl = `http://127.0.0.1:${main.sagemakerPort}`;
+        mainPid = main.pid;
+      }
+      if (wants('grpc-tensor-content')) {
+        o.log('starting server (--enable_serialization_as_tensor_content)...');
+        const tc = await startServer([...o.serverFlags, '--enable_serialization_as_tensor_content']);
+        grpcTcAddress = `127.0.0.1:${tc.grpcPort}`;
+        tcPid = tc.pid;
+      }
+    }
+    const clientOptions = { defaultTimeoutMs: o.timeoutMs };
+    const closing = <C extends { close(): void }>(client: C, pid: number | undefined): Endpoint<C> => {
+      closers.push(() => {
+        client.close();
+      });
+      return { client, pid };
+    };
+    const grpcTyped = grpcAddress
+      ? closing(createTfsGrpcClient({ address: grpcAddress, encoding: 'typed', ...clientOptions }), mainPid)
+      : undefined;
+    const grpcTensorContent = grpcTcAddress
+      ? closing(
+          createTfsGrpcClient({ address: grpcTcAddress, encoding: 'tensor_content', ...clientOptions }),
+          tcPid,
+        )
+      : undefined;
+    const rest = restUrl
+      ? closing(
+          createTfsRestClient({ baseUrl: restUrl, maxSockets: o.concurrency, ...clientOptions }),
+          mainPid,
+        )
+      : undefined;
+    const invocations = invocationsUrl
+      ? closing(
+          createInvocationsClient({ baseUrl: invocationsUrl, maxSockets: o.concurrency, ...clientOptions }),
+          mainPid,
+        )
+      : undefined;
+    let probe: InProcessProbe | undefined;
+    if (wants('in-process')) {
+      o.log('starting in-process probe...');
+      const started = await startInProcessProbe(o.serverFlags, o.cleanup);
+      closers.push(() => started.close());
+      probe = started;
+    }
+    return { grpcTyped, grpcTensorContent, rest, invocations, probe, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+/** The runner of a served path for one case, or why it cannot run. */
+export function runnerFor(path: PathId, benchCase: BenchCase, e: LatencyEndpoints): PathRunner | Unavailable {
+  const pid = (endpoint: { pid: number | undefined }) =>
+    endpoint.pid !== undefined ? { serverPid: endpoint.pid } : {};
+  switch (path) {
+    case 'in-process':
+      return e.probe
+        ? createInProcessRunner(e.probe, benchCase)
+        : { unavailable: 'in-process probe not started' };
+    case 'grpc-tensor-content':
+      return e.grpcTensorContent
+        ? createGrpcRunner({
+            client: e.grpcTensorContent.client,
+            benchCase,
+            encoding: 'tensor_content',
+            ...pid(e.grpcTensorContent),
+          })
+        : {
+            unavailable:
+              'no gRPC server with --enable_serialization_as_tensor_content (pass --grpc-tensor-content)',
+          };
+    case 'grpc-typed':
+      return e.grpcTyped
+        ? createGrpcRunner({ client: e.grpcTyped.client, benchCase, encoding: 'typed', ...pid(e.grpcTyped) })
+        : { unavailable: 'no gRPC server (pass --grpc)' };
+    case 'rest-json':
+      return e.rest
+        ? createRestJsonRunner({ client: e.rest.client, benchCase, ...pid(e.rest) })
+        : { unavailable: 'no REST server (pass --rest)' };
+    case 'invocations':
+      if (benchCase.image === undefined) return { unavailable: benchCase.noImageReason ?? 'no image input' };
+      return e.invocations
+        ? createInvocationsRunner({
+            client: e.invocations.client,
+            model: benchCase.model,
+            image: benchCase.image,
+            ...pid(e.invocations),
+          })
+        : { unavailable: NO_INVOCATIONS };
+    case 'floor':
+    case 'image-floor':
+      return { unavailable: 'floors are measured by the suite' };
+  }
+}
