@@ -4,13 +4,10 @@
 // Starting a server.
 export { startVisionServer } from './server.js';
 export type { RunningVisionServer, VisionServerHooks } from './server.js';
-export {
-  resolveServerConfig,
-  parseFlags,
-  configFromEnv,
-  ConfigError,
-  FLAGS,
-} from './config/server-config.js';
+export { resolveServerConfig, DEFAULTS } from './config/server-config.js';
+export { parseFlags, FLAGS } from './config/flags.js';
+export { configFromEnv } from './config/env.js';
+export { ConfigError } from './config/config-error.js';
 export type { ServerConfig } from './config/server-config.js';
 export { createJsonLogger, silentLogger } from './util/logger.js';
 export type { Logger, LogLevel } from './util/logger.js';

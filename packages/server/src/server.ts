@@ -35,6 +35,10 @@ import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
 import { listVersions } from './repository/list-versions.js';
+import { describeModelLayoutProblem } from './repository/model-layout.js';
+import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
+import { createInflightBudget } from './frontends/shared/inflight-budget.js';
+import { ConfigError } from './config/config-error.js';
 import { readOptionalFile } from './repository/optional-file.js';
 import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
@@ -96,6 +100,7 @@ async function createSessionFactory(
     intraOpThreads: config.intraOpThreads,
     interOpThreads: config.interOpThreads,
     allowSpinning: config.allowSpinning,
+    maxQueuedRuns: config.maxQueuedRequests,
     logger: logger.child({ component: 'runtime' }),
   });
   if (config.enableModelWarmup) {
@@ -155,12 +160,61 @@ function loopbackFor(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-/** Starts every enabled listener once the initial model load has settled. */
+/**
+ * Refuses to start when a configured base path cannot serve anything (missing, a file, no
+ * version directory), with a message that names the setting and the expected layout.
+ * `--wait_for_models` keeps TF Serving's behaviour instead: start and keep polling.
+ */
+async function checkModelLayouts(config: ServerConfig, configs: readonly ModelConfig[]): Promise<void> {
+  const problems: string[] = [];
+  for (const c of configs) {
+    const problem = await describeModelLayoutProblem(c.basePath);
+    if (problem === undefined) continue;
+    const where =
+      config.modelConfigFile === undefined
+        ? '--model_base_path'
+        : `base_path of model "${c.name}" in ${config.modelConfigFile}`;
+    problems.push(`${where}: ${problem}`);
+  }
+  if (problems.length > 0) {
+    throw new ConfigError(
+      `${problems.join('\n')}\n(start anyway and wait for versions to appear with --wait_for_models)`,
+    );
+  }
+}
+
+/** A listener that cannot bind is a configuration problem: say which flag sets that port. */
+async function listen<T>(flag: string, port: number, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') throw new ConfigError(`${flag}=${port}: the port is already in use`);
+    if (code === 'EACCES') throw new ConfigError(`${flag}=${port}: no permission to bind this port`);
+    if (code === 'EADDRNOTAVAIL')
+      throw new ConfigError(`--host: the address is not available on this machine`);
+    throw error;
+  }
+}
+
+/**
+ * Starts every enabled listener first (so a port already in use fails at once), then
+ * loads the models; requests for a model that is still loading get NOT_FOUND, as in TF
+ * Serving. Resolves when the initial load has settled.
+ */
 export async function startVisionServer(
   config: ServerConfig,
   logger: Logger,
   hooks: VisionServerHooks = {},
 ): Promise<RunningVisionServer> {
+  let staged: StagedModelFile | undefined;
+  if (config.modelBasePath !== undefined && config.modelConfigFile === undefined) {
+    staged = await stageModelFile(config.modelBasePath);
+    if (staged !== undefined) {
+      logger.info('serving a single model file as version 1', { file: config.modelBasePath });
+      config = { ...config, modelBasePath: staged.basePath };
+    }
+  }
   const { factory: sessionFactory, batching } = await createSessionFactory(config, logger, hooks);
   let handlerHost: HandlerHost | undefined;
   const manager = createModelManager<ServableAssets>({
@@ -174,111 +228,147 @@ export async function startVisionServer(
       if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
     },
   });
-  const service = createInferenceService({ manager, logger: logger.child({ component: 'core' }) });
-
-  let lastConfigText: string | undefined;
-  const applyConfigFile = async (): Promise<void> => {
-    const text =
-      config.modelConfigFile === undefined ? undefined : await readFile(config.modelConfigFile, 'utf8');
-    if (text !== undefined && text === lastConfigText) return;
-    lastConfigText = text;
-    await manager.setModels(modelConfigs(config, text));
+  const service = createInferenceService({
+    manager,
+    logger: logger.child({ component: 'core' }),
+    admission: { maxQueueWaitMs: config.maxQueueWaitMs },
+  });
+  const budget = createInflightBudget({
+    maxBytes: config.maxInflightRequestBytes,
+    maxRequests: config.maxInflightRequests,
+    logger: logger.child({ component: 'admission' }),
+  });
+  const httpLimits = {
+    maxConnections: config.maxConnections,
+    headersTimeoutMs: config.httpHeadersTimeoutMs,
+    requestTimeoutMs: config.requestBodyTimeoutMs + config.httpHeadersTimeoutMs,
   };
-  await applyConfigFile();
 
   const timers: NodeJS.Timeout[] = [];
-  if (config.fileSystemPollSeconds > 0) {
-    timers.push(
-      setInterval(() => {
-        void manager.poll();
-      }, config.fileSystemPollSeconds * 1000),
-    );
-  }
-  if (config.modelConfigFile !== undefined && config.modelConfigFilePollSeconds > 0) {
-    timers.push(
-      setInterval(() => {
-        applyConfigFile().catch((error: unknown) => {
-          logger.error('model config reload failed; keeping the current models', { error });
-        });
-      }, config.modelConfigFilePollSeconds * 1000),
-    );
-  }
-  for (const t of timers) t.unref();
-
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
+  const stopAll = async (graceMs: number): Promise<void> => {
+    for (const t of timers) clearInterval(t);
+    // Listeners drain together: no new connections, keep-alive clients told to go, in-flight requests finish.
+    await Promise.all([rest?.close(graceMs), grpc?.close(graceMs), sagemaker?.close(graceMs)]);
+    await handlerHost?.close();
+    // Versions unload after their last run settled; inference workers finish before they exit.
+    await manager.close();
+    await staged?.remove();
+  };
   try {
     if (config.restPort >= 0) {
-      rest = await startHttpServer({
-        host: config.host,
-        port: config.restPort,
-        handler: createHttpEdge({
-          apis: [
-            createTfsRestApi({
-              service,
-              bodyLimitBytes: config.restMaxBodyBytes,
-              requestTimeoutMs: config.restTimeoutMs,
-            }),
-          ],
-          logger: logger.child({ component: 'rest' }),
-          notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
+      rest = await listen('--rest_api_port', config.restPort, () =>
+        startHttpServer({
+          host: config.host,
+          port: config.restPort,
+          ...httpLimits,
+          edge: createHttpEdge({
+            apis: [
+              createTfsRestApi({
+                service,
+                bodyLimitBytes: config.restMaxBodyBytes,
+                requestTimeoutMs: config.restTimeoutMs,
+              }),
+            ],
+            logger: logger.child({ component: 'rest' }),
+            notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
+            budget,
+          }),
         }),
-      });
+      );
     }
     if (config.grpcPort >= 0) {
-      grpc = await startGrpcServer({
-        host: config.host,
-        port: config.grpcPort,
-        logger: logger.child({ component: 'grpc' }),
-        services: createTfsGrpcServices({
-          service,
+      grpc = await listen('--port', config.grpcPort, () =>
+        startGrpcServer({
+          host: config.host,
+          port: config.grpcPort,
           logger: logger.child({ component: 'grpc' }),
-          serializeAsTensorContent: config.serializeAsTensorContent,
+          budget,
+          maxConnections: config.maxConnections,
+          bodyTimeoutMs: config.requestBodyTimeoutMs,
+          services: createTfsGrpcServices({
+            service,
+            logger: logger.child({ component: 'grpc' }),
+            serializeAsTensorContent: config.serializeAsTensorContent,
+          }),
         }),
-      });
+      );
     }
     if (config.sagemakerPort >= 0) {
-      handlerHost = createHandlerHost({
+      const host = createHandlerHost({
         workers: config.sagemakerHandlerWorkers,
         logger: logger.child({ component: 'handler-host' }),
       });
+      handlerHost = host;
       const roots = config.sagemakerModelRoots;
       const loopback = loopbackFor(config.host);
-      sagemaker = await startHttpServer({
-        host: config.host,
-        port: config.sagemakerPort,
-        handler: createHttpEdge({
-          apis: [
-            createSageMakerApi({
-              service,
-              registry: manager,
-              logger: logger.child({ component: 'sagemaker' }),
-              handlerHost,
-              resolveModelLocation: (url) => resolveModelLocation(url, roots),
-              defaultModelName: config.sagemakerDefaultModelName,
-              multiModel: config.sagemakerMultiModel,
-              maxModels: config.sagemakerMaxModels,
-              memoryLimitBytes: config.sagemakerMemoryLimitBytes,
-              modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
-              bodyLimitBytes: config.sagemakerMaxBodyBytes,
-              requestTimeoutMs: config.sagemakerRequestTimeoutMs,
-              restBaseUrl: rest === undefined ? undefined : `http://${loopback}:${rest.port}`,
-              grpcPort: grpc?.port,
-            }),
-          ],
-          logger: logger.child({ component: 'sagemaker' }),
-          notFoundMessage: () => 'Not Found',
+      sagemaker = await listen('--sagemaker_port', config.sagemakerPort, () =>
+        startHttpServer({
+          host: config.host,
+          port: config.sagemakerPort,
+          ...httpLimits,
+          edge: createHttpEdge({
+            apis: [
+              createSageMakerApi({
+                service,
+                registry: manager,
+                logger: logger.child({ component: 'sagemaker' }),
+                handlerHost: host,
+                resolveModelLocation: (url) => resolveModelLocation(url, roots),
+                defaultModelName: config.sagemakerDefaultModelName,
+                multiModel: config.sagemakerMultiModel,
+                maxModels: config.sagemakerMaxModels,
+                memoryLimitBytes: config.sagemakerMemoryLimitBytes,
+                modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
+                bodyLimitBytes: config.sagemakerMaxBodyBytes,
+                requestTimeoutMs: config.sagemakerRequestTimeoutMs,
+                restBaseUrl: rest === undefined ? undefined : `http://${loopback}:${rest.port}`,
+                grpcPort: grpc?.port,
+              }),
+            ],
+            logger: logger.child({ component: 'sagemaker' }),
+            notFoundMessage: () => 'Not Found',
+            budget,
+          }),
         }),
-      });
+      );
     }
+
+    let lastConfigText: string | undefined;
+    const readConfigs = async (): Promise<ModelConfig[] | undefined> => {
+      const text =
+        config.modelConfigFile === undefined ? undefined : await readFile(config.modelConfigFile, 'utf8');
+      if (text !== undefined && text === lastConfigText) return undefined;
+      lastConfigText = text;
+      return modelConfigs(config, text);
+    };
+    const initial = (await readConfigs()) ?? [];
+    if (!config.waitForModels) await checkModelLayouts(config, initial);
+    await manager.setModels(initial);
+
+    if (config.fileSystemPollSeconds > 0) {
+      timers.push(
+        setInterval(() => {
+          void manager.poll();
+        }, config.fileSystemPollSeconds * 1000),
+      );
+    }
+    if (config.modelConfigFile !== undefined && config.modelConfigFilePollSeconds > 0) {
+      timers.push(
+        setInterval(() => {
+          readConfigs()
+            .then((configs) => (configs === undefined ? undefined : manager.setModels(configs)))
+            .catch((error: unknown) => {
+              logger.error('model config reload failed; keeping the current models', { error });
+            });
+        }, config.modelConfigFilePollSeconds * 1000),
+      );
+    }
+    for (const t of timers) t.unref();
   } catch (error) {
-    for (const t of timers) clearInterval(t);
-    await sagemaker?.close();
-    await handlerHost?.close();
-    await rest?.close();
-    await grpc?.close(0);
-    await manager.close();
+    await stopAll(0);
     throw error;
   }
 
@@ -293,13 +383,7 @@ export async function startVisionServer(
     manager,
     ...(batching ? { batching } : {}),
     close() {
-      closing ??= (async () => {
-        for (const t of timers) clearInterval(t);
-        const grace = config.shutdownGraceMs;
-        await Promise.all([rest?.close(grace), grpc?.close(grace), sagemaker?.close(grace)]);
-        await handlerHost?.close();
-        await manager.close();
-      })();
+      closing ??= stopAll(config.shutdownGraceMs);
       return closing;
     },
   };

@@ -6,7 +6,9 @@ import {
   resolveBatchingParameters,
   roundToAllowedBatchSize,
 } from '../src/batching/batching-parameters.js';
-import { configFromEnv, parseFlags, resolveServerConfig } from '../src/config/server-config.js';
+import { configFromEnv } from '../src/config/env.js';
+import { parseFlags } from '../src/config/flags.js';
+import { resolveServerConfig } from '../src/config/server-config.js';
 import { parseBatchingParameters } from '../src/repository/batching-parameters-file.js';
 
 const invalid =

@@ -205,6 +205,7 @@ export interface CoreCallCounts {
   withServable: number;
   predict: number;
   status: number;
+  admit: number;
 }
 
 /**
@@ -215,7 +216,7 @@ export interface CoreCallCounts {
 export function fakeInferenceService<A = undefined>(
   models: FakeModels<A>,
 ): InferenceService<A> & { readonly calls: CoreCallCounts } {
-  const calls: CoreCallCounts = { withServable: 0, predict: 0, status: 0 };
+  const calls: CoreCallCounts = { withServable: 0, predict: 0, status: 0, admit: 0 };
   const servableFor = (spec: ModelSpec): Servable<A> => {
     const { version, signature, assets } = models.resolve(spec);
     const signatures = { serving_default: signature };
@@ -257,6 +258,9 @@ export function fakeInferenceService<A = undefined>(
       calls.predict++;
       models.resolve(request.model);
       return models.run(request, options);
+    },
+    admit() {
+      calls.admit++;
     },
     status(spec) {
       calls.status++;

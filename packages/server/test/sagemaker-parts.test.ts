@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Code, ServingError } from '@visionserve/protocol';
-import { configFromEnv, resolveServerConfig } from '../src/config/server-config.js';
+import { configFromEnv } from '../src/config/env.js';
+import { resolveServerConfig } from '../src/config/server-config.js';
 import {
   csvToPredictBody,
   jsonLinesToPredictBody,

@@ -137,12 +137,12 @@ before(async () => {
   server = await startHttpServer({
     host: '127.0.0.1',
     port: 0,
-    handler: tfsRestEdge(service, logger),
+    edge: tfsRestEdge(service, logger),
   });
   small = await startHttpServer({
     host: '127.0.0.1',
     port: 0,
-    handler: tfsRestEdge(service, logger, {
+    edge: tfsRestEdge(service, logger, {
       bodyLimitBytes: 1024,
       decompressedBodyLimitBytes: 4096,
       requestTimeoutMs: 200,

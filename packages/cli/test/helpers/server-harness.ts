@@ -31,6 +31,9 @@ export async function startHarness(
     restPort: 0,
     sagemakerPort: -1,
     logLevel: 'silent',
+    // Functional tests must not depend on how fast this machine is: no load shedding
+    // unless a test asks for it (the admission tests do).
+    maxQueueWaitMs: 0,
     ...flags,
   });
   const server = await startVisionServer(config, silentLogger, hooks);

@@ -55,6 +55,9 @@ interface Request {
   readonly inputs: Readonly<Record<string, Tensor>>;
   readonly size: number;
   readonly signal: AbortSignal | undefined;
+  /** performance.now() when the request was queued, for its timings. */
+  readonly queuedAt: number;
+  readonly onTimings: RunOptions['onTimings'];
   readonly pieces: Piece[];
   readonly results: (Record<string, Tensor> | undefined)[];
   done: number;
@@ -176,9 +179,24 @@ export function createBatchingSession(session: Session, options: BatchingSession
     }
 
     const { signal, release } = batchSignal(live);
+    const batchStart = performance.now();
     let outputs: Record<string, Tensor>;
     try {
-      outputs = await session.run(inputs, { signal, outputNames: group.outputNames });
+      outputs = await session.run(inputs, {
+        signal,
+        outputNames: group.outputNames,
+        onTimings: (t) => {
+          // Each request waited for its batch, then the batch waited for an instance.
+          for (const p of live) {
+            if (p.index !== p.request.pieces.length - 1) continue;
+            p.request.onTimings?.({
+              queueMs: batchStart - p.request.queuedAt + t.queueMs,
+              computeMs: t.computeMs,
+              batchSize: padded,
+            });
+          }
+        },
+      });
     } catch (error) {
       for (const p of live) settle(p.request, { error: asServingError(error) });
       return;
@@ -290,6 +308,18 @@ export function createBatchingSession(session: Session, options: BatchingSession
 
   return {
     signature: session.signature,
+    pressure() {
+      const inner = session.pressure?.() ?? { queued: 0, estimatedWaitMs: 0, runMs: 0 };
+      let queued = 0;
+      for (const group of groups.values()) queued += group.queue.queuedTasks();
+      // Queued tasks run in batches of up to maxBatchSize after what the instances already hold.
+      const batches = Math.ceil(queued / params.maxBatchSize);
+      return {
+        queued: inner.queued + queued,
+        estimatedWaitMs: inner.estimatedWaitMs + batches * inner.runMs,
+        runMs: inner.runMs,
+      };
+    },
     run(
       inputs: Readonly<Record<string, Tensor>>,
       runOptions: RunOptions = {},
@@ -320,6 +350,8 @@ export function createBatchingSession(session: Session, options: BatchingSession
           inputs,
           size,
           signal,
+          queuedAt: performance.now(),
+          onTimings: runOptions.onTimings,
           pieces: [],
           results: [],
           done: 0,

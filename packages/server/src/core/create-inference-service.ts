@@ -1,6 +1,7 @@
 import { Code, ServingError, type Tensor, internal } from '@visionserve/protocol';
 import type { Logger } from '../util/logger.js';
 import { abortError, raceAbort } from './abort-error.js';
+import { type AdmissionPolicy, checkAdmission } from './admission.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
@@ -11,6 +12,8 @@ export interface InferenceServiceOptions<A> {
   readonly manager: ModelManager<A>;
   /** Receives internal faults (their details never reach the client). */
   readonly logger: Logger;
+  /** Load shedding (see AdmissionPolicy). Default: no queue-wait limit; deadlines still apply. */
+  readonly admission?: AdmissionPolicy | undefined;
 }
 
 /** Signature name of a request: "" and undefined mean the default, as in TF Serving. */
@@ -26,7 +29,8 @@ function signatureNameOf(name: string | undefined): string {
 function scopedServable<A>(
   handle: ServableHandle<A>,
   logger: Logger,
-  scopeSignal: AbortSignal | undefined,
+  scope: CallOptions,
+  admission: AdmissionPolicy,
   runs: Promise<unknown>[],
   isOpen: () => boolean,
 ): Servable<A> {
@@ -47,9 +51,10 @@ function scopedServable<A>(
     signature,
     async predict(request: ServablePredictRequest, options: CallOptions = {}) {
       if (!isOpen()) throw internal('Servable used after its scope ended');
-      const signal = options.signal ?? scopeSignal;
+      const signal = options.signal ?? scope.signal;
       if (signal?.aborted) throw abortError(signal);
       const { signature: sig } = signature(request.signatureName);
+      checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
       validateInputs(sig, request.inputs);
       const aliases = validateOutputFilter(sig, request.outputFilter);
       const inputs: Record<string, Tensor> = {};
@@ -83,6 +88,7 @@ function scopedServable<A>(
  */
 export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
   const { manager, logger } = options;
+  const admission: AdmissionPolicy = options.admission ?? { maxQueueWaitMs: 0 };
 
   function toClientError(error: unknown, model: string): ServingError {
     if (error instanceof ServingError) return error;
@@ -101,7 +107,7 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
     const runs: Promise<unknown>[] = [];
     let open = true;
     try {
-      return await fn(scopedServable(handle, logger, signal, runs, () => open));
+      return await fn(scopedServable(handle, logger, callOptions, admission, runs, () => open));
     } catch (error) {
       throw toClientError(error, spec.name);
     } finally {
@@ -135,6 +141,20 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
         },
         callOptions,
       );
+    },
+
+    admit(spec, callOptions = {}) {
+      let handle: ServableHandle<A>;
+      try {
+        handle = manager.acquire(spec);
+      } catch {
+        return; // Unknown model or version: the request itself fails with the right error.
+      }
+      try {
+        checkAdmission(handle.session, admission, handle.name, callOptions.deadline);
+      } finally {
+        handle.release();
+      }
     },
 
     status(model) {

@@ -36,6 +36,12 @@ export interface PredictResponse {
 export interface CallOptions {
   /** Deadline / client cancellation. */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * When the caller stops waiting (Date.now() clock, ms). A request that the queue in front
+   * of its model cannot start before then is refused at once (UNAVAILABLE) instead of
+   * occupying the queue. The signal still enforces it.
+   */
+  readonly deadline?: number | undefined;
 }
 
 /** A predict against one pinned version. */
@@ -99,6 +105,12 @@ export interface InferenceService<A = unknown> {
   ): Promise<T>;
   /** `withServable` + `predict` on the spec's signature: the whole request for binary protocols. */
   predict(request: PredictRequest, options?: CallOptions): Promise<PredictResponse>;
+  /**
+   * Admission before a request body is read: throws UNAVAILABLE (reason `overloaded`) when
+   * the version the spec names already has more queued work than allowed, or more than the
+   * deadline leaves time for. Cheap; unknown models pass (the request fails later, properly).
+   */
+  admit(spec: ModelSpec, options?: CallOptions): void;
   /** Status of all versions of a model, or of one version/label. */
   status(model: ModelSpec): VersionStatus[];
   /** Replaces the whole served model set (models absent from `configs` are unloaded). */

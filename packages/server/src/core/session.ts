@@ -32,9 +32,21 @@ export interface RunTimings {
  * Ownership: `run` takes ownership of the input tensors' buffers (they may be
  * transferred to a worker and become detached); the caller owns the outputs.
  */
+/** How busy a session is, for admission control. */
+export interface SessionPressure {
+  /** Runs waiting for an instance. */
+  readonly queued: number;
+  /** Estimated time a run submitted now waits before it starts, in ms. */
+  readonly estimatedWaitMs: number;
+  /** Recent time of one run (moving average), in ms; 0 before the first run. */
+  readonly runMs: number;
+}
+
 export interface Session {
   readonly signature: Signature;
   run(inputs: Readonly<Record<string, Tensor>>, options?: RunOptions): Promise<Record<string, Tensor>>;
+  /** The session's current load; sessions that cannot tell leave it out (never shed). */
+  pressure?(): SessionPressure;
   /** Releases the session; pending runs are rejected with UNAVAILABLE. */
   close(): Promise<void>;
 }

@@ -237,6 +237,9 @@ function createPoolSession(pool: PoolOptions): Session {
     pool.workers,
   );
   const terminate = (worker: Worker): Promise<number> => worker.terminate();
+  /** Moving average of one run as the main thread sees it (dispatch to result), in ms. */
+  let runMs = 0;
+  const RUN_MS_WEIGHT = 0.1;
   const session: Session & { [WORKER_FAULTS]: { kill(index: number): Promise<number> } } = {
     [WORKER_FAULTS]: {
       kill: (index: number) => terminate(pool.workers[index]!),
@@ -261,8 +264,17 @@ function createPoolSession(pool: PoolOptions): Session {
           },
         },
       );
+      const took = performance.now() - dispatched;
+      runMs = runMs === 0 ? took : runMs + RUN_MS_WEIGHT * (took - runMs);
       runOptions.onTimings?.({ queueMs: dispatched - submitted, computeMs: result.computeMs, batchSize: 1 });
       return result.outputs;
+    },
+    pressure() {
+      const instances = Math.max(1, workers.alive);
+      const queued = workers.queued;
+      // Every instance busy: a new run waits for the queue ahead of it, plus half a run on average.
+      const estimatedWaitMs = workers.running >= instances ? (queued / instances + 0.5) * runMs : 0;
+      return { queued, estimatedWaitMs, runMs };
     },
     async close(): Promise<void> {
       if (closed) return;

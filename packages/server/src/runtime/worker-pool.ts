@@ -63,6 +63,8 @@ export interface WorkerPool<J> {
   readonly alive: number;
   /** Jobs waiting for a worker. */
   readonly queued: number;
+  /** Jobs on a worker (including aborted ones their worker has not finished yet). */
+  readonly running: number;
   /** Workers that ran a job whose tag matches are replaced once idle (their loaded modules are dropped). */
   retire(matches: (tag: string) => boolean): void;
   /**
@@ -332,6 +334,11 @@ export function createWorkerPool<J>(
     },
     get queued() {
       return queue.length;
+    },
+    get running() {
+      let n = 0;
+      for (const i of instances) n += i.active.size;
+      return n;
     },
     retire(matches) {
       for (const instance of [...instances]) {

@@ -13,6 +13,8 @@ export interface HttpContext {
   readonly params: RegExpExecArray | undefined;
   /** Aborted when the client disconnects (CANCELLED) or the API's deadline passes (DEADLINE_EXCEEDED). */
   readonly signal: AbortSignal;
+  /** When the API's request timeout expires (Date.now() clock, ms); undefined without a timeout. */
+  readonly deadline: number | undefined;
   /**
    * Reads the whole body within the API's limits, or within `limitBytes` (before and
    * after gzip) when given. Over a limit it rejects with a `body-too-large` ServingError,

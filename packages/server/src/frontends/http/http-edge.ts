@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type ErrorReason, ServingError, httpStatusFor, toServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
+import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
 import type { HttpApi, HttpContext, HttpRoute } from './http-api.js';
 import { readBody, sendBodyTooLarge } from './read-body.js';
 import { watchRequest } from './request-signal.js';
@@ -15,6 +16,22 @@ export interface HttpEdgeOptions {
    * or the SageMaker container's `Not Found`.
    */
   readonly notFoundMessage: (method: string, path: string) => string;
+  /** Admission by memory: request bodies are reserved against it before they are read. Default: none. */
+  readonly budget?: InflightBudget | undefined;
+}
+
+/** The edge as a listener sees it: the request handler plus draining. */
+export interface HttpEdge {
+  readonly handler: HttpHandler;
+  /** Requests received and not yet answered. */
+  readonly inFlight: number;
+  /**
+   * From now on every response (those in flight included) carries `Connection: close`,
+   * so keep-alive clients finish their current request and reconnect elsewhere.
+   */
+  drain(): void;
+  /** Resolves once no request is in flight. */
+  idle(): Promise<void>;
 }
 
 /** Statuses every API shares; an API's own table wins. */
@@ -30,8 +47,11 @@ export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
  * the API's override table, else TF Serving's code mapping; a 413 lingers so that the
  * client can read it; internal faults are logged, never sent).
  */
-export function createHttpEdge(options: HttpEdgeOptions): HttpHandler {
-  const { apis, logger } = options;
+export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
+  const { apis, logger, budget } = options;
+  const active = new Set<ServerResponse>();
+  const idleWaiters: (() => void)[] = [];
+  let draining = false;
 
   const find = (
     method: string,
@@ -77,11 +97,22 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpHandler {
       sendBodyTooLarge(req, res, serving.message);
       return;
     }
+    const headers: Record<string, string> = {};
     // A body left unread (an answer before reading it): close rather than drain it.
-    sendJsonError(res, status, serving.message, req.complete ? {} : { Connection: 'close' });
+    if (!req.complete) headers['Connection'] = 'close';
+    if (reason === 'overloaded') headers['Retry-After'] = '1';
+    sendJsonError(res, status, serving.message, headers);
   };
 
-  return (req, res) => {
+  const handler: HttpHandler = (req, res) => {
+    active.add(res);
+    if (draining) res.setHeader('Connection', 'close');
+    let reservation: Reservation | undefined;
+    res.once('close', () => {
+      reservation?.release();
+      active.delete(res);
+      if (active.size === 0) for (const wake of idleWaiters.splice(0)) wake();
+    });
     const method = req.method ?? '';
     const path = (req.url ?? '/').split('?', 1)[0]!;
     const found = find(method, path);
@@ -106,11 +137,22 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpHandler {
       path,
       params,
       signal: watch.signal,
+      deadline: api.requestTimeoutMs > 0 ? Date.now() + api.requestTimeoutMs : undefined,
       readBody: (limitBytes) =>
         readBody(req, {
           limitBytes: limitBytes ?? api.bodyLimitBytes,
           decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
           signal: watch.signal,
+          reserve:
+            budget === undefined
+              ? undefined
+              : (bytes) => {
+                  if (reservation === undefined) {
+                    reservation = budget.tryReserve(bytes);
+                    return reservation !== undefined;
+                  }
+                  return reservation.grow(bytes);
+                },
         }),
     };
     new Promise<void>((resolve) => {
@@ -122,5 +164,19 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpHandler {
       .finally(() => {
         watch.dispose();
       });
+  };
+
+  return {
+    handler,
+    get inFlight() {
+      return active.size;
+    },
+    drain() {
+      draining = true;
+      for (const res of active) if (!res.headersSent) res.setHeader('Connection', 'close');
+    },
+    idle() {
+      return active.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
+    },
   };
 }

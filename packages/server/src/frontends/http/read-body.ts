@@ -10,6 +10,22 @@ export interface ReadBodyOptions {
   readonly decompressedLimitBytes: number;
   /** Aborts the read (client gone, deadline). */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * Admission by memory: asked for the declared length before reading, or for each chunk
+   * of an undeclared body; false refuses the request (UNAVAILABLE, reason `overloaded`)
+   * without buffering the rest.
+   */
+  readonly reserve?: ((bytes: number) => boolean) | undefined;
+}
+
+function overloaded(): ServingError {
+  return new ServingError(
+    Code.UNAVAILABLE,
+    'Server is overloaded: too many request bytes in flight; retry later',
+    {
+      reason: 'overloaded',
+    },
+  );
 }
 
 /** A body over a limit: RESOURCE_EXHAUSTED, answered 413 by the HTTP edge. */
@@ -29,11 +45,13 @@ export async function readBody(req: IncomingMessage, options: ReadBodyOptions): 
   if (encoding !== 'identity' && encoding !== 'gzip' && encoding !== '') {
     throw new ServingError(Code.INVALID_ARGUMENT, `Unsupported Content-Encoding: ${encoding}`);
   }
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > options.limitBytes) {
-    throw bodyTooLarge(`Request body of ${declared} bytes exceeds the limit of ${options.limitBytes} bytes`);
+  const header = req.headers['content-length'];
+  const declared = header === undefined ? undefined : Number(header);
+  if (declared !== undefined && declared > options.limitBytes) {
+    throw bodyTooLarge(`Request body of ${header} bytes exceeds the limit of ${options.limitBytes} bytes`);
   }
-  const raw = await collect(req, options.limitBytes, options.signal);
+  if (declared !== undefined && options.reserve?.(declared) === false) throw overloaded();
+  const raw = await collect(req, options, declared);
   if (encoding !== 'gzip') return raw;
   return new Promise<Buffer>((resolve, reject) => {
     gunzip(raw, { maxOutputLength: options.decompressedLimitBytes }, (error, out) => {
@@ -53,9 +71,21 @@ export async function readBody(req: IncomingMessage, options: ReadBodyOptions): 
   });
 }
 
-function collect(req: IncomingMessage, limit: number, signal: AbortSignal | undefined): Promise<Buffer> {
+/**
+ * The body as received. With a declared length the chunks are copied into one exactly
+ * sized buffer as they arrive (no concatenation, no pooled memory); otherwise they are
+ * collected and joined once.
+ */
+function collect(
+  req: IncomingMessage,
+  options: ReadBodyOptions,
+  declared: number | undefined,
+): Promise<Buffer> {
+  const { limitBytes: limit, signal, reserve } = options;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
+    const whole =
+      declared !== undefined && Number.isSafeInteger(declared) ? Buffer.allocUnsafeSlow(declared) : undefined;
     let size = 0;
     const cleanup = (): void => {
       req.off('data', onData);
@@ -71,16 +101,35 @@ function collect(req: IncomingMessage, limit: number, signal: AbortSignal | unde
       reject(error instanceof Error ? error : new Error(String(error)));
     };
     const onData = (chunk: Buffer): void => {
-      size += chunk.byteLength;
-      if (size > limit) {
+      if (size + chunk.byteLength > limit) {
         chunks.length = 0;
         fail(bodyTooLarge(`Request body exceeds the limit of ${limit} bytes`));
         return;
       }
-      chunks.push(chunk);
+      if (whole !== undefined) {
+        if (size + chunk.byteLength > whole.byteLength) {
+          fail(new ServingError(Code.INVALID_ARGUMENT, 'Request body is longer than its Content-Length'));
+          return;
+        }
+        whole.set(chunk, size);
+      } else {
+        if (reserve?.(chunk.byteLength) === false) {
+          chunks.length = 0;
+          fail(overloaded());
+          return;
+        }
+        chunks.push(chunk);
+      }
+      size += chunk.byteLength;
     };
     const onEnd = (): void => {
       cleanup();
+      if (whole !== undefined) {
+        if (size !== whole.byteLength) {
+          reject(new ServingError(Code.INVALID_ARGUMENT, 'Request body is shorter than its Content-Length'));
+        } else resolve(whole);
+        return;
+      }
       resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
     };
     const onError = (error: Error): void => {

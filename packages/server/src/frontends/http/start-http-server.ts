@@ -1,28 +1,46 @@
-import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
+import { createServer } from 'node:http';
+import type { HttpEdge } from './http-edge.js';
 
-export interface StartHttpServerOptions {
+/** Connection hygiene of an HTTP listener. */
+export interface HttpLimits {
+  /** Most connections at once (further ones are closed at accept). Default 4096. */
+  readonly maxConnections?: number | undefined;
+  /** Time a client has to send the request headers, in ms (slowloris). Default 20000. */
+  readonly headersTimeoutMs?: number | undefined;
+  /** Time a client has to send the whole request (headers and body), in ms. Default 300000. */
+  readonly requestTimeoutMs?: number | undefined;
+  /** An idle keep-alive connection is closed after this, in ms. Default 65000. */
+  readonly keepAliveTimeoutMs?: number | undefined;
+}
+
+export interface StartHttpServerOptions extends HttpLimits {
   /** Interface to bind, e.g. "0.0.0.0" or "127.0.0.1". */
   readonly host: string;
   /** TCP port; 0 picks a free port (read it from the result). */
   readonly port: number;
-  /** Request handler; it owns the response. */
-  readonly handler: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The edge the requests go to. */
+  readonly edge: HttpEdge;
 }
 
 export interface StartedHttpServer {
   /** The bound port. */
   readonly port: number;
   /**
-   * Stops accepting connections, closes idle keep-alive sockets and waits for
-   * in-flight requests; after `graceMs` (default: no limit) the remaining
-   * connections are closed.
+   * Drains: stops accepting connections, closes idle keep-alive sockets, answers the
+   * requests in flight with `Connection: close`, and resolves once every connection has
+   * closed; after `graceMs` (default: no limit) the remaining connections are closed.
    */
   close(graceMs?: number): Promise<void>;
 }
 
 /** Starts a node:http server; resolves once it is listening, rejects if binding fails. */
 export function startHttpServer(options: StartHttpServerOptions): Promise<StartedHttpServer> {
-  const server = createServer(options.handler);
+  const { edge } = options;
+  const server = createServer(edge.handler);
+  server.maxConnections = options.maxConnections ?? 4096;
+  server.headersTimeout = options.headersTimeoutMs ?? 20_000;
+  server.requestTimeout = options.requestTimeoutMs ?? 300_000;
+  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 65_000;
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -39,12 +57,18 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
                 : setTimeout(() => {
                     server.closeAllConnections();
                   }, graceMs);
+            edge.drain();
             server.close((error) => {
               if (force !== undefined) clearTimeout(force);
               if (error) fail(error);
               else done();
             });
             server.closeIdleConnections();
+            // Connections that were busy close after their response (Connection: close); one
+            // that turned idle in between is closed once nothing is in flight.
+            void edge.idle().then(() => {
+              server.closeIdleConnections();
+            });
           }),
       });
     });

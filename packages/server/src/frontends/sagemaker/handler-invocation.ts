@@ -67,7 +67,7 @@ function bridgeFor(deps: HandlerInvocationDeps, target: InvocationTarget): Handl
         const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
         checkPredictMethod(target);
         const model = { name: target.name, version: target.version };
-        const out = await predictTfsJson(service, model, parseTfsJsonText(text), signal);
+        const out = await predictTfsJson(service, model, parseTfsJsonText(text), { signal });
         return { status: 200, headers: { 'content-type': 'application/json' }, body: out };
       } catch (error) {
         const serving = toServingError(error);

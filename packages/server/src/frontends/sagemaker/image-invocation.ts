@@ -1,7 +1,7 @@
 import { Code, ServingError, encodeTfsPredictResponse } from '@visionserve/protocol';
 import { type ImageConfig, classifyTopK, decodeDetections, detectionOutputNames } from '@visionserve/vision';
 import { imageToTensor } from '@visionserve/vision/image';
-import type { Servable } from '../../core/inference-service.js';
+import type { CallOptions, Servable } from '../../core/inference-service.js';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { ConcurrencyLimit } from '../shared/concurrency-limit.js';
 
@@ -16,7 +16,7 @@ export async function runImageInvocation(
   servable: Servable<ServableAssets>,
   image: ImageConfig,
   body: Uint8Array,
-  signal: AbortSignal | undefined,
+  call: CallOptions,
   decodes: ConcurrencyLimit,
 ): Promise<Uint8Array> {
   const { config, labels } = servable.assets.vision;
@@ -55,7 +55,7 @@ export async function runImageInvocation(
       Object.hasOwn(signature.outputs, n),
     );
   }
-  const outputs = await servable.predict({ inputs: { [input]: decoded.tensor }, outputFilter }, { signal });
+  const outputs = await servable.predict({ inputs: { [input]: decoded.tensor }, outputFilter }, call);
   if (post === undefined) return encodeTfsPredictResponse(outputs, 'row');
   const predictions =
     post.kind === 'classification'

@@ -76,6 +76,7 @@ export async function invoke(ctx: HttpContext, deps: InvocationsDeps, pathModel?
     method: attributes.method ?? 'predict',
   };
   const contentType = req.headers['content-type'];
+  const call = { signal, deadline: ctx.deadline };
   await deps.service.withServable(
     { name, version: target.version },
     async (servable) => {
@@ -109,11 +110,13 @@ export async function invoke(ctx: HttpContext, deps: InvocationsDeps, pathModel?
         );
       }
       checkPredictMethod(target);
+      // Shed before reading the body when the model's queue is already too long.
+      deps.service.admit({ name: servable.name, version: servable.version }, call);
       const body = await ctx.readBody();
       if (body.byteLength === 0) throw invalidArgument('Empty request body');
       let out: Uint8Array;
       if (kind === 'image') {
-        out = await runImageInvocation(servable, image!, body, signal, deps.imageDecodes);
+        out = await runImageInvocation(servable, image!, body, call, deps.imageDecodes);
       } else {
         const text = body.toString('utf8');
         const predictBody =
@@ -122,7 +125,7 @@ export async function invoke(ctx: HttpContext, deps: InvocationsDeps, pathModel?
             : kind === 'jsonlines'
               ? jsonLinesToPredictBody(text)
               : jsonToPredictBody(text);
-        out = await predictTfsJsonOn(servable, predictBody, signal);
+        out = await predictTfsJsonOn(servable, predictBody, call);
       }
       sendBody(
         res,
@@ -131,6 +134,6 @@ export async function invoke(ctx: HttpContext, deps: InvocationsDeps, pathModel?
         RESPONSE_CONTENT_TYPE[responseKind],
       );
     },
-    { signal },
+    call,
   );
 }

@@ -4,7 +4,7 @@ import {
   parseTfsPredictBody,
   tfsJsonToTensors,
 } from '@visionserve/protocol';
-import type { InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
+import type { CallOptions, InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
 
 /**
  * Runs a TF Serving REST predict body (already JSON-parsed) on a pinned version and
@@ -14,7 +14,7 @@ import type { InferenceService, ModelSpec, Servable } from '../../core/inference
 export async function predictTfsJsonOn(
   servable: Servable<unknown>,
   body: unknown,
-  signal: AbortSignal | undefined,
+  call: CallOptions,
 ): Promise<Uint8Array> {
   const parsed = parseTfsPredictBody(body);
   const requested = parsed.signatureName ?? '';
@@ -25,7 +25,7 @@ export async function predictTfsJsonOn(
   }
   const { name, signature } = servable.signature(parsed.signatureName);
   const inputs = tfsJsonToTensors(parsed.format, parsed.value, signature.inputs);
-  const outputs = await servable.predict({ inputs, signatureName: name }, { signal });
+  const outputs = await servable.predict({ inputs, signatureName: name }, call);
   return encodeTfsPredictResponse(outputs, parsed.format);
 }
 
@@ -37,7 +37,7 @@ export function predictTfsJson(
   service: InferenceService,
   model: Omit<ModelSpec, 'signatureName'>,
   body: unknown,
-  signal: AbortSignal | undefined,
+  call: CallOptions,
 ): Promise<Uint8Array> {
-  return service.withServable(model, (servable) => predictTfsJsonOn(servable, body, signal), { signal });
+  return service.withServable(model, (servable) => predictTfsJsonOn(servable, body, call), call);
 }

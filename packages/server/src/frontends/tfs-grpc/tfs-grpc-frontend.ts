@@ -105,7 +105,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
 
   const predict: GrpcMethod = {
     alignment: predictRequestTensorOffset,
-    async handler(bytes, { signal, messageBuffer }) {
+    async handler(bytes, { signal, deadline, messageBuffer }) {
       const request = decodePredictRequest(bytes);
       const model = modelSpecFromProto(request.modelSpec);
       const inputs: Record<string, Tensor> = {};
@@ -114,7 +114,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       }
       const result = await service.predict(
         { model, inputs, outputFilter: request.outputFilter, ownedBuffers: [messageBuffer] },
-        { signal },
+        { signal, deadline },
       );
       return writePredictResponse(
         result.outputs,

@@ -64,11 +64,14 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
               `${method === 'classify' ? 'Classify' : 'Regress'} is not supported by this server: ONNX models expose predict signatures only; use :predict`,
             );
           }
+          const call = { signal: ctx.signal, deadline: ctx.deadline };
+          // Shed before reading the body when the model's queue is already too long.
+          service.admit(model, call);
           const body = await ctx.readBody();
           sendJson(
             ctx.res,
             200,
-            await predictTfsJson(service, model, parseTfsJsonText(body.toString('utf8')), ctx.signal),
+            await predictTfsJson(service, model, parseTfsJsonText(body.toString('utf8')), call),
           );
         },
       },

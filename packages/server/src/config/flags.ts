@@ -1,0 +1,239 @@
+import { delimiter } from 'node:path';
+import { ConfigError } from './config-error.js';
+import type { ServerConfig } from './server-config.js';
+
+export interface FlagSpec {
+  readonly key: keyof ServerConfig;
+  readonly type: 'int' | 'bool' | 'string' | 'loglevel' | 'paths';
+  readonly help: string;
+}
+
+/** Command-line flags, TF Serving spelling. */
+export const FLAGS: Readonly<Record<string, FlagSpec>> = {
+  port: { key: 'grpcPort', type: 'int', help: 'gRPC port (default 8500)' },
+  rest_api_port: { key: 'restPort', type: 'int', help: 'REST port (default 8501; -1 disables)' },
+  sagemaker_port: {
+    key: 'sagemakerPort',
+    type: 'int',
+    help: 'SageMaker-style endpoint port (default 8080; -1 disables)',
+  },
+  host: { key: 'host', type: 'string', help: 'bind address (default 0.0.0.0)' },
+  model_name: {
+    key: 'modelName',
+    type: 'string',
+    help: 'model name in single-model mode (default "default")',
+  },
+  model_base_path: { key: 'modelBasePath', type: 'string', help: 'directory of numeric version directories' },
+  model_config_file: {
+    key: 'modelConfigFile',
+    type: 'string',
+    help: 'TF Serving model_config_list text file',
+  },
+  model_config_file_poll_wait_seconds: {
+    key: 'modelConfigFilePollSeconds',
+    type: 'int',
+    help: 're-read the config file every N s (0: once)',
+  },
+  file_system_poll_wait_seconds: {
+    key: 'fileSystemPollSeconds',
+    type: 'int',
+    help: 'scan for new/removed versions every N s (default 1; 0: never)',
+  },
+  tensorflow_intra_op_parallelism: {
+    key: 'intraOpThreads',
+    type: 'int',
+    help: 'onnxruntime intra-op threads (0: 1)',
+  },
+  tensorflow_inter_op_parallelism: {
+    key: 'interOpThreads',
+    type: 'int',
+    help: 'onnxruntime inter-op threads (0: 1)',
+  },
+  model_instances: {
+    key: 'instances',
+    type: 'int',
+    help: 'worker instances per model version (default: cores/intra)',
+  },
+  ort_allow_spinning: {
+    key: 'allowSpinning',
+    type: 'bool',
+    help: 'let onnxruntime threads spin (default false)',
+  },
+  enable_serialization_as_tensor_content: {
+    key: 'serializeAsTensorContent',
+    type: 'bool',
+    help: 'gRPC outputs as tensor_content (default false)',
+  },
+  rest_api_timeout_in_ms: { key: 'restTimeoutMs', type: 'int', help: 'REST request timeout (default 30000)' },
+  rest_api_max_body_bytes: {
+    key: 'restMaxBodyBytes',
+    type: 'int',
+    help: 'largest REST body (default 256 MiB)',
+  },
+  allow_version_labels_for_unavailable_models: {
+    key: 'allowVersionLabelsForUnavailableModels',
+    type: 'bool',
+    help: 'labels may name versions not loaded yet',
+  },
+  enable_batching: { key: 'enableBatching', type: 'bool', help: 'server-side batching' },
+  batching_parameters_file: {
+    key: 'batchingParametersFile',
+    type: 'string',
+    help: 'batching parameters text file',
+  },
+  enable_per_model_batching_parameters: {
+    key: 'enablePerModelBatchingParameters',
+    type: 'bool',
+    help: 'read batching_params.pbtxt from version directories',
+  },
+  enable_model_warmup: {
+    key: 'enableModelWarmup',
+    type: 'bool',
+    help: 'warm up versions before they are AVAILABLE (default true)',
+  },
+  num_request_iterations_for_warmup: {
+    key: 'numRequestIterationsForWarmup',
+    type: 'int',
+    help: 'replays of each warmup record (default 1)',
+  },
+  shutdown_grace_ms: {
+    key: 'shutdownGraceMs',
+    type: 'int',
+    help: 'graceful shutdown budget (default 10000)',
+  },
+  log_level: { key: 'logLevel', type: 'loglevel', help: 'debug|info|warn|error|silent (default info)' },
+  // --- admission control and connection hygiene ---
+  max_queue_wait_ms: {
+    key: 'maxQueueWaitMs',
+    type: 'int',
+    help: 'refuse requests facing more queued work than this, per model (default 250; 0: off)',
+  },
+  max_queued_requests: {
+    key: 'maxQueuedRequests',
+    type: 'int',
+    help: 'runs a model version queues at most (default 1000)',
+  },
+  max_inflight_request_bytes: {
+    key: 'maxInflightRequestBytes',
+    type: 'int',
+    help: 'request bodies held at once, all listeners (default 512 MiB)',
+  },
+  max_inflight_requests: {
+    key: 'maxInflightRequests',
+    type: 'int',
+    help: 'requests read or served at once, all listeners (default 4096)',
+  },
+  max_connections: { key: 'maxConnections', type: 'int', help: 'connections per listener (default 4096)' },
+  http_headers_timeout_ms: {
+    key: 'httpHeadersTimeoutMs',
+    type: 'int',
+    help: 'time to send HTTP request headers (default 20000)',
+  },
+  request_body_timeout_ms: {
+    key: 'requestBodyTimeoutMs',
+    type: 'int',
+    help: 'time to send a request body / gRPC message (default 60000)',
+  },
+  wait_for_models: {
+    key: 'waitForModels',
+    type: 'bool',
+    help: 'start even if a base path is missing or empty, and poll for it (default false)',
+  },
+  // --- SageMaker endpoint ---
+  sagemaker_default_model_name: {
+    key: 'sagemakerDefaultModelName',
+    type: 'string',
+    help: 'model used by /invocations without tfs-model-name',
+  },
+  sagemaker_multi_model: {
+    key: 'sagemakerMultiModel',
+    type: 'bool',
+    help: 'multi-model API on the SageMaker port (default false)',
+  },
+  sagemaker_model_roots: {
+    key: 'sagemakerModelRoots',
+    type: 'paths',
+    help: "':'-separated dirs POST /models urls must lie in",
+  },
+  sagemaker_max_models: {
+    key: 'sagemakerMaxModels',
+    type: 'int',
+    help: 'most models loaded via POST /models (0: no limit)',
+  },
+  sagemaker_memory_limit_bytes: {
+    key: 'sagemakerMemoryLimitBytes',
+    type: 'int',
+    help: 'refuse POST /models above this RSS (0: none)',
+  },
+  sagemaker_max_body_bytes: {
+    key: 'sagemakerMaxBodyBytes',
+    type: 'int',
+    help: 'largest /invocations body (default 100 MiB)',
+  },
+  sagemaker_request_timeout_ms: {
+    key: 'sagemakerRequestTimeoutMs',
+    type: 'int',
+    help: '/invocations deadline (default 60000; 0: none)',
+  },
+  sagemaker_handler_workers: {
+    key: 'sagemakerHandlerWorkers',
+    type: 'int',
+    help: 'worker threads for code/inference.js (default 2)',
+  },
+  sagemaker_model_load_timeout_ms: {
+    key: 'sagemakerModelLoadTimeoutMs',
+    type: 'int',
+    help: 'POST /models load timeout (default 300000)',
+  },
+};
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+function parseValue(flag: string, spec: FlagSpec, raw: string): unknown {
+  switch (spec.type) {
+    case 'int': {
+      if (!/^-?\d+$/.test(raw)) throw new ConfigError(`--${flag} expects an integer, got "${raw}"`);
+      return Number(raw);
+    }
+    case 'bool': {
+      if (['true', '1', 'yes', ''].includes(raw.toLowerCase())) return true;
+      if (['false', '0', 'no'].includes(raw.toLowerCase())) return false;
+      throw new ConfigError(`--${flag} expects true or false, got "${raw}"`);
+    }
+    case 'loglevel': {
+      if (!['debug', 'info', 'warn', 'error', 'silent'].includes(raw)) {
+        throw new ConfigError(`--${flag} expects debug|info|warn|error|silent, got "${raw}"`);
+      }
+      return raw;
+    }
+    case 'string':
+      return raw;
+    case 'paths':
+      return raw.split(delimiter).filter((p) => p !== '');
+  }
+}
+
+/** Parses `--flag=value`, `--flag value` and bare boolean `--flag`. Unknown flags are errors. */
+export function parseFlags(argv: readonly string[]): Partial<ServerConfig> {
+  const out: Partial<Mutable<ServerConfig>> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument "${arg}"`);
+    const eq = arg.indexOf('=');
+    const name = (eq >= 0 ? arg.slice(2, eq) : arg.slice(2)).replaceAll('-', '_');
+    const spec = FLAGS[name];
+    if (!spec) throw new ConfigError(`unknown flag --${name}`);
+    let raw: string;
+    if (eq >= 0) raw = arg.slice(eq + 1);
+    else if (spec.type === 'bool' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--')))
+      raw = 'true';
+    else {
+      const next = argv[i + 1];
+      if (next === undefined) throw new ConfigError(`--${name} needs a value`);
+      raw = next;
+      i++;
+    }
+    (out as Record<string, unknown>)[spec.key] = parseValue(name, spec, raw);
+  }
+  return out;
+}

@@ -1,0 +1,44 @@
+import { Code, ServingError } from '@visionserve/protocol';
+import type { Session } from './session.js';
+
+export interface AdmissionPolicy {
+  /**
+   * Refuse a request when the work already queued for its model version would make it
+   * wait longer than this before it starts, in ms (0: no limit). Keeps the latency of
+   * accepted requests bounded and the server busy with work that can still succeed.
+   */
+  readonly maxQueueWaitMs: number;
+}
+
+/**
+ * Throws UNAVAILABLE (reason `overloaded`) when a run submitted to `session` now would wait
+ * longer than the policy allows, or could not finish before `deadline` (Date.now() clock).
+ * Sessions that report no pressure are never refused here.
+ */
+export function checkAdmission(
+  session: Session,
+  policy: AdmissionPolicy,
+  model: string,
+  deadline: number | undefined,
+): void {
+  const pressure = session.pressure?.();
+  if (pressure === undefined || pressure.queued === 0) return;
+  const wait = pressure.estimatedWaitMs;
+  if (policy.maxQueueWaitMs > 0 && wait > policy.maxQueueWaitMs) {
+    throw new ServingError(
+      Code.UNAVAILABLE,
+      `Server is overloaded: model ${model} has about ${Math.round(wait)} ms of queued work (limit ${policy.maxQueueWaitMs} ms); retry later`,
+      { reason: 'overloaded' },
+    );
+  }
+  if (deadline !== undefined) {
+    const left = deadline - Date.now();
+    if (wait + pressure.runMs > left) {
+      throw new ServingError(
+        Code.UNAVAILABLE,
+        `Request cannot finish before its deadline: model ${model} has about ${Math.round(wait)} ms of queued work and ${Math.max(0, Math.round(left))} ms are left`,
+        { reason: 'overloaded' },
+      );
+    }
+  }
+}
