@@ -14,7 +14,7 @@ import {
 } from './batching/batching-parameters.js';
 import { createBatchingSessionFactory } from './batching/batching-session-factory.js';
 import { type BatchingStats, createBatchingStats } from './batching/batching-stats.js';
-import type { ServerConfig } from './config/server-config.js';
+import { DEFAULTS, type ServerConfig } from './config/server-config.js';
 import type { ModelConfig } from './core/model-config.js';
 import { DEFAULT_VERSION_POLICY } from './core/model-config.js';
 import { createModelManager } from './core/model-manager.js';
@@ -27,18 +27,30 @@ import { type StartedHttpServer, startHttpServer } from './frontends/http/start-
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
-import { createSageMakerApi } from './frontends/sagemaker/index.js';
+import {
+  type ExecutionParameters,
+  type InvocationCall,
+  type InvocationRequest,
+  type InvocationResponse,
+  type SageMakerInvoker,
+  createSageMakerApi,
+  createSageMakerInvoker,
+} from './frontends/sagemaker/index.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
 import { resolveModelLocation } from './repository/confined-path.js';
 import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
+import { createHandlerDependencies } from './runtime/handler-dependencies.js';
+import { createModelSources, isArchivePath } from './storage/model-sources.js';
+import { isS3Uri } from './storage/s3-store.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
 import { listVersions } from './repository/list-versions.js';
 import { describeModelLayoutProblem } from './repository/model-layout.js';
 import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
 import { createInflightBudget } from './frontends/shared/inflight-budget.js';
 import { ConfigError } from './config/config-error.js';
+import { notFound, toServingError } from '@visionserve/protocol';
 import { readOptionalFile } from './repository/optional-file.js';
 import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
@@ -53,6 +65,13 @@ export interface RunningVisionServer {
   readonly manager: ModelManager<ServableAssets>;
   /** Batching counters per batched model version; absent when batching is off. */
   readonly batching?: BatchingStats;
+  /**
+   * Serves one SageMaker /invocations request in-process, exactly as the HTTP route does
+   * (`visionserve transform` uses it with every listener disabled).
+   */
+  invoke(request: InvocationRequest, call: InvocationCall): Promise<InvocationResponse>;
+  /** What `GET /execution-parameters` answers. */
+  readonly executionParameters: ExecutionParameters;
   /** Graceful shutdown: stop listening, let in-flight requests finish (up to shutdownGraceMs), unload models. */
   close(): Promise<void>;
 }
@@ -76,6 +95,8 @@ function modelConfigs(config: ServerConfig, configFileText: string | undefined):
   }
   return [];
 }
+
+const DEFAULT_MODEL_NAME: string = DEFAULTS.modelName;
 
 /** Per-model batching parameters file inside a version directory. */
 const MODEL_BATCHING_PARAMETERS_FILE = 'batching_params.pbtxt';
@@ -217,9 +238,55 @@ export async function startVisionServer(
   }
   const { factory: sessionFactory, batching } = await createSessionFactory(config, logger, hooks);
   let handlerHost: HandlerHost | undefined;
+  const sources = createModelSources({
+    cacheDir: config.modelCacheDir,
+    logger: logger.child({ component: 'storage' }),
+    archiveLimits: { maxBytes: config.modelArchiveMaxBytes, maxEntries: 100_000 },
+  });
+  // Base path -> the SageMaker model directory whose shared code/ serves it.
+  const sharedCodeRoots = new Map<string, string>();
+  const handlerDependencies = config.sagemakerInstallHandlerDependencies
+    ? createHandlerDependencies({
+        cacheDir: config.modelCacheDir,
+        logger: logger.child({ component: 'handler-dependencies' }),
+      })
+    : undefined;
+  const loadAssets = async (basePath: string): Promise<ServableAssets> => {
+    const assets = await readModelAssets(basePath, { sharedCodeRoot: sharedCodeRoots.get(basePath) });
+    if (assets.handlerModulePath === undefined || handlerDependencies === undefined) return assets;
+    return { ...assets, handlerModulePath: await handlerDependencies.prepare(assets.handlerModulePath) };
+  };
+  /** Remote and archived locations as local directories; a SageMaker model directory as the models it holds. */
+  const localize = async (configs: readonly ModelConfig[]): Promise<ModelConfig[]> => {
+    if (config.sagemakerModelDir !== undefined) {
+      const singleName = config.modelName === DEFAULT_MODEL_NAME ? 'model' : config.modelName;
+      const found = await sources.modelDirectory(config.sagemakerModelDir, singleName);
+      if (found.models.length === 0 && !config.waitForModels) {
+        throw new ConfigError(
+          `--sagemaker_model_dir=${config.sagemakerModelDir}: no model found (expected <version>/model.onnx at its top, or <model>/<version>/model.onnx for several models)`,
+        );
+      }
+      return found.models.map((m) => {
+        if (found.codeDir !== undefined) sharedCodeRoots.set(m.basePath, dirname(found.codeDir));
+        return {
+          name: m.name,
+          basePath: m.basePath,
+          versionPolicy: DEFAULT_VERSION_POLICY,
+          versionLabels: {},
+        };
+      });
+    }
+    return Promise.all(
+      configs.map(async (c) =>
+        isS3Uri(c.basePath) || isArchivePath(c.basePath)
+          ? { ...c, basePath: await sources.localBasePath(c.basePath) }
+          : c,
+      ),
+    );
+  };
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
-    loadAssets: (source) => readModelAssets(source.basePath),
+    loadAssets: (source) => loadAssets(source.basePath),
     listVersions,
     logger: logger.child({ component: 'manager' }),
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
@@ -248,6 +315,7 @@ export async function startVisionServer(
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
+  let invoker: SageMakerInvoker | undefined;
   const stopAll = async (graceMs: number): Promise<void> => {
     for (const t of timers) clearInterval(t);
     // Listeners drain together: no new connections, keep-alive clients told to go, in-flight requests finish.
@@ -296,14 +364,32 @@ export async function startVisionServer(
         }),
       );
     }
+    // Handler workers start on first use: the host costs nothing until a handler runs.
+    const host = createHandlerHost({
+      workers: config.sagemakerHandlerWorkers,
+      logger: logger.child({ component: 'handler-host' }),
+    });
+    handlerHost = host;
+    const loopback = loopbackFor(config.host);
+    invoker = createSageMakerInvoker({
+      service,
+      logger: logger.child({ component: 'sagemaker' }),
+      handlerHost: host,
+      defaultModelName: config.sagemakerDefaultModelName,
+      restBaseUrl: rest === undefined ? undefined : `http://${loopback}:${rest.port}`,
+      grpcPort: grpc?.port,
+      executionParameters: {
+        MaxConcurrentTransforms:
+          config.sagemakerMaxConcurrentTransforms > 0
+            ? config.sagemakerMaxConcurrentTransforms
+            : 2 * config.instances,
+        BatchStrategy: 'MULTI_RECORD',
+        MaxPayloadInMB: config.sagemakerMaxPayloadMb,
+      },
+    });
     if (config.sagemakerPort >= 0) {
-      const host = createHandlerHost({
-        workers: config.sagemakerHandlerWorkers,
-        logger: logger.child({ component: 'handler-host' }),
-      });
-      handlerHost = host;
       const roots = config.sagemakerModelRoots;
-      const loopback = loopbackFor(config.host);
+      const sagemakerInvoker = invoker;
       sagemaker = await listen('--sagemaker_port', config.sagemakerPort, () =>
         startHttpServer({
           host: config.host,
@@ -313,19 +399,23 @@ export async function startVisionServer(
             apis: [
               createSageMakerApi({
                 service,
+                invoker: sagemakerInvoker,
                 registry: manager,
                 logger: logger.child({ component: 'sagemaker' }),
-                handlerHost: host,
-                resolveModelLocation: (url) => resolveModelLocation(url, roots),
-                defaultModelName: config.sagemakerDefaultModelName,
+                resolveModelLocation: async (url) => {
+                  if (!isS3Uri(url) && !isArchivePath(url)) return resolveModelLocation(url, roots);
+                  const where = isS3Uri(url) ? url : await resolveModelLocation(url, roots, 'file');
+                  // The container answers 404 for a model location it cannot use.
+                  return sources.localBasePath(where).catch((error: unknown) => {
+                    throw notFound(toServingError(error).message);
+                  });
+                },
                 multiModel: config.sagemakerMultiModel,
                 maxModels: config.sagemakerMaxModels,
                 memoryLimitBytes: config.sagemakerMemoryLimitBytes,
                 modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
                 bodyLimitBytes: config.sagemakerMaxBodyBytes,
                 requestTimeoutMs: config.sagemakerRequestTimeoutMs,
-                restBaseUrl: rest === undefined ? undefined : `http://${loopback}:${rest.port}`,
-                grpcPort: grpc?.port,
               }),
             ],
             logger: logger.child({ component: 'sagemaker' }),
@@ -342,7 +432,7 @@ export async function startVisionServer(
         config.modelConfigFile === undefined ? undefined : await readFile(config.modelConfigFile, 'utf8');
       if (text !== undefined && text === lastConfigText) return undefined;
       lastConfigText = text;
-      return modelConfigs(config, text);
+      return localize(modelConfigs(config, text));
     };
     const initial = (await readConfigs()) ?? [];
     if (!config.waitForModels) await checkModelLayouts(config, initial);
@@ -351,7 +441,8 @@ export async function startVisionServer(
     if (config.fileSystemPollSeconds > 0) {
       timers.push(
         setInterval(() => {
-          void manager.poll();
+          // S3 copies are refreshed first; their failures are logged and the copies kept.
+          void sources.sync().then(() => manager.poll());
         }, config.fileSystemPollSeconds * 1000),
       );
     }
@@ -382,6 +473,8 @@ export async function startVisionServer(
     service,
     manager,
     ...(batching ? { batching } : {}),
+    invoke: (request, call) => invoker!.invoke(request, call),
+    executionParameters: invoker!.executionParameters,
     close() {
       closing ??= stopAll(config.shutdownGraceMs);
       return closing;

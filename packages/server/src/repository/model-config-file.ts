@@ -113,7 +113,11 @@ function parseOneConfig(config: PbMessageReader, configDir: string, source: stri
 
   return {
     name,
-    basePath: isAbsolute(basePath) ? basePath : resolve(configDir, basePath),
+    // URIs (s3://...) are kept as they are; the storage layer reads them.
+    basePath:
+      isAbsolute(basePath) || /^[a-z][a-z0-9+.-]*:\/\//i.test(basePath)
+        ? basePath
+        : resolve(configDir, basePath),
     versionPolicy,
     versionLabels,
   };
