@@ -101,8 +101,10 @@ describe('S3 (moto, auth on)', () => {
     );
     const rest = `http://127.0.0.1:${server.ports.rest!}/v1/models/hp2`;
     const versions = async (): Promise<string[]> =>
-      ((await request(rest)).json() as { model_version_status: { version: string; state: string }[] })
-        .model_version_status.filter((s) => s.state === 'AVAILABLE')
+      (
+        (await request(rest)).json() as { model_version_status: { version: string; state: string }[] }
+      ).model_version_status
+        .filter((s) => s.state === 'AVAILABLE')
         .map((s) => s.version);
     try {
       assert.deepEqual(await versions(), ['1']);
@@ -188,9 +190,14 @@ describe('S3 (moto, auth on)', () => {
       const fromS3 = (await store.get({ bucket: 'data', key: `out/${name}` })).toString();
       assert.equal(fromS3, await readFile(join(dir, 'out', name), 'utf8'));
     }
-    assert.equal((await store.get({ bucket: 'data', key: 'out/b.jsonl.out' })).toString(), '{"predictions":[2.5]}\n{"predictions":[3]}\n');
+    assert.equal(
+      (await store.get({ bucket: 'data', key: 'out/b.jsonl.out' })).toString(),
+      '{"predictions":[2.5]}\n{"predictions":[3]}\n',
+    );
     // Run again: everything is there already, nothing is sent.
-    const again = JSON.parse((await run(process.execPath, args('s3://data/in/', 's3://data/out'), { env })).stdout) as {
+    const again = JSON.parse(
+      (await run(process.execPath, args('s3://data/in/', 's3://data/out'), { env })).stdout,
+    ) as {
       filesSkipped: number;
       requests: number;
     };

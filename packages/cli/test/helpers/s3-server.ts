@@ -20,7 +20,10 @@ export interface S3Server {
 
 export async function startS3Server(): Promise<S3Server> {
   execFileSync('bash', [join(ROOT, 'scripts/s3/setup-moto.sh')], { stdio: 'inherit' });
-  const python = process.env['MOTO_VENV'] !== undefined ? join(process.env['MOTO_VENV'], 'bin/python') : join(ROOT, '.venv-moto/bin/python');
+  const python =
+    process.env['MOTO_VENV'] !== undefined
+      ? join(process.env['MOTO_VENV'], 'bin/python')
+      : join(ROOT, '.venv-moto/bin/python');
   const child: ChildProcess = spawn(python, [join(ROOT, 'scripts/s3/start-moto.py')], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });

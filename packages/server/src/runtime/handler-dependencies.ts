@@ -205,9 +205,11 @@ export function createHandlerDependencies(options: HandlerDependenciesOptions): 
       let result = pending.get(modulePath);
       if (result === undefined) {
         result = prepareDir(modulePath);
-        // A failed installation is tried again with the next load (fixed network, fixed package.json).
-        result.catch(() => pending.delete(modulePath));
-        void result.then(() => pending.delete(modulePath));
+        // Shares one installation among concurrent loads only; a failed one is tried again with the next load.
+        const forget = (): void => {
+          pending.delete(modulePath);
+        };
+        result.then(forget, forget);
         pending.set(modulePath, result);
       }
       return result;
