@@ -126,6 +126,8 @@ interface FileJob {
   writing: Promise<void>;
   lastCheckpoint: number;
   failed: boolean;
+  /** Committed (or given up); later flushes find nothing to do. */
+  finished: boolean;
 }
 
 function errorLine(message: string): Uint8Array {
@@ -224,6 +226,7 @@ export async function runTransformJob(options: TransformJobOptions): Promise<Tra
       writing: Promise.resolve(),
       lastCheckpoint: Date.now(),
       failed: false,
+      finished: false,
     };
   };
 
@@ -260,8 +263,12 @@ export async function runTransformJob(options: TransformJobOptions): Promise<Tra
         bytesDone += job.input.size * fraction;
         bytesDoneThisRun += job.input.size * fraction;
       }
-      if (job.nextWrite === job.batches.length) await finishJob(job);
-      else if (job.batches.length > 1 && Date.now() - job.lastCheckpoint > 200) await saveCheckpoint(job);
+      if (job.nextWrite === job.batches.length) {
+        if (!job.finished) {
+          job.finished = true;
+          await finishJob(job);
+        }
+      } else if (job.batches.length > 1 && Date.now() - job.lastCheckpoint > 200) await saveCheckpoint(job);
     });
     return job.writing;
   };
