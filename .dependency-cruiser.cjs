@@ -94,7 +94,7 @@ module.exports = {
       from: { path: S + 'core/' },
       to: {
         path: [
-          S + '(frontends|runtime|batching|warmup|repository|config|contracts)/',
+          S + '(frontends|runtime|batching|warmup|repository|config|contracts|storage)/',
           S + '(server|index)\\.ts$',
           '^packages/vision/',
           '@bufbuild/protobuf',
@@ -121,7 +121,9 @@ module.exports = {
         'runtime implements core.Session and the handler contract; it knows no frontend, decorator, repository or config',
       severity: 'error',
       from: { path: S + 'runtime/' },
-      to: { path: [S + '(frontends|batching|warmup|repository|config)/', S + '(server|index)\\.ts$'] },
+      to: {
+        path: [S + '(frontends|batching|warmup|repository|config|storage)/', S + '(server|index)\\.ts$'],
+      },
     },
     {
       name: 'batching-knows-only-core-session',
@@ -160,7 +162,7 @@ module.exports = {
       from: { path: S + 'repository/' },
       to: {
         path: [
-          S + '(core|frontends|runtime|batching|warmup|config)/',
+          S + '(core|frontends|runtime|batching|warmup|config|storage)/',
           S + '(server|index)\\.ts$',
           ...NATIVE,
           WORKERS,
@@ -169,13 +171,35 @@ module.exports = {
       },
     },
     {
+      name: 'storage-knows-only-the-repository',
+      comment:
+        'storage turns model locations (s3://, archives) into local directories; it reads them with the repository and knows no serving layer',
+      severity: 'error',
+      from: { path: S + 'storage/' },
+      to: {
+        path: [
+          S + '(core|frontends|runtime|batching|warmup|config|contracts)/',
+          S + '(server|index)\\.ts$',
+          ...NATIVE,
+          WORKERS,
+        ],
+      },
+    },
+    {
+      name: 'only-storage-talks-to-s3',
+      comment: 'the AWS SDK is loaded lazily in one place (storage/s3-store.ts); everything else uses that store',
+      severity: 'error',
+      from: { path: '^packages/(server|cli)/src/', pathNot: S + 'storage/' },
+      to: { path: '(^|/)node_modules/@aws-sdk/' },
+    },
+    {
       name: 'config-is-a-leaf',
       comment: 'config parses flags, files and environment into one frozen schema',
       severity: 'error',
       from: { path: S + 'config/' },
       to: {
         path: [
-          S + '(core|frontends|runtime|batching|warmup|repository|contracts)/',
+          S + '(core|frontends|runtime|batching|warmup|repository|contracts|storage)/',
           S + '(server|index)\\.ts$',
           ...NATIVE,
         ],
@@ -203,7 +227,7 @@ module.exports = {
       from: { path: S + 'frontends/' },
       to: {
         path: [
-          S + '(runtime|batching|warmup|repository|config)/',
+          S + '(runtime|batching|warmup|repository|config|storage)/',
           S + '(server|index)\\.ts$',
           'onnxruntime-node',
           WORKERS,

@@ -309,7 +309,7 @@ export async function transformCommand(argv: readonly string[], env: NodeJS.Proc
         `${summary.filesWritten} output(s) written, ${summary.filesSkipped} already there, ${summary.filesFailed} failed; ` +
         `${summary.records} records (${summary.recordsPerSecond.toFixed(1)}/s) in ${summary.requests} requests` +
         `${summary.recordsResumed > 0 ? `, ${summary.recordsResumed} resumed past` : ''}, ${summary.recordsFailed} failed` +
-        `${manifest === undefined ? '' : `; failures: ${manifest}`}` +
+        (manifest === undefined ? '' : `; failures: ${manifest}`) +
         `${summary.interrupted ? '\nrerun the same command to resume' : ''}\n`,
     );
     const { failures, ...counts } = summary;

@@ -40,7 +40,7 @@ function recordingLogger(lines: string[]): Logger {
     warn: log('warn'),
     error: log('error'),
     child: () => logger,
-  } as unknown as Logger;
+  };
   return logger;
 }
 

@@ -61,7 +61,11 @@ async function interruptWhen(
   let stderr = '';
   child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number>((resolve) => child.once('exit', (code) => resolve(code ?? -1)));
+  const exited = new Promise<number>((resolve) => {
+    child.once('exit', (code) => {
+      resolve(code ?? -1);
+    });
+  });
   let sent = false;
   while (!sent && child.exitCode === null) {
     if (await ready()) {

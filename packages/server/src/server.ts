@@ -464,6 +464,7 @@ export async function startVisionServer(
   }
 
   let closing: Promise<void> | undefined;
+  const sagemakerInvoker: SageMakerInvoker = invoker;
   return {
     ports: {
       ...(grpc ? { grpc: grpc.port } : {}),
@@ -473,8 +474,8 @@ export async function startVisionServer(
     service,
     manager,
     ...(batching ? { batching } : {}),
-    invoke: (request, call) => invoker!.invoke(request, call),
-    executionParameters: invoker!.executionParameters,
+    invoke: (request, call) => sagemakerInvoker.invoke(request, call),
+    executionParameters: sagemakerInvoker.executionParameters,
     close() {
       closing ??= stopAll(config.shutdownGraceMs);
       return closing;

@@ -355,7 +355,7 @@ export async function runTransformJob(options: TransformJobOptions): Promise<Tra
     return take;
   };
 
-  let fatal: unknown;
+  let fatal: Error | undefined;
   const worker = async (): Promise<void> => {
     for (;;) {
       if (fatal !== undefined) return;
@@ -368,7 +368,7 @@ export async function runTransformJob(options: TransformJobOptions): Promise<Tra
         if (item.job.nextWrite === item.job.batches.length) jobsOpen.delete(item.job);
         progress(false);
       } catch (error) {
-        fatal ??= error;
+        fatal ??= error instanceof Error ? error : new Error(String(error));
         return;
       }
     }

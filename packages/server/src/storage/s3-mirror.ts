@@ -124,7 +124,7 @@ export function createS3Mirror(options: S3MirrorOptions): S3Mirror {
     for (const rel of Object.keys(manifest.files)) {
       if (files.has(rel)) continue;
       await rm(join(localPath, rel), { force: true });
-      delete manifest.files[rel];
+      manifest.files = Object.fromEntries(Object.entries(manifest.files).filter(([k]) => k !== rel));
       filesUpdated++;
     }
     if (filesUpdated > 0) {

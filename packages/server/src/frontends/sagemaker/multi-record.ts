@@ -45,6 +45,7 @@ function hasContent(bytes: Uint8Array, from: number, to: number): boolean {
   return false;
 }
 
+const CLOSE_LINE = Buffer.from(']}');
 const PREFIX = /^\s*\{\s*"predictions"\s*:\s*\[/;
 
 /**
@@ -60,12 +61,13 @@ export function predictionsAsLines(body: Uint8Array): Uint8Array {
   if (hasContent(body, end, body.length) && !/^\s*\}\s*$/.test(Buffer.from(body.subarray(end)).toString())) {
     return oneLine(body);
   }
-  const parts: Buffer[] = [];
+  const parts: Uint8Array[] = [];
   elements.forEach(([from, to], i) => {
-    if (i > 0) parts.push(Buffer.from('\n'));
-    parts.push(Buffer.from('{"predictions":['));
-    parts.push(Buffer.from(oneLine(body.subarray(from, to))).subarray(0));
-    parts.push(Buffer.from(']}'));
+    parts.push(
+      Buffer.from(`${i > 0 ? '\n' : ''}{"predictions":[`),
+      oneLine(body.subarray(from, to)),
+      CLOSE_LINE,
+    );
   });
   return Buffer.concat(parts);
 }
