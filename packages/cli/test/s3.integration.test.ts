@@ -159,6 +159,48 @@ describe('S3 (moto, auth on)', () => {
     }
   });
 
+  it('multi-model POST /models loads a model.tar.gz from S3; a missing object is 404 with the reason', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vs-s3-mme-'));
+    await mkdir(join(dir, 'm', '1'), { recursive: true });
+    await writeFile(join(dir, 'm', '1', 'model.onnx'), halfPlusTwoModel());
+    await run('tar', ['-czf', join(dir, 'model.tar.gz'), '-C', join(dir, 'm'), '.']);
+    await store.put(
+      { bucket: 'data', key: 'mme/hp2/model.tar.gz' },
+      await readFile(join(dir, 'model.tar.gz')),
+    );
+    const h = await startVisionServer(
+      resolveServerConfig({
+        host: '127.0.0.1',
+        grpcPort: -1,
+        restPort: -1,
+        sagemakerPort: 0,
+        sagemakerMultiModel: true,
+        modelCacheDir: join(dir, 'cache'),
+        logLevel: 'silent',
+      }),
+      silentLogger,
+    );
+    try {
+      const url = `http://127.0.0.1:${h.ports.sagemaker!}`;
+      const load = await request(`${url}/models`, {
+        body: JSON.stringify({ model_name: 'hp2', url: 's3://data/mme/hp2/model.tar.gz' }),
+      });
+      assert.equal(load.status, 200, load.text);
+      const inv = await request(`${url}/models/hp2/invoke`, {
+        body: '[1.0, 2.0]',
+        headers: { 'Content-Type': 'application/json' },
+      });
+      assert.deepEqual(inv.json(), { predictions: [2.5, 3] });
+      const missing = await request(`${url}/models`, {
+        body: JSON.stringify({ model_name: 'gone', url: 's3://data/mme/gone/model.tar.gz' }),
+      });
+      assert.equal(missing.status, 404);
+      assert.match(missing.text, /model archive s3:\/\/data\/mme\/gone\/model.tar.gz does not exist/);
+    } finally {
+      await h.close();
+    }
+  });
+
   it('transform reads inputs from S3 and writes <name>.out back, matching a local run', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'vs-s3-transform-'));
     const model = join(dir, 'model');

@@ -292,7 +292,11 @@ export async function startVisionServer(
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
     onVersionEvent: (event) => {
       // Handler modules are imported once per worker: drop them when their version goes or its assets change.
-      if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
+      if (event.type === 'unloaded' || event.type === 'assets-refreshed') {
+        handlerHost?.forget(event.basePath);
+        const shared = sharedCodeRoots.get(event.basePath);
+        if (shared !== undefined) handlerHost?.forget(join(shared, 'code'));
+      }
     },
   });
   const service = createInferenceService({
