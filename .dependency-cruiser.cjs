@@ -187,7 +187,8 @@ module.exports = {
     },
     {
       name: 'only-storage-talks-to-s3',
-      comment: 'the AWS SDK is loaded lazily in one place (storage/s3-store.ts); everything else uses that store',
+      comment:
+        'the AWS SDK is loaded lazily in one place (storage/s3-store.ts); everything else uses that store',
       severity: 'error',
       from: { path: '^packages/(server|cli)/src/', pathNot: S + 'storage/' },
       to: { path: '(^|/)node_modules/@aws-sdk/' },

@@ -34,7 +34,9 @@ export interface S3StoreOptions {
    * `AWS_ENDPOINT_URL`, else TF Serving's `S3_ENDPOINT` (host[:port], with `S3_USE_HTTPS=0`
    * for plain HTTP); `AWS_REGION`, else `AWS_DEFAULT_REGION`, else us-east-1. An endpoint
    * override uses path-style addressing (`AWS_S3_FORCE_PATH_STYLE=false` turns it off).
-   * Credentials come from the SDK's default chain. Default: process.env.
+   * Credentials come from the SDK's default chain, or from this environment's
+   * AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (/ AWS_SESSION_TOKEN) when it is not
+   * process.env and has them. Default: process.env.
    */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined;
   /** Attempts per request (the SDK's retry strategy). Default 3. */
@@ -151,6 +153,17 @@ export function describeS3Error(error: unknown, uri: string, endpoint: string): 
 export function createS3Store(options: S3StoreOptions = {}): S3Store {
   const env = options.env ?? process.env;
   const endpoint = endpointFrom(env);
+  // An environment other than the process's carries its own keys; the default chain reads process.env.
+  const keyId = env['AWS_ACCESS_KEY_ID'];
+  const secret = env['AWS_SECRET_ACCESS_KEY'];
+  const explicitCredentials =
+    env !== process.env && keyId !== undefined && secret !== undefined
+      ? {
+          accessKeyId: keyId,
+          secretAccessKey: secret,
+          ...(env['AWS_SESSION_TOKEN'] === undefined ? {} : { sessionToken: env['AWS_SESSION_TOKEN'] }),
+        }
+      : undefined;
   let client: Promise<{ sdk: S3Sdk; client: S3Client }> | undefined;
   const connect = (): Promise<{ sdk: S3Sdk; client: S3Client }> => {
     client ??= import('@aws-sdk/client-s3').then((sdk) => {
@@ -162,6 +175,7 @@ export function createS3Store(options: S3StoreOptions = {}): S3Store {
           region: env['AWS_REGION'] ?? env['AWS_DEFAULT_REGION'] ?? 'us-east-1',
           maxAttempts: options.maxAttempts ?? 3,
           ...(endpoint === undefined ? {} : { endpoint, forcePathStyle }),
+          ...(explicitCredentials === undefined ? {} : { credentials: explicitCredentials }),
         }),
       };
     });
