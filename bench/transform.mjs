@@ -217,25 +217,25 @@ try {
       throw new Error(`${file} differs from the per-record answers`);
   };
 
+  const imgArgs = (input, output) => [
+    `--input=${input}`,
+    `--output=${output}`,
+    `--sagemaker_model_dir=${model}`,
+  ];
+  const lineArgs = (input, output, strategy) => [
+    `--input=${input}`,
+    `--output=${output}`,
+    `--model_base_path=${hp2}`,
+    '--split-type=Line',
+    '--assemble-with=Line',
+    `--batch-strategy=${strategy}`,
+  ];
   let r;
   if (!values['only-s3']) {
     // --- local
-    const imgArgs = (input, output) => [
-      `--input=${input}`,
-      `--output=${output}`,
-      `--sagemaker_model_dir=${model}`,
-    ];
     r = await transform(imgArgs(join(work, 'images'), join(work, 'out-images')));
     await checkImages(join(work, 'out-images'));
     row('images, local (None)', IMAGES, r.summary, r.wallMs, imgFloor.recordsPerSecond);
-    const lineArgs = (input, output, strategy) => [
-      `--input=${input}`,
-      `--output=${output}`,
-      `--model_base_path=${hp2}`,
-      '--split-type=Line',
-      '--assemble-with=Line',
-      `--batch-strategy=${strategy}`,
-    ];
     r = await transform(lineArgs(join(work, 'jsonl'), join(work, 'out-multi'), 'MultiRecord'));
     await checkLines(join(work, 'out-multi', 'data.jsonl.out'));
     row('JSON Lines, local, MultiRecord (6 MiB)', LINES, r.summary, r.wallMs, whole.recordsPerSecond);

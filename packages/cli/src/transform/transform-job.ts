@@ -178,15 +178,31 @@ export async function runTransformJob(options: TransformJobOptions): Promise<Tra
     job.lastCheckpoint = Date.now();
   };
 
+  // Inputs are read ahead (as many as requests in flight), so that S3 downloads overlap the work.
+  const reads = new Map<number, Promise<Uint8Array>>();
+  const readAhead = Math.max(1, options.concurrency);
+  const readInput = (index: number): Promise<Uint8Array> => {
+    for (let i = index; i < Math.min(options.inputs.length, index + readAhead); i++) {
+      const input = options.inputs[i]!;
+      if (reads.has(i) || finished.has(`${input.rel}.out`)) continue;
+      const pending = input.read();
+      pending.catch(() => undefined);
+      reads.set(i, pending);
+    }
+    const data = reads.get(index) ?? options.inputs[index]!.read();
+    reads.delete(index);
+    return data;
+  };
+
   /** Opens a file's job: its records, its batches from the checkpoint on, its partial output. */
-  const openJob = async (input: InputFile): Promise<FileJob | undefined> => {
+  const openJob = async (input: InputFile, index: number): Promise<FileJob | undefined> => {
     const name = `${input.rel}.out`;
     if (finished.has(name)) {
       filesSkipped++;
       bytesDone += input.size;
       return undefined;
     }
-    const data = await input.read();
+    const data = await readInput(index);
     const fileRecords = splitRecords(data, splitType);
     const partialPath = join(output.stateDir, `${name}.partial`);
     const checkpointPath = join(output.stateDir, `${name}.checkpoint`);
@@ -336,7 +352,8 @@ export async function runTransformJob(options: TransformJobOptions): Promise<Tra
           return { job: current.job, batch };
         }
         if (fileIndex >= options.inputs.length) return undefined;
-        const job = await openJob(options.inputs[fileIndex++]!);
+        const index = fileIndex++;
+        const job = await openJob(options.inputs[index]!, index);
         progress(false);
         if (job === undefined) continue;
         jobsOpen.add(job);
