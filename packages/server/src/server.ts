@@ -4,6 +4,7 @@
  * dependencies passed in.
  */
 import { readFile } from 'node:fs/promises';
+import { Code, ServingError } from '@visionserve/protocol';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createBatchScheduler } from './batching/batch-scheduler.js';
@@ -30,11 +31,11 @@ import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
-import { resolveModelLocation } from './repository/confined-path.js';
+import { checkVersionConfined, resolveModelLocation } from './repository/confined-path.js';
 import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
-import { listVersions } from './repository/list-versions.js';
+import { MODEL_FILE_NAME, listVersions } from './repository/list-versions.js';
 import { describeModelLayoutProblem } from './repository/model-layout.js';
 import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
 import { createInflightBudget } from './frontends/shared/inflight-budget.js';
@@ -219,7 +220,10 @@ export async function startVisionServer(
   let handlerHost: HandlerHost | undefined;
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
-    loadAssets: (source) => readModelAssets(source.basePath),
+    loadAssets: async (source) => {
+      if (source.confined === true) await checkVersionConfined(source.basePath, source.path, MODEL_FILE_NAME);
+      return readModelAssets(source.basePath);
+    },
     listVersions,
     logger: logger.child({ component: 'manager' }),
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
@@ -326,6 +330,7 @@ export async function startVisionServer(
                 requestTimeoutMs: config.sagemakerRequestTimeoutMs,
                 restBaseUrl: rest === undefined ? undefined : `http://${loopback}:${rest.port}`,
                 grpcPort: grpc?.port,
+                restPort: rest?.port,
               }),
             ],
             logger: logger.child({ component: 'sagemaker' }),
@@ -346,7 +351,17 @@ export async function startVisionServer(
     };
     const initial = (await readConfigs()) ?? [];
     if (!config.waitForModels) await checkModelLayouts(config, initial);
-    await manager.setModels(initial);
+    try {
+      await manager.setModels(initial);
+    } catch (error) {
+      // TF Serving does not start when a configured model fails to load; --wait_for_models
+      // keeps its wait-and-retry behaviour instead.
+      if (!(error instanceof ServingError && error.code === Code.UNKNOWN)) throw error;
+      if (!config.waitForModels) {
+        throw new ConfigError(`${error.message} (--wait_for_models starts anyway and keeps retrying)`);
+      }
+      logger.error('starting without every model', { error });
+    }
 
     if (config.fileSystemPollSeconds > 0) {
       timers.push(
@@ -361,7 +376,13 @@ export async function startVisionServer(
           readConfigs()
             .then((configs) => (configs === undefined ? undefined : manager.setModels(configs)))
             .catch((error: unknown) => {
-              logger.error('model config reload failed; keeping the current models', { error });
+              const applied = error instanceof ServingError && error.code === Code.UNKNOWN;
+              logger.error(
+                applied
+                  ? 'model config reloaded, but some models did not become available'
+                  : 'model config reload failed; keeping the current models',
+                { error },
+              );
             });
         }, config.modelConfigFilePollSeconds * 1000),
       );
