@@ -30,7 +30,8 @@ function describe(leaf: unknown): string {
   if (isNonFiniteToken(leaf)) return String(jsonNumberValue(leaf));
   if (typeof leaf === 'object') return 'an object';
   if (typeof leaf === 'string') return JSON.stringify(leaf.length > 32 ? `${leaf.slice(0, 32)}...` : leaf);
-  return String(leaf);
+  if (typeof leaf === 'number' || typeof leaf === 'boolean') return String(leaf);
+  return typeof leaf;
 }
 
 /**
