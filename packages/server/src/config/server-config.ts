@@ -75,6 +75,26 @@ export interface ServerConfig {
   /** Graceful shutdown: how long in-flight requests may finish, in ms (`--shutdown_grace_ms`). Default 10000. */
   readonly shutdownGraceMs: number;
   readonly logLevel: LogLevel;
+  /**
+   * Directories whose subdirectories are models that clients may load by name or URL (KServe
+   * repository load; SageMaker multi-model `POST /models` unless --sagemaker_model_roots is
+   * given): nothing outside them is loaded, symlinks followed (`--model_roots`). Default:
+   * /opt/ml/models, plus the directory of --model_config_file when one is given.
+   */
+  readonly modelRoots: readonly string[];
+
+  // ---- KServe v2 / Open Inference Protocol ----
+  /** Serve the KServe v2 HTTP API (`/v2/...`) on the REST port (`--kserve_rest`). Default true. */
+  readonly kserveRest: boolean;
+  /** Also serve it on the SageMaker-style port (`--kserve_sagemaker_port`). Default false. */
+  readonly kserveSagemakerPort: boolean;
+  /**
+   * `explicit` lets clients load and unload models through the repository extension
+   * (`POST /v2/repository/models/{m}/load|unload`); `none` refuses them (503), as Triton's
+   * default does (`--kserve_model_control_mode`). The index is always served. Default `none`.
+   */
+  readonly kserveModelControlMode: 'none' | 'explicit';
+  // ---- end KServe ----
 
   // ---- SageMaker endpoint and SAGEMAKER_TFS_* batching fields (issue #3) ----
   /** Model /invocations uses when no `tfs-model-name` is given (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`). Default: the first configured model. */
@@ -83,7 +103,7 @@ export interface ServerConfig {
   readonly sagemakerMultiModel: boolean;
   /**
    * Directories a multi-model `POST /models` `url` must resolve inside (after following
-   * symlinks). Default: /opt/ml/models, plus the directory of --model_config_file when one is given.
+   * symlinks). Default: --model_roots.
    */
   readonly sagemakerModelRoots: readonly string[];
   /** Most models loaded at once through the multi-model API; 0 = no limit (then 507). Default 0. */
@@ -209,6 +229,26 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     help: 'graceful shutdown budget (default 10000)',
   },
   log_level: { key: 'logLevel', type: 'loglevel', help: 'debug|info|warn|error|silent (default info)' },
+  model_roots: {
+    key: 'modelRoots',
+    type: 'paths',
+    help: "':'-separated dirs whose subdirs clients may load as models",
+  },
+  kserve_rest: {
+    key: 'kserveRest',
+    type: 'bool',
+    help: 'KServe v2 HTTP API (/v2) on the REST port (default true)',
+  },
+  kserve_sagemaker_port: {
+    key: 'kserveSagemakerPort',
+    type: 'bool',
+    help: 'KServe v2 HTTP API on the SageMaker port too (default false)',
+  },
+  kserve_model_control_mode: {
+    key: 'kserveModelControlMode',
+    type: 'string',
+    help: 'none|explicit: KServe repository load/unload (default none)',
+  },
   // ---- SageMaker endpoint (issue #3) ----
   sagemaker_default_model_name: {
     key: 'sagemakerDefaultModelName',
@@ -223,7 +263,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   sagemaker_model_roots: {
     key: 'sagemakerModelRoots',
     type: 'paths',
-    help: "':'-separated dirs POST /models urls must lie in",
+    help: "':'-separated dirs POST /models urls must lie in (default: --model_roots)",
   },
   sagemaker_max_models: {
     key: 'sagemakerMaxModels',
@@ -394,6 +434,12 @@ export function resolveServerConfig(
 ): ServerConfig {
   const merged = { ...env, ...flags };
   const intra = merged.intraOpThreads && merged.intraOpThreads > 0 ? merged.intraOpThreads : 1;
+  const modelRoots = (
+    merged.modelRoots ?? [
+      '/opt/ml/models',
+      ...(merged.modelConfigFile === undefined ? [] : [dirname(merged.modelConfigFile)]),
+    ]
+  ).map((p) => resolve(p));
   const config: ServerConfig = {
     grpcPort: 8500,
     restPort: 8501,
@@ -427,13 +473,12 @@ export function resolveServerConfig(
     sagemakerRequestTimeoutMs: 60_000,
     sagemakerHandlerWorkers: 2,
     sagemakerModelLoadTimeoutMs: 300_000,
+    kserveRest: true,
+    kserveSagemakerPort: false,
+    kserveModelControlMode: 'none',
     ...merged,
-    sagemakerModelRoots: (
-      merged.sagemakerModelRoots ?? [
-        '/opt/ml/models',
-        ...(merged.modelConfigFile === undefined ? [] : [dirname(merged.modelConfigFile)]),
-      ]
-    ).map((p) => resolve(p)),
+    modelRoots,
+    sagemakerModelRoots: merged.sagemakerModelRoots?.map((p) => resolve(p)) ?? modelRoots,
     intraOpThreads: intra,
     instances:
       merged.instances && merged.instances > 0 ? merged.instances : Math.max(1, Math.floor(cores / intra)),
@@ -450,6 +495,11 @@ export function resolveServerConfig(
   }
   if (config.restPort > 0 && config.restPort === config.grpcPort) {
     throw new ConfigError('--rest_api_port must differ from --port');
+  }
+  if (!['none', 'explicit'].includes(config.kserveModelControlMode)) {
+    throw new ConfigError(
+      `--kserve_model_control_mode must be none or explicit, got "${config.kserveModelControlMode}"`,
+    );
   }
   if (config.fileSystemPollSeconds < 0 || config.modelConfigFilePollSeconds < 0) {
     throw new ConfigError('poll intervals must be >= 0');

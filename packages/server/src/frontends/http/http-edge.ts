@@ -77,8 +77,14 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpHandler {
       sendBodyTooLarge(req, res, serving.message);
       return;
     }
+    const headers: Record<string, string> = {};
+    // RFC 7694: say which request encodings would have worked.
+    if (reason === 'unsupported-content-encoding') {
+      headers['Accept-Encoding'] = (api?.contentEncodings ?? ['gzip']).join(', ');
+    }
     // A body left unread (an answer before reading it): close rather than drain it.
-    sendJsonError(res, status, serving.message, req.complete ? {} : { Connection: 'close' });
+    if (!req.complete) headers['Connection'] = 'close';
+    sendJsonError(res, status, serving.message, headers);
   };
 
   return (req, res) => {
@@ -110,6 +116,7 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpHandler {
         readBody(req, {
           limitBytes: limitBytes ?? api.bodyLimitBytes,
           decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
+          encodings: api.contentEncodings,
           signal: watch.signal,
         }),
     };
