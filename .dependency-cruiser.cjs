@@ -222,6 +222,24 @@ module.exports = {
       },
     },
     {
+      name: 'kserve-operations-are-transport-neutral',
+      comment:
+        'frontends/kserve/*.ts hold the KServe operations that the HTTP binding (kserve/http/) and a gRPC binding share: no transport in them',
+      severity: 'error',
+      from: { path: S + 'frontends/kserve/[^/]+\\.ts$', pathNot: S + 'frontends/kserve/index\\.ts$' },
+      to: {
+        path: [
+          S + 'frontends/http/',
+          S + 'frontends/kserve/[^/]+/',
+          '@grpc/grpc-js',
+          '@bufbuild/protobuf',
+          '@visionserve/protocol/kserve-proto',
+          '^packages/protocol/dist/src/kserve-proto/',
+          TRANSPORTS,
+        ],
+      },
+    },
+    {
       name: 'edge-knows-no-protocol',
       comment: 'the HTTP edge and shared helpers serve every frontend and import none of them',
       severity: 'error',

@@ -96,6 +96,11 @@ const PLANTS = {
     '../sagemaker/index.js',
     'packages/server/src/frontends/sagemaker/index.ts',
   ],
+  'kserve-operations-are-transport-neutral': [
+    'packages/server/src/frontends/kserve/statistics-json.ts',
+    '../http/send.js',
+    'packages/server/src/frontends/http/send.ts',
+  ],
   'edge-knows-no-protocol': [
     'packages/server/src/frontends/shared/concurrency-limit.ts',
     '../tfs-rest/index.js',
