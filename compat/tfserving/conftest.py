@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
 MODELS = SHARED / "models"
 IMAGES = SHARED / "images"
-CLI = ROOT / "packages" / "server" / "bin" / "visionserve.js"
+CLI = ROOT / "packages" / "cli" / "bin" / "visionserve.js"
 
 
 def free_port():
