@@ -471,7 +471,10 @@ describe('HTTP infer request encoding (client)', () => {
       ],
       outputs: [{ name: 'y', binary: true, classification: 2 }],
     });
-    const req = decodeHttpInferRequest(join(encoded), String(encoded.json.byteLength));
+    assert.equal(encoded.json.byteLength % 8, 0, 'JSON padded so that binary data starts aligned');
+    const body = join(encoded);
+    const req = decodeHttpInferRequest(body, String(encoded.json.byteLength));
+    assert.equal((req.inputs[0]!.tensor.data as Float32Array).buffer, body.buffer, 'decoded as a view');
     assert.equal(req.id, 'abc');
     assert.deepEqual([...(req.inputs[0]!.tensor.data as Float32Array)], [1, 2]);
     assert.deepEqual([...(req.inputs[1]!.tensor.data as Int32Array)], [7]);

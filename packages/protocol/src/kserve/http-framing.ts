@@ -147,3 +147,13 @@ export function writeKey(w: JsonWriter, key: string, comma: boolean): void {
 export function newWriter(bytes: number): JsonWriter {
   return new JsonWriter(bytes);
 }
+
+/**
+ * Pads the JSON with trailing spaces (valid JSON whitespace) to a multiple of 8 bytes when
+ * binary data follows, so that the first binary tensor starts 8-byte aligned in a body
+ * buffer that is: the receiver can then view it instead of copying it.
+ */
+export function finishJson(w: JsonWriter, binaryBytes: number): Uint8Array {
+  if (binaryBytes > 0) while (w.length % 8 !== 0) w.byte(0x20);
+  return w.bytes();
+}

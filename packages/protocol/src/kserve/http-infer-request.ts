@@ -11,6 +11,7 @@ import {
   BinaryArea,
   type HttpInferBody,
   binaryDataSize,
+  finishJson,
   isObject,
   jsonHeaderLength,
   newWriter,
@@ -229,5 +230,5 @@ export function encodeHttpInferRequest(init: HttpInferRequestInit): HttpInferBod
     w.byte(0x5d);
   }
   w.byte(0x7d);
-  return { json: w.bytes(), binary, binaryBytes };
+  return { json: finishJson(w, binaryBytes), binary, binaryBytes };
 }

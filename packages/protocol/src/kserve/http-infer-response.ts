@@ -12,6 +12,7 @@ import {
   BinaryArea,
   type HttpInferBody,
   binaryDataSize,
+  finishJson,
   isObject,
   jsonHeaderLength,
   newWriter,
@@ -79,7 +80,7 @@ export function encodeHttpInferResponse(response: InferResponse, binary: readonl
     w.byte(0x7d);
   });
   w.ascii(']}');
-  return { json: w.bytes(), binary: chunks, binaryBytes };
+  return { json: finishJson(w, binaryBytes), binary: chunks, binaryBytes };
 }
 
 /** A decoded response as the client sees it. */
