@@ -124,6 +124,8 @@ const service = fakeInferenceService<ServableAssets>({
   resolve,
   run,
   status(spec) {
+    // Version 2 of "cls" is still loading.
+    if (spec.name === 'cls' && spec.version === 2) return [{ version: 2, state: 'LOADING' }];
     resolve(spec);
     return [{ version: 1, state: 'AVAILABLE' }];
   },
@@ -278,6 +280,10 @@ void describe('KServe v2 HTTP API (fakes)', () => {
     await expectError(call('GET', '/v2/models/nope'), 404, /Servable not found/);
     await expectError(call('GET', '/v2/models/cls/versions/7'), 404, /Specific\(cls, 7\)/);
     await expectError(call('GET', '/v2/models/cls/versions/abc'), 404, /^Not Found$/);
+    // A version that exists but is still loading: 503 (Triton's UNAVAILABLE), not 404.
+    await expectError(call('GET', '/v2/models/cls/versions/2'), 503, /version 2 is not ready yet/);
+    await expectError(call('POST', '/v2/models/cls/versions/2/infer', '{"inputs":[]}'), 503, /not ready yet/);
+    await expectError(call('GET', '/v2/models/cls/versions/2/ready'), 400, /not ready/);
     await expectError(call('GET', '/v2/nothing/here'), 404, /^Not Found$/);
     const r = await expectError(call('POST', '/v2/models/cls'), 405, /Method Not Allowed/);
     assert.equal(r.headers.get('allow'), 'GET');
