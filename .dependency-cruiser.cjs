@@ -32,6 +32,14 @@ module.exports = {
       to: { path: ['^packages/(vision|client|server|cli)/', ...NATIVE, WORKERS] },
     },
     {
+      name: 'protocol-kserve-has-no-protobuf',
+      comment:
+        '@visionserve/protocol/kserve (the KServe HTTP codecs the client entry loads) stays free of protobuf; the messages are in /kserve-proto',
+      severity: 'error',
+      from: { path: '^packages/protocol/src/kserve/' },
+      to: { path: ['@bufbuild/protobuf', '^packages/protocol/src/(gen|tfs-proto|kserve-proto)/'] },
+    },
+    {
       name: 'vision-is-below-client-and-server',
       comment: 'vision imports protocol only (and sharp, lazily, in image.ts)',
       severity: 'error',

@@ -22,6 +22,11 @@ const PLANTS = {
     'packages/server/src/core/validate-inputs.ts',
   ],
   'protocol-is-standalone': ['packages/protocol/src/tensor.ts', 'onnxruntime-node', 'onnxruntime-node'],
+  'protocol-kserve-has-no-protobuf': [
+    'packages/protocol/src/kserve/half.ts',
+    '../kserve-proto/index.js',
+    'packages/protocol/src/kserve-proto/index.ts',
+  ],
   'vision-is-below-client-and-server': [
     'packages/vision/src/labels.ts',
     '@visionserve/client',
