@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFile, mkdir, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
@@ -70,6 +70,7 @@ describe('KServe v2 HTTP API against a real server', () => {
   after(async () => {
     client.close();
     await h.close();
+    await rm(root, { recursive: true, force: true });
   });
 
   it('MobileNetV2 classifies the tabby cat (281) over binary and JSON tensors, like raw onnxruntime', async () => {
