@@ -4,6 +4,7 @@
  * dependencies passed in.
  */
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { Code, ServingError } from '@visionserve/protocol';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -23,15 +24,22 @@ import type { ModelManager } from './core/model-manager.js';
 import { createInferenceService } from './core/create-inference-service.js';
 import type { InferenceService } from './core/inference-service.js';
 import type { ModelSource, SessionFactory } from './core/session.js';
+import type { HttpApi } from './frontends/http/http-api.js';
 import { createHttpEdge } from './frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from './frontends/http/start-http-server.js';
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
+import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
+import {
+  type InferenceStatistics,
+  createInferenceStatistics,
+} from './frontends/shared/inference-statistics.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
 import { checkVersionConfined, resolveModelLocation } from './repository/confined-path.js';
+import { findModelDirectory, listModelDirectories } from './repository/model-roots.js';
 import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
@@ -54,6 +62,8 @@ export interface RunningVisionServer {
   readonly manager: ModelManager<ServableAssets>;
   /** Batching counters per batched model version; absent when batching is off. */
   readonly batching?: BatchingStats;
+  /** Per-version inference statistics (KServe statistics extension). */
+  readonly statistics: InferenceStatistics;
   /** Graceful shutdown: stop listening, let in-flight requests finish (up to shutdownGraceMs), unload models. */
   close(): Promise<void>;
 }
@@ -95,7 +105,11 @@ async function createSessionFactory(
   config: ServerConfig,
   logger: Logger,
   hooks: VisionServerHooks,
-): Promise<{ factory: SessionFactory; batching: BatchingStats | undefined }> {
+): Promise<{
+  factory: SessionFactory;
+  batching: BatchingStats | undefined;
+  maxBatchSize: number | undefined;
+}> {
   let factory: SessionFactory = createOnnxSessionFactory({
     instances: config.instances,
     intraOpThreads: config.intraOpThreads,
@@ -114,7 +128,7 @@ async function createSessionFactory(
       logger: logger.child({ component: 'warmup' }),
     });
   }
-  if (!config.enableBatching) return { factory, batching: undefined };
+  if (!config.enableBatching) return { factory, batching: undefined, maxBatchSize: undefined };
 
   const defaults = defaultBatchingParameters(availableParallelism());
   const file = config.batchingParametersFile;
@@ -151,8 +165,21 @@ async function createSessionFactory(
     stats: batching,
     logger: batchLogger,
   });
-  return { factory, batching };
+  return { factory, batching, maxBatchSize: parameters.maxBatchSize };
 }
+
+/** The server package's version (KServe server metadata). */
+function serverVersion(): string {
+  try {
+    const pkg = createRequire(import.meta.url)('../../package.json') as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** max_batch_size reported for batching models when server-side batching is off: no limit. */
+const NO_BATCH_LIMIT = 2 ** 31 - 1;
 
 /** The loopback address matching a bind address, for URLs handed to user code. */
 function loopbackFor(host: string): string {
@@ -216,8 +243,13 @@ export async function startVisionServer(
       config = { ...config, modelBasePath: staged.basePath };
     }
   }
-  const { factory: sessionFactory, batching } = await createSessionFactory(config, logger, hooks);
+  const {
+    factory: sessionFactory,
+    batching,
+    maxBatchSize,
+  } = await createSessionFactory(config, logger, hooks);
   let handlerHost: HandlerHost | undefined;
+  const statistics = createInferenceStatistics();
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
     loadAssets: async (source) => {
@@ -230,6 +262,7 @@ export async function startVisionServer(
     onVersionEvent: (event) => {
       // Handler modules are imported once per worker: drop them when their version goes or its assets change.
       if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
+      if (event.type === 'unloaded') statistics.forget(event.model, event.version);
     },
   });
   const service = createInferenceService({
@@ -249,6 +282,25 @@ export async function startVisionServer(
   };
 
   const timers: NodeJS.Timeout[] = [];
+  const kserve = createKServeService({
+    service,
+    registry: manager,
+    statistics,
+    roots: {
+      list: () => listModelDirectories(config.modelRoots),
+      resolve: (name) => findModelDirectory(config.modelRoots, name),
+    },
+    modelControl: config.kserveModelControlMode,
+    rescan: () => manager.poll(),
+    serverVersion: serverVersion(),
+    maxBatchSize: maxBatchSize ?? NO_BATCH_LIMIT,
+    instanceCount: config.instances,
+    dynamicBatching: config.enableBatching,
+    logger: logger.child({ component: 'kserve' }),
+  });
+  const kserveApi = (bodyLimitBytes: number, requestTimeoutMs: number): HttpApi =>
+    createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs });
+
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
@@ -275,6 +327,7 @@ export async function startVisionServer(
                 bodyLimitBytes: config.restMaxBodyBytes,
                 requestTimeoutMs: config.restTimeoutMs,
               }),
+              ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
             ],
             logger: logger.child({ component: 'rest' }),
             notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
@@ -332,6 +385,9 @@ export async function startVisionServer(
                 grpcPort: grpc?.port,
                 restPort: rest?.port,
               }),
+              ...(config.kserveSagemakerPort
+                ? [kserveApi(config.sagemakerMaxBodyBytes, config.sagemakerRequestTimeoutMs)]
+                : []),
             ],
             logger: logger.child({ component: 'sagemaker' }),
             notFoundMessage: () => 'Not Found',
@@ -403,6 +459,7 @@ export async function startVisionServer(
     service,
     manager,
     ...(batching ? { batching } : {}),
+    statistics,
     close() {
       closing ??= stopAll(config.shutdownGraceMs);
       return closing;
