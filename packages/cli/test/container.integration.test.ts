@@ -221,7 +221,7 @@ describe('container image (podman)', { skip: SKIP ? 'VISIONSERVE_SKIP_CONTAINER_
     });
     assert.deepEqual(res.json(), { predictions: [2.5, 3, 4.5] });
     const inv = await request(`${sm}/invocations`, {
-      body: '[1.0]',
+      body: '{"instances": [1.0]}',
       headers: { 'Content-Type': 'application/json' },
     });
     assert.deepEqual(inv.json(), { predictions: [2.5] });

@@ -187,7 +187,7 @@ describe('S3 (moto, auth on)', () => {
       });
       assert.equal(load.status, 200, load.text);
       const inv = await request(`${url}/models/hp2/invoke`, {
-        body: '[1.0, 2.0]',
+        body: '{"instances": [1.0, 2.0]}',
         headers: { 'Content-Type': 'application/json' },
       });
       assert.deepEqual(inv.json(), { predictions: [2.5, 3] });

@@ -90,7 +90,18 @@ describe('handler dependencies: vendored node_modules, failed installation', () 
     } finally {
       await h.close();
     }
-    const b = await startHarness({ sagemakerPort: 0, modelBasePath: broken, modelName: 'broken' });
+    // Start-up refuses a model that does not load, naming the npm failure (the container exits too).
+    await assert.rejects(
+      startHarness({ sagemakerPort: 0, modelBasePath: broken, modelName: 'broken' }),
+      /installing the handler's dependencies failed: npm install exit 1[\s\S]*visionserve-test-no-such-package-4f2a9c/,
+    );
+    // With --wait_for_models it starts; the version is END with the error in its status.
+    const b = await startHarness({
+      sagemakerPort: 0,
+      modelBasePath: broken,
+      modelName: 'broken',
+      waitForModels: true,
+    });
     try {
       assert.equal((await request(`${b.sagemaker}/ping`)).status, 503);
       const status = (await request(`${b.rest}/v1/models/broken`)).json() as {

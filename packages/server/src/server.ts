@@ -4,6 +4,8 @@
  * dependencies passed in.
  */
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { Code, ServingError } from '@visionserve/protocol';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createBatchScheduler } from './batching/batch-scheduler.js';
@@ -22,6 +24,7 @@ import type { ModelManager } from './core/model-manager.js';
 import { createInferenceService } from './core/create-inference-service.js';
 import type { InferenceService } from './core/inference-service.js';
 import type { ModelSource, SessionFactory } from './core/session.js';
+import type { HttpApi } from './frontends/http/http-api.js';
 import { createHttpEdge } from './frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from './frontends/http/start-http-server.js';
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
@@ -36,16 +39,22 @@ import {
   createSageMakerApi,
   createSageMakerInvoker,
 } from './frontends/sagemaker/index.js';
+import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
+import {
+  type InferenceStatistics,
+  createInferenceStatistics,
+} from './frontends/shared/inference-statistics.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
-import { resolveModelLocation } from './repository/confined-path.js';
+import { checkVersionConfined, resolveModelLocation } from './repository/confined-path.js';
+import { findModelDirectory, listModelDirectories } from './repository/model-roots.js';
 import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
 import { createHandlerDependencies } from './runtime/handler-dependencies.js';
 import { createModelSources, isArchivePath } from './storage/model-sources.js';
 import { isS3Uri } from './storage/s3-store.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
-import { listVersions } from './repository/list-versions.js';
+import { MODEL_FILE_NAME, listVersions } from './repository/list-versions.js';
 import { describeModelLayoutProblem } from './repository/model-layout.js';
 import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
 import { createInflightBudget } from './frontends/shared/inflight-budget.js';
@@ -72,6 +81,8 @@ export interface RunningVisionServer {
   invoke(request: InvocationRequest, call: InvocationCall): Promise<InvocationResponse>;
   /** What `GET /execution-parameters` answers. */
   readonly executionParameters: ExecutionParameters;
+  /** Per-version inference statistics (KServe statistics extension). */
+  readonly statistics: InferenceStatistics;
   /** Graceful shutdown: stop listening, let in-flight requests finish (up to shutdownGraceMs), unload models. */
   close(): Promise<void>;
 }
@@ -115,7 +126,11 @@ async function createSessionFactory(
   config: ServerConfig,
   logger: Logger,
   hooks: VisionServerHooks,
-): Promise<{ factory: SessionFactory; batching: BatchingStats | undefined }> {
+): Promise<{
+  factory: SessionFactory;
+  batching: BatchingStats | undefined;
+  maxBatchSize: number | undefined;
+}> {
   let factory: SessionFactory = createOnnxSessionFactory({
     instances: config.instances,
     intraOpThreads: config.intraOpThreads,
@@ -134,7 +149,7 @@ async function createSessionFactory(
       logger: logger.child({ component: 'warmup' }),
     });
   }
-  if (!config.enableBatching) return { factory, batching: undefined };
+  if (!config.enableBatching) return { factory, batching: undefined, maxBatchSize: undefined };
 
   const defaults = defaultBatchingParameters(availableParallelism());
   const file = config.batchingParametersFile;
@@ -171,8 +186,21 @@ async function createSessionFactory(
     stats: batching,
     logger: batchLogger,
   });
-  return { factory, batching };
+  return { factory, batching, maxBatchSize: parameters.maxBatchSize };
 }
+
+/** The server package's version (KServe server metadata). */
+function serverVersion(): string {
+  try {
+    const pkg = createRequire(import.meta.url)('../../package.json') as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** max_batch_size reported for batching models when server-side batching is off: no limit. */
+const NO_BATCH_LIMIT = 2 ** 31 - 1;
 
 /** The loopback address matching a bind address, for URLs handed to user code. */
 function loopbackFor(host: string): string {
@@ -236,7 +264,11 @@ export async function startVisionServer(
       config = { ...config, modelBasePath: staged.basePath };
     }
   }
-  const { factory: sessionFactory, batching } = await createSessionFactory(config, logger, hooks);
+  const {
+    factory: sessionFactory,
+    batching,
+    maxBatchSize,
+  } = await createSessionFactory(config, logger, hooks);
   let handlerHost: HandlerHost | undefined;
   const sources = createModelSources({
     cacheDir: config.modelCacheDir,
@@ -284,9 +316,13 @@ export async function startVisionServer(
       ),
     );
   };
+  const statistics = createInferenceStatistics();
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
-    loadAssets: (source) => loadAssets(source.basePath),
+    loadAssets: async (source) => {
+      if (source.confined === true) await checkVersionConfined(source.basePath, source.path, MODEL_FILE_NAME);
+      return loadAssets(source.basePath);
+    },
     listVersions,
     logger: logger.child({ component: 'manager' }),
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
@@ -297,6 +333,7 @@ export async function startVisionServer(
         const shared = sharedCodeRoots.get(event.basePath);
         if (shared !== undefined) handlerHost?.forget(join(shared, 'code'));
       }
+      if (event.type === 'unloaded') statistics.forget(event.model, event.version);
     },
   });
   const service = createInferenceService({
@@ -316,6 +353,25 @@ export async function startVisionServer(
   };
 
   const timers: NodeJS.Timeout[] = [];
+  const kserve = createKServeService({
+    service,
+    registry: manager,
+    statistics,
+    roots: {
+      list: () => listModelDirectories(config.modelRoots),
+      resolve: (name) => findModelDirectory(config.modelRoots, name),
+    },
+    modelControl: config.kserveModelControlMode,
+    rescan: () => manager.poll(),
+    serverVersion: serverVersion(),
+    maxBatchSize: maxBatchSize ?? NO_BATCH_LIMIT,
+    instanceCount: config.instances,
+    dynamicBatching: config.enableBatching,
+    logger: logger.child({ component: 'kserve' }),
+  });
+  const kserveApi = (bodyLimitBytes: number, requestTimeoutMs: number): HttpApi =>
+    createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs });
+
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
@@ -343,6 +399,7 @@ export async function startVisionServer(
                 bodyLimitBytes: config.restMaxBodyBytes,
                 requestTimeoutMs: config.restTimeoutMs,
               }),
+              ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
             ],
             logger: logger.child({ component: 'rest' }),
             notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
@@ -420,7 +477,12 @@ export async function startVisionServer(
                 modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
                 bodyLimitBytes: config.sagemakerMaxBodyBytes,
                 requestTimeoutMs: config.sagemakerRequestTimeoutMs,
+                grpcPort: grpc?.port,
+                restPort: rest?.port,
               }),
+              ...(config.kserveSagemakerPort
+                ? [kserveApi(config.sagemakerMaxBodyBytes, config.sagemakerRequestTimeoutMs)]
+                : []),
             ],
             logger: logger.child({ component: 'sagemaker' }),
             notFoundMessage: () => 'Not Found',
@@ -440,7 +502,17 @@ export async function startVisionServer(
     };
     const initial = (await readConfigs()) ?? [];
     if (!config.waitForModels) await checkModelLayouts(config, initial);
-    await manager.setModels(initial);
+    try {
+      await manager.setModels(initial);
+    } catch (error) {
+      // TF Serving does not start when a configured model fails to load; --wait_for_models
+      // keeps its wait-and-retry behaviour instead.
+      if (!(error instanceof ServingError && error.code === Code.UNKNOWN)) throw error;
+      if (!config.waitForModels) {
+        throw new ConfigError(`${error.message} (--wait_for_models starts anyway and keeps retrying)`);
+      }
+      logger.error('starting without every model', { error });
+    }
 
     if (config.fileSystemPollSeconds > 0) {
       timers.push(
@@ -456,7 +528,13 @@ export async function startVisionServer(
           readConfigs()
             .then((configs) => (configs === undefined ? undefined : manager.setModels(configs)))
             .catch((error: unknown) => {
-              logger.error('model config reload failed; keeping the current models', { error });
+              const applied = error instanceof ServingError && error.code === Code.UNKNOWN;
+              logger.error(
+                applied
+                  ? 'model config reloaded, but some models did not become available'
+                  : 'model config reload failed; keeping the current models',
+                { error },
+              );
             });
         }, config.modelConfigFilePollSeconds * 1000),
       );
@@ -480,6 +558,7 @@ export async function startVisionServer(
     ...(batching ? { batching } : {}),
     invoke: (request, call) => sagemakerInvoker.invoke(request, call),
     executionParameters: sagemakerInvoker.executionParameters,
+    statistics,
     close() {
       closing ??= stopAll(config.shutdownGraceMs);
       return closing;

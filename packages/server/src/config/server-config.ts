@@ -104,6 +104,25 @@ export interface ServerConfig {
    */
   readonly waitForModels: boolean;
   readonly logLevel: LogLevel;
+  /**
+   * Directories whose subdirectories are models that clients may load by name or URL (KServe
+   * repository load; SageMaker multi-model `POST /models` unless --sagemaker_model_roots is
+   * given): nothing outside them is loaded, symlinks followed (`--model_roots`). Default:
+   * /opt/ml/models, plus the directory of --model_config_file when one is given.
+   */
+  readonly modelRoots: readonly string[];
+
+  // --- KServe v2 / Open Inference Protocol ---
+  /** Serve the KServe v2 HTTP API (`/v2/...`) on the REST port (`--kserve_rest`). Default true. */
+  readonly kserveRest: boolean;
+  /** Also serve it on the SageMaker-style port (`--kserve_sagemaker_port`). Default false. */
+  readonly kserveSagemakerPort: boolean;
+  /**
+   * `explicit` lets clients load and unload models through the repository extension
+   * (`POST /v2/repository/models/{m}/load|unload`); `none` refuses them (503), as Triton's
+   * default does (`--kserve_model_control_mode`). The index is always served. Default `none`.
+   */
+  readonly kserveModelControlMode: 'none' | 'explicit';
 
   // --- SageMaker endpoint ---
   /** Model /invocations uses when no `tfs-model-name` is given (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`). Default: the first configured model. */
@@ -112,7 +131,7 @@ export interface ServerConfig {
   readonly sagemakerMultiModel: boolean;
   /**
    * Directories a multi-model `POST /models` `url` must resolve inside (after following
-   * symlinks). Default: /opt/ml/models, plus the directory of --model_config_file when one is given.
+   * symlinks). Default: --model_roots.
    */
   readonly sagemakerModelRoots: readonly string[];
   /** Most models loaded at once through the multi-model API; 0 = no limit (then 507). Default 0. */
@@ -192,6 +211,9 @@ export const DEFAULTS = {
   httpHeadersTimeoutMs: 20_000,
   requestBodyTimeoutMs: 60_000,
   waitForModels: false,
+  kserveRest: true,
+  kserveSagemakerPort: false,
+  kserveModelControlMode: 'none',
   sagemakerDefaultModelName: undefined,
   sagemakerMultiModel: false,
   sagemakerMaxModels: 0,
@@ -207,7 +229,7 @@ export const DEFAULTS = {
   sagemakerMaxPayloadMb: 6,
 } as const satisfies Omit<
   ServerConfig,
-  'intraOpThreads' | 'instances' | 'sagemakerModelRoots' | 'modelCacheDir'
+  'intraOpThreads' | 'instances' | 'modelRoots' | 'sagemakerModelRoots' | 'modelCacheDir'
 >;
 
 /** Merges sources (defaults < env < flags), validates and freezes. */
@@ -218,15 +240,17 @@ export function resolveServerConfig(
 ): ServerConfig {
   const merged = { ...env, ...flags };
   const intra = merged.intraOpThreads && merged.intraOpThreads > 0 ? merged.intraOpThreads : 1;
+  const modelRoots = (
+    merged.modelRoots ?? [
+      '/opt/ml/models',
+      ...(merged.modelConfigFile === undefined ? [] : [dirname(merged.modelConfigFile)]),
+    ]
+  ).map((p) => resolve(p));
   const config: ServerConfig = {
     ...DEFAULTS,
     ...merged,
-    sagemakerModelRoots: (
-      merged.sagemakerModelRoots ?? [
-        '/opt/ml/models',
-        ...(merged.modelConfigFile === undefined ? [] : [dirname(merged.modelConfigFile)]),
-      ]
-    ).map((p) => resolve(p)),
+    modelRoots,
+    sagemakerModelRoots: merged.sagemakerModelRoots?.map((p) => resolve(p)) ?? modelRoots,
     modelCacheDir: resolve(merged.modelCacheDir ?? join(tmpdir(), 'visionserve-cache')),
     intraOpThreads: intra,
     instances:
@@ -249,6 +273,11 @@ export function resolveServerConfig(
   }
   if (config.restPort > 0 && config.restPort === config.grpcPort) {
     throw new ConfigError('--rest_api_port must differ from --port');
+  }
+  if (!['none', 'explicit'].includes(config.kserveModelControlMode)) {
+    throw new ConfigError(
+      `--kserve_model_control_mode must be none or explicit, got "${config.kserveModelControlMode}"`,
+    );
   }
   if (config.fileSystemPollSeconds < 0 || config.modelConfigFilePollSeconds < 0) {
     throw new ConfigError('poll intervals must be >= 0');

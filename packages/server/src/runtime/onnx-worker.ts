@@ -6,7 +6,9 @@
  * then answers each `run` with `result` or `run-failed` carrying the same id.
  * Runs are handled one at a time in arrival order.
  */
+import { readFile } from 'node:fs/promises';
 import { parentPort, workerData } from 'node:worker_threads';
+import { readOnnxModelInfo } from '@visionserve/protocol/onnx';
 import ort from 'onnxruntime-node';
 import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
 import type { FromWorker, ToWorker, WireSpec, WireTensor } from './wire-tensor.js';
@@ -31,13 +33,28 @@ function post(message: FromWorker, transfer: ArrayBuffer[] = []): void {
   port!.postMessage(message, transfer);
 }
 
-function specOf(meta: ort.InferenceSession.ValueMetadata): WireSpec {
+function specOf(meta: ort.InferenceSession.ValueMetadata, unknownRank: ReadonlySet<string>): WireSpec {
   if (!meta.isTensor) return { name: meta.name, type: 'non-tensor', shape: undefined };
   return {
     name: meta.name,
     type: meta.type,
-    shape: meta.shape.map((d) => d),
+    shape: unknownRank.has(meta.name) ? undefined : meta.shape.map((d) => d),
   };
+}
+
+/**
+ * onnxruntime reports a tensor of unknown rank with shape [] like a scalar; the model file
+ * tells them apart (no shape at all vs an empty one). Read only when some value is ambiguous.
+ */
+async function unknownRankValues(session: ort.InferenceSession): Promise<Set<string>> {
+  const all = [...session.inputMetadata, ...session.outputMetadata];
+  if (!all.some((m) => m.isTensor && m.shape.length === 0)) return new Set();
+  try {
+    const info = readOnnxModelInfo(await readFile(init.modelPath));
+    return new Set([...info.inputs, ...info.outputs].filter((v) => v.dims === undefined).map((v) => v.name));
+  } catch {
+    return new Set(); // onnxruntime loaded it; keep its view (scalars) rather than fail the load.
+  }
 }
 
 /** An onnxruntime tensor over the wire tensor's bytes (a view; a copy only when misaligned). */
@@ -97,10 +114,11 @@ async function main(): Promise<void> {
     post({ type: 'load-failed', message: error instanceof Error ? error.message : String(error) });
     return;
   }
+  const unknownRank = await unknownRankValues(session);
   post({
     type: 'ready',
-    inputs: session.inputMetadata.map(specOf),
-    outputs: session.outputMetadata.map(specOf),
+    inputs: session.inputMetadata.map((m) => specOf(m, unknownRank)),
+    outputs: session.outputMetadata.map((m) => specOf(m, unknownRank)),
   });
 
   // Runs execute strictly one after another: the next message is only handled after the

@@ -6,7 +6,7 @@ import type { Logger } from '../../util/logger.js';
 import type { HttpApi, HttpContext, HttpRoute } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
 import { invoke } from './invocations.js';
-import { createMultiModelApi } from './multi-model-api.js';
+import { createMultiModelApi, notLoaded } from './multi-model-api.js';
 import { ping } from './ping.js';
 import type { SageMakerInvoker } from './sagemaker-invoker.js';
 
@@ -34,6 +34,10 @@ export interface SageMakerApiOptions {
   readonly bodyLimitBytes: number;
   /** Deadline of one request in ms, handler included; 0 disables. */
   readonly requestTimeoutMs: number;
+  /** TF Serving gRPC port, named in the multi-model load message; undefined when gRPC is off. */
+  readonly grpcPort?: number | undefined;
+  /** TF Serving REST port, named in the multi-model load message; undefined when REST is off. */
+  readonly restPort?: number | undefined;
 }
 
 /** Model name of a `/models/{m}` path, percent-decoded. */
@@ -84,6 +88,8 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
       memoryLimitBytes: options.memoryLimitBytes,
       rssBytes: options.rssBytes ?? (() => process.memoryUsage.rss()),
       loadTimeoutMs: options.modelLoadTimeoutMs,
+      restPort: options.restPort,
+      grpcPort: options.grpcPort,
     });
     routes.push(
       {
@@ -109,7 +115,11 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
       {
         methods: ['POST'],
         path: /^\/models\/([^/]+)\/invoke$/,
-        handle: (ctx) => invoke(ctx, invoker, modelName(ctx)),
+        handle: (ctx) => {
+          const name = modelName(ctx);
+          if (registry.modelConfig(name) === undefined) throw notLoaded(name);
+          return invoke(ctx, invoker, name);
+        },
       },
     );
   }

@@ -3,7 +3,7 @@ import type { InferenceService } from '../../core/inference-service.js';
 import type { HttpApi } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
 import { predictTfsJson } from '../shared/tfs-json-predict.js';
-import { modelMetadataJson, modelStatusJson } from './tfs-rest-json.js';
+import { modelMetadataJson, modelStatusJson } from '../shared/tfs-status-json.js';
 import { TFS_GET_PATH, TFS_POST_PATH, TFS_REST_PREFIX, modelFromMatch } from './tfs-rest-routes.js';
 
 export interface TfsRestApiOptions {
