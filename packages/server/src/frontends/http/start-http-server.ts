@@ -1,4 +1,6 @@
 import { createServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { type ListenerTls, tlsServerOptions } from '../shared/listener-tls.js';
 import type { HttpEdge } from './http-edge.js';
 
 /** Connection hygiene of an HTTP listener. */
@@ -20,6 +22,8 @@ export interface StartHttpServerOptions extends HttpLimits {
   readonly port: number;
   /** The edge the requests go to. */
   readonly edge: HttpEdge;
+  /** Serve HTTPS (plaintext requests are refused). Default: plain HTTP. */
+  readonly tls?: ListenerTls | undefined;
 }
 
 export interface StartedHttpServer {
@@ -35,8 +39,15 @@ export interface StartedHttpServer {
 
 /** Starts a node:http server; resolves once it is listening, rejects if binding fails. */
 export function startHttpServer(options: StartHttpServerOptions): Promise<StartedHttpServer> {
-  const { edge } = options;
-  const server = createServer(edge.handler);
+  const { edge, tls } = options;
+  const secure = tls === undefined ? undefined : createHttpsServer(tlsServerOptions(tls), edge.handler);
+  const server = secure ?? createServer(edge.handler);
+  const unsubscribeTls =
+    tls === undefined || secure === undefined
+      ? undefined
+      : tls.subscribe?.((context) => {
+          secure.setSecureContext(context);
+        });
   server.maxConnections = options.maxConnections ?? 4096;
   server.headersTimeout = options.headersTimeoutMs ?? 20_000;
   server.requestTimeout = options.requestTimeoutMs ?? 300_000;
@@ -58,6 +69,7 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
                     server.closeAllConnections();
                   }, graceMs);
             edge.drain();
+            unsubscribeTls?.();
             server.close((error) => {
               if (force !== undefined) clearTimeout(force);
               if (error) fail(error);
