@@ -285,17 +285,24 @@ export async function startVisionServer(
     inflight: () => ({ bytes: budget.usedBytes, requests: budget.requests, shed: budget.shed }),
   });
   let draining = false;
+  /** Models of the initial config while it loads (not ready until it settled); undefined afterwards. */
+  let initialModels: readonly string[] | undefined = [];
   const readiness: ReadinessCheck = () => {
     if (draining) return { ready: false, reason: 'draining' };
     const waiting: { model: string; state: string }[] = [];
-    for (const model of manager.modelNames()) {
+    for (const model of initialModels ?? manager.modelNames()) {
       let states: string[] = [];
       try {
         states = manager.status(model).map((s) => s.state);
       } catch {
         // No version known yet.
       }
-      if (!states.includes('AVAILABLE')) waiting.push({ model, state: states[0] ?? 'START' });
+      if (initialModels !== undefined || !states.includes('AVAILABLE')) {
+        waiting.push({ model, state: states.includes('AVAILABLE') ? 'AVAILABLE' : (states[0] ?? 'START') });
+      }
+    }
+    if (initialModels !== undefined) {
+      return { ready: false, reason: 'loading the configured models', models: waiting };
     }
     return waiting.length === 0
       ? { ready: true }
@@ -434,7 +441,9 @@ export async function startVisionServer(
     warnIfManagementOpen(config, ops.guardOpen, logger);
     const initial = (await readConfigs()) ?? [];
     if (!config.waitForModels) await checkModelLayouts(config, initial);
+    initialModels = initial.map((c) => c.name);
     await manager.setModels(initial);
+    initialModels = undefined;
 
     if (config.fileSystemPollSeconds > 0) {
       timers.push(
@@ -504,7 +513,7 @@ interface Operations {
   close(): Promise<void>;
 }
 
-type MetricSources = Parameters<typeof createServingMetrics>[0];
+type MetricSources = NonNullable<Parameters<typeof createServingMetrics>[0]>;
 
 async function createOperations(config: ServerConfig, logger: Logger): Promise<Operations> {
   let metrics: Operations['metrics'];
