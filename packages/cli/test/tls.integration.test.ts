@@ -63,9 +63,10 @@ function grpcStatus(
     });
     let status: string | undefined;
     stream.on('response', (headers) => {
-      if (headers['grpc-status'] !== undefined) status = String(headers['grpc-status']);
+      const value: string | string[] | undefined = headers['grpc-status'];
+      if (value !== undefined) status = String(value);
     });
-    stream.on('trailers', (trailers) => {
+    stream.on('trailers', (trailers: Record<string, string | string[] | undefined>) => {
       status = String(trailers['grpc-status']);
     });
     stream.on('error', reject);

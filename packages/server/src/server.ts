@@ -46,7 +46,6 @@ import type { Logger } from './util/logger.js';
 import { WARMUP_FILE_PATH } from './warmup/warmup-file.js';
 import type { InferenceObserver } from './core/inference-observer.js';
 import type { RequestObserver } from './frontends/shared/request-observer.js';
-import type { ListenerTls } from './frontends/shared/listener-tls.js';
 import { createOpsApi, type ReadinessCheck } from './frontends/ops/ops-api.js';
 import { parseMonitoringConfig } from './repository/monitoring-config-file.js';
 import { createServingMetrics, type ServingMetrics } from './observability/serving-metrics.js';
@@ -313,7 +312,11 @@ export async function startVisionServer(
       readiness,
       metrics:
         metricsHere && ops.metrics !== undefined
-          ? { path: ops.metricsPath, contentType: ops.metrics.contentType, render: ops.metrics.render }
+          ? {
+              path: ops.metricsPath,
+              contentType: ops.metrics.contentType,
+              render: () => metricsOf(ops).render(),
+            }
           : undefined,
     });
   const edgeExtras = { observer: observers.request, cors: config.enableCors };
@@ -495,6 +498,10 @@ export async function startVisionServer(
       return closing;
     },
   };
+}
+
+function metricsOf(ops: Operations): ServingMetrics {
+  return ops.metrics!;
 }
 
 /** The operational pieces the flags ask for; each is absent (and costs nothing) when off. */

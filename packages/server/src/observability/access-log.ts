@@ -1,3 +1,4 @@
+import { Code } from '@visionserve/protocol';
 import type { RequestEnd } from '../frontends/shared/request-observer.js';
 import type { Logger } from '../util/logger.js';
 import type { RequestRecord, RequestSink } from './request-hub.js';
@@ -29,7 +30,7 @@ export function createAccessLog(options: AccessLogOptions): RequestSink {
   return {
     requestEnded(record: RequestRecord, end: RequestEnd, endedAt: number) {
       if (skip.has(record.api)) return;
-      const failed = end.code !== 0;
+      const failed = end.code !== Code.OK;
       if (!failed && !(random() < samplingRate)) return;
       const raw = record.headers['x-request-id'];
       const given = Array.isArray(raw) ? raw[0] : raw;

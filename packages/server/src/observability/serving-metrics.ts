@@ -254,7 +254,7 @@ export function createServingMetrics(options: ServingMetricsOptions = {}): Servi
   });
 
   // --- read at scrape time
-  const stateGauge = new Gauge({
+  new Gauge({
     name: 'visionserve_model_state',
     help: 'Model version state: 1 for the state each known version is in (START, LOADING, AVAILABLE, UNLOADING, END).',
     labelNames: ['model', 'version', 'state'],
@@ -267,7 +267,6 @@ export function createServingMetrics(options: ServingMetricsOptions = {}): Servi
       }
     },
   });
-  void stateGauge;
   new Gauge({
     name: 'visionserve_queue_depth',
     help: 'Runs waiting for a worker instance, per available model version.',

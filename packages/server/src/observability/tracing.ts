@@ -20,6 +20,7 @@ import {
   ParentBasedSampler,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace-base';
+import { Code } from '@visionserve/protocol';
 import type { RequestEnd } from '../frontends/shared/request-observer.js';
 import type { Logger } from '../util/logger.js';
 import type { RequestRecord, RequestSink } from './request-hub.js';
@@ -107,7 +108,7 @@ export function createRequestTracer(options: RequestTracerOptions): RequestTrace
         parentContext(record.headers.traceparent),
       );
       if (!root.isRecording()) return;
-      if (end.code !== 0) root.setStatus({ code: SpanStatusCode.ERROR, message: end.status });
+      if (end.code !== Code.OK) root.setStatus({ code: SpanStatusCode.ERROR, message: end.status });
       const ctx = trace.setSpan(ROOT_CONTEXT, root);
       const started = record.predictStartedAt;
       const ended = record.predictEndedAt;

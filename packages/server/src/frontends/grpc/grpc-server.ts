@@ -122,15 +122,16 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     maxSessionMemory: 4096,
   };
   const { tls } = options;
-  const server: Http2Server | http2.Http2SecureServer =
-    tls === undefined
-      ? http2.createServer(serverOptions)
-      : http2.createSecureServer({ ...serverOptions, ...tlsServerOptions(tls), allowHTTP1: false });
-  const unsubscribeTls =
+  const secure =
     tls === undefined
       ? undefined
+      : http2.createSecureServer({ ...serverOptions, ...tlsServerOptions(tls), allowHTTP1: false });
+  const server: Http2Server | http2.Http2SecureServer = secure ?? http2.createServer(serverOptions);
+  const unsubscribeTls =
+    tls === undefined || secure === undefined
+      ? undefined
       : tls.subscribe?.((context) => {
-          (server as http2.Http2SecureServer).setSecureContext(context);
+          secure.setSecureContext(context);
         });
   server.maxConnections = options.maxConnections ?? 4096;
   const sessions = new Set<Http2Session>();

@@ -29,9 +29,9 @@ export interface ManagementGuard {
 
 /** Credentials of a request from its headers and socket (HTTP/1.1 or an HTTP/2 session's socket). */
 export function credentialsOf(headers: IncomingHttpHeaders, socket: unknown): ManagementCredentials {
-  const raw = headers.authorization;
+  const raw: string | string[] | undefined = headers.authorization;
   return {
-    authorization: Array.isArray(raw) ? raw[0] : raw,
+    authorization: typeof raw === 'string' ? raw : raw?.[0],
     peer: () => peerIdentityOf(socket),
   };
 }
@@ -42,7 +42,7 @@ export function peerIdentityOf(socket: unknown): PeerIdentity | undefined {
   const cert = socket.getPeerCertificate();
   if (Object.keys(cert).length === 0) return undefined;
   const names: string[] = [];
-  const cn = cert.subject.CN as string | string[] | undefined;
+  const cn: string | string[] | undefined = cert.subject.CN;
   if (typeof cn === 'string') names.push(cn);
   else if (Array.isArray(cn)) names.push(...cn);
   for (const part of (cert.subjectaltname ?? '').split(',')) {
