@@ -148,16 +148,10 @@ function parseLogging(
   collector?.checkKnown(['type', 'filename_prefix'], 'log_collector_config');
   const type = collector?.string('type') ?? '';
   const prefix = collector?.string('filename_prefix') ?? '';
-  if (type !== '' && type !== 'file') {
-    throw reader.error(
-      `model "${model}": log_collector_config.type "${type}" is not supported (use "file" or leave it empty)`,
-    );
-  }
-  if (prefix === '') {
-    if (rate > 0)
-      throw reader.error(`model "${model}": logging_config needs log_collector_config.filename_prefix`);
-    return undefined;
-  }
+  // Another collector type (TF Serving's are plug-ins) is accepted and ignored, as before.
+  if (type !== '' && type !== 'file') return undefined;
+  // Without a file prefix there is nowhere to write: accepted and ignored (TF Serving compatible).
+  if (prefix === '') return undefined;
   return {
     samplingRate: rate,
     filenamePrefix: isAbsolute(prefix) ? prefix : resolve(configDir, prefix),
