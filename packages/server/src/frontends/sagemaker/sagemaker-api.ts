@@ -5,6 +5,7 @@ import type { ModelRegistry } from '../../core/model-registry.js';
 import type { Logger } from '../../util/logger.js';
 import type { HttpApi, HttpContext, HttpRoute } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
+import type { ManagementGuard } from '../shared/management-guard.js';
 import { invoke } from './invocations.js';
 import { createMultiModelApi, notLoaded } from './multi-model-api.js';
 import { ping } from './ping.js';
@@ -38,6 +39,8 @@ export interface SageMakerApiOptions {
   readonly grpcPort?: number | undefined;
   /** TF Serving REST port, named in the multi-model load message; undefined when REST is off. */
   readonly restPort?: number | undefined;
+  /** Who may load and unload models (multi-model `POST /models`, `DELETE /models/{m}`). Default: anyone. */
+  readonly managementGuard?: ManagementGuard | undefined;
 }
 
 /** Model name of a `/models/{m}` path, percent-decoded. */
@@ -59,10 +62,12 @@ function modelName(ctx: HttpContext): string {
  */
 export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
   const { service, registry, logger } = options;
+  const guard = options.managementGuard;
   const multiModel = options.multiModel ?? false;
   const { invoker } = options;
   const routes: HttpRoute[] = [
     {
+      name: 'ping',
       methods: ['GET', 'HEAD'],
       path: '/ping',
       handle: ({ res }) => {
@@ -70,13 +75,14 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
       },
     },
     {
+      name: 'execution-parameters',
       methods: ['GET'],
       path: '/execution-parameters',
       handle: ({ res }) => {
         sendJson(res, 200, JSON.stringify(invoker.executionParameters));
       },
     },
-    { methods: ['POST'], path: '/invocations', handle: (ctx) => invoke(ctx, invoker) },
+    { name: 'invocations', methods: ['POST'], path: '/invocations', handle: (ctx) => invoke(ctx, invoker) },
   ];
   if (multiModel) {
     const mme = createMultiModelApi({
@@ -93,14 +99,24 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
     });
     routes.push(
       {
+        name: 'list_models',
         methods: ['GET'],
         path: '/models',
         handle: ({ res }) => {
           mme.list(res);
         },
       },
-      { methods: ['POST'], path: '/models', handle: (ctx) => mme.load(ctx) },
       {
+        name: 'load_model',
+        methods: ['POST'],
+        path: '/models',
+        handle: (ctx) => {
+          guard?.check(ctx.credentials(), 'load model');
+          return mme.load(ctx);
+        },
+      },
+      {
+        name: 'describe_model',
         methods: ['GET'],
         path: /^\/models\/([^/]+)$/,
         handle: (ctx) => {
@@ -108,11 +124,16 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
         },
       },
       {
+        name: 'unload_model',
         methods: ['DELETE'],
         path: /^\/models\/([^/]+)$/,
-        handle: (ctx) => mme.unload(ctx.res, modelName(ctx)),
+        handle: (ctx) => {
+          guard?.check(ctx.credentials(), 'unload model');
+          return mme.unload(ctx.res, modelName(ctx));
+        },
       },
       {
+        name: 'invoke_model',
         methods: ['POST'],
         path: /^\/models\/([^/]+)\/invoke$/,
         handle: (ctx) => {
