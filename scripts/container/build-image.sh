@@ -10,8 +10,9 @@ TAG=${1:-localhost/visionserve:dev}
 # shellcheck source=podman-flags.sh
 . "$HERE/podman-flags.sh"
 "$HERE/build-base-image.sh"
-t0=$(date +%s.%N)
+t0=$(date +%s%N)
 podman build "${PODMAN_RUN_FLAGS[@]}" "${HOST_CA_FLAGS[@]}" -f "$ROOT/Containerfile" -t "$TAG" "$ROOT" >&2
-t1=$(date +%s.%N)
+t1=$(date +%s%N)
 size=$(podman image inspect --format '{{.Size}}' "$TAG")
-printf 'build-image: %s built in %.1f s, %d MB\n' "$TAG" "$(echo "$t1 - $t0" | bc)" "$((size / 1000000))" >&2
+printf 'build-image: %s built in %d.%d s, %d MB\n' "$TAG" "$(((t1 - t0) / 1000000000))" \
+  "$(((t1 - t0) / 100000000 % 10))" "$((size / 1000000))" >&2
