@@ -24,19 +24,26 @@ CACHE_DIR=${VISIONSERVE_CONTAINER_CACHE:-/var/cache/visionserve-container}
 FORCE=${FORCE:-0}
 
 need() { command -v "$1" >/dev/null || { echo "missing: $1 (scripts/container/install-podman.sh)" >&2; exit 1; }; }
-need podman; need debootstrap; need npm
-[ "$(id -u)" = 0 ] || { echo "run as root (debootstrap + rootful podman)" >&2; exit 1; }
+need podman
 
 # Bump RECIPE when the rootfs recipe below changes (comments/echo edits need no bump).
 RECIPE=1
 STAMP=$(echo "recipe=$RECIPE node=$NODE_VERSION npm=$NPM_VERSION suite=$SUITE" | sha256sum | cut -c1-16)
 t0=$(date +%s)
 
-if [ "$FORCE" != 1 ] && podman image exists "$IMAGE" &&
-   [ "$(podman image inspect --format '{{ index .Labels "visionserve.base.stamp" }}' "$IMAGE" 2>/dev/null)" = "$STAMP" ]; then
-  echo "build-base-image: $IMAGE up to date" >&2
-  exit 0
+if [ "$FORCE" != 1 ] && podman image exists "$IMAGE"; then
+  have=$(podman image inspect --format '{{ index .Labels "visionserve.base.note" }}|{{ index .Labels "visionserve.base.stamp" }}' "$IMAGE" 2>/dev/null || true)
+  if [ "${have%%|*}" != local-stand-in-for-official-node-image ]; then
+    echo "build-base-image: $IMAGE is there and is not a stand-in (pulled): used as it is" >&2
+    exit 0
+  fi
+  if [ "${have#*|}" = "$STAMP" ]; then
+    echo "build-base-image: $IMAGE up to date" >&2
+    exit 0
+  fi
 fi
+need debootstrap; need npm
+[ "$(id -u)" = 0 ] || { echo "build-base-image: run as root (debootstrap + rootful podman)" >&2; exit 1; }
 
 mkdir -p "$CACHE_DIR/debs"
 ROOTFS_TAR="$CACHE_DIR/rootfs-$STAMP.tar"

@@ -4,11 +4,12 @@
  * /ping and /invocations with cat_tabby.jpg, the seed layout (handler + code/package.json
  * installed in the container), the demo with no model, and SIGTERM stopping it cleanly.
  * Cold on a fresh machine this takes minutes (apt, debootstrap, image build); warm, seconds.
- * Skipped only with VISIONSERVE_SKIP_CONTAINER_TEST=1.
+ * Skipped, with the reason, only where it cannot run: VISIONSERVE_SKIP_CONTAINER_TEST=1, not
+ * Linux, or podman/runc/debootstrap missing where they cannot be installed (not root, no apt-get).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { copyFile, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +23,29 @@ import { image, sharedModel } from './helpers/shared.js';
 const exec = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 const IMAGE = 'localhost/visionserve:test';
-const SKIP = process.env['VISIONSERVE_SKIP_CONTAINER_TEST'] === '1';
+const BASE_IMAGE = 'docker.io/library/node:20-bookworm-slim';
+
+/** Why this machine cannot run the test, or undefined when it can (installing what is missing). */
+function cannotRun(): string | undefined {
+  if (process.env['VISIONSERVE_SKIP_CONTAINER_TEST'] === '1') return 'VISIONSERVE_SKIP_CONTAINER_TEST=1';
+  if (process.platform !== 'linux') return `needs Linux with podman; this is ${process.platform}`;
+  const has = (tool: string): boolean => spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0;
+  const root = process.getuid?.() === 0;
+  const missing = ['podman', 'runc', 'debootstrap'].filter((t) => !has(t));
+  if (missing.length > 0 && !root) {
+    return `${missing.join(', ')} missing and not root to install them (run scripts/container/install-podman.sh as root)`;
+  }
+  if (missing.length > 0 && !has('apt-get')) {
+    return `${missing.join(', ')} missing and no apt-get to install them (install podman, runc and debootstrap)`;
+  }
+  const baseThere = missing.length === 0 && spawnSync('podman', ['image', 'exists', BASE_IMAGE]).status === 0;
+  if (!root && !baseThere && process.env['SKIP_BASE_IMAGE'] !== '1') {
+    return `${BASE_IMAGE} missing and not root to build its stand-in (debootstrap); pull it and set SKIP_BASE_IMAGE=1`;
+  }
+  return undefined;
+}
+const SKIP = cannotRun();
+if (SKIP !== undefined) process.stderr.write(`container test: SKIPPED: ${SKIP}\n`);
 /** The flags podman needs on these machines (runc; rlimits the sandbox can grant). */
 const RUN_FLAGS = ['--runtime', 'runc', '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=1000:1000'];
 
@@ -118,7 +141,7 @@ async function stopCleanly(name: string): Promise<void> {
   note(`${name}: SIGTERM -> exit 0 in ${(ms / 1000).toFixed(1)} s`);
 }
 
-describe('container image (podman)', { skip: SKIP ? 'VISIONSERVE_SKIP_CONTAINER_TEST=1' : false }, () => {
+describe('container image (podman)', { skip: SKIP ?? false }, () => {
   let work: string;
   before(async () => {
     work = await mkdtemp(join(tmpdir(), 'vs-container-'));
