@@ -12,6 +12,16 @@ if [ -x "$VENV/bin/moto_server" ] &&
   exit 0
 fi
 t0=$(date +%s)
+# A fresh Debian has python3 without venv/ensurepip (package python3-venv): install it as root.
+if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-venv >/dev/null ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-venv >/dev/null; }
+  else
+    echo "setup-moto: python3 with the venv module is required (Debian: apt-get install python3-venv)" >&2
+    exit 1
+  fi
+fi
 rm -rf "$VENV"
 python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q --disable-pip-version-check "moto[s3]==$VERSION" 'flask<4' 'flask-cors<7'
