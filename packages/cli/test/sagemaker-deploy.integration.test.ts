@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
@@ -58,6 +58,33 @@ describe('SageMaker model directory with the seed layout (handler + code/package
       headers: jpeg,
     });
     assert.equal((again.json() as { class_id: number }).class_id, 281);
+  });
+});
+
+describe('the seed layout as model.tar.gz (--model_base_path)', () => {
+  it('unpacks the archive, installs code/package.json in the unpacked copy, the handler classifies cat_tabby.jpg as 281', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'vs-seed-tgz-'));
+    const seed = await writeSeedModel(join(root, 'seed'));
+    packArchive(seed, join(root, 'model.tar.gz'));
+    await rm(seed, { recursive: true });
+    const h = await startHarness({
+      sagemakerPort: 0,
+      modelBasePath: join(root, 'model.tar.gz'),
+      modelName: 'seed',
+      modelCacheDir: join(root, 'cache'),
+    });
+    try {
+      const res = await request(`${h.sagemaker}/invocations`, {
+        body: image('cat_tabby.jpg'),
+        headers: jpeg,
+      });
+      assert.equal(res.status, 200, res.text);
+      const answer = res.json() as { class_id: number; decoder: string };
+      assert.deepEqual([answer.class_id, answer.decoder], [281, 'jpeg-js']);
+    } finally {
+      await h.close();
+      await rm(root, { recursive: true, force: true });
+    }
   });
 });
 
