@@ -150,6 +150,49 @@ export function halfToNumber(bits: number): number {
   return sign * (1 + frac / 1024) * 2 ** (exp - 15);
 }
 
+const f32Scratch = new Float32Array(1);
+const f32Bits = new Uint32Array(f32Scratch.buffer);
+
+/**
+ * The IEEE half-precision bit pattern nearest to a number (round to nearest, ties to even;
+ * beyond the half range: infinity; NaN stays NaN).
+ */
+export function numberToHalf(value: number): number {
+  f32Scratch[0] = value;
+  const x = f32Bits[0]!;
+  const sign = (x >>> 16) & 0x8000;
+  const exp = (x >>> 23) & 0xff;
+  const mant = x & 0x7fffff;
+  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 : 0);
+  // Unbiased exponent; half normals cover -14..15.
+  const e = exp - 127;
+  if (e > 15) return sign | 0x7c00;
+  if (e >= -14) {
+    let half = ((e + 15) << 10) | (mant >>> 13);
+    const rest = mant & 0x1fff;
+    if (rest > 0x1000 || (rest === 0x1000 && (half & 1) === 1)) half++;
+    return sign | half;
+  }
+  if (e < -25) return sign;
+  // Subnormal half: the implicit leading 1 joins the mantissa, shifted into place.
+  const full = mant | 0x800000;
+  const shift = -e - 1; // 14..24 bits dropped from the 24-bit significand to land at 2^-24 steps
+  let half = full >>> shift;
+  const rest = full & ((1 << shift) - 1);
+  const halfway = 1 << (shift - 1);
+  if (rest > halfway || (rest === halfway && (half & 1) === 1)) half++;
+  return sign | half;
+}
+
+/** The bfloat16 bit pattern nearest to a number (round to nearest, ties to even; NaN stays NaN). */
+export function numberToBfloat16(value: number): number {
+  f32Scratch[0] = value;
+  const x = f32Bits[0]!;
+  if ((x & 0x7f800000) === 0x7f800000 && (x & 0x7fffff) !== 0) return ((x >>> 16) | 0x40) & 0xffff;
+  const rounded = x + 0x7fff + ((x >>> 16) & 1);
+  return (rounded >>> 16) & 0xffff;
+}
+
 const DT_NAMES: Record<DType, string> = {
   float32: 'DT_FLOAT',
   float64: 'DT_DOUBLE',

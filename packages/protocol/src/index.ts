@@ -8,3 +8,5 @@ export * from './json-writer.js';
 export * from './tfs-json-decode.js';
 export * from './tfs-json-encode.js';
 export * from './records.js';
+export * from './tf-example.js';
+export * from './tfs-json-examples.js';

@@ -42,6 +42,12 @@ import { ConfigError } from './config/config-error.js';
 import { readOptionalFile } from './repository/optional-file.js';
 import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
+import { createModelFilesResolver } from './repository/model-files.js';
+import { createSavedModelConverter } from './repository/saved-model-converter.js';
+import { type ResponseCache, createResponseCache } from './core/response-cache.js';
+import { createConcurrencyLimit } from './frontends/shared/concurrency-limit.js';
+import { extendSignatures, imageBytesSignatureName } from './frontends/shared/image-bytes-signature.js';
+import { createInputAdapter } from './frontends/shared/input-adapters.js';
 import type { Logger } from './util/logger.js';
 import { WARMUP_FILE_PATH } from './warmup/warmup-file.js';
 import { type WarmupReport, createWarmupSessionFactory } from './warmup/warmup-session-factory.js';
@@ -53,6 +59,11 @@ export interface RunningVisionServer {
   readonly manager: ModelManager<ServableAssets>;
   /** Batching counters per batched model version; absent when batching is off. */
   readonly batching?: BatchingStats;
+  /**
+   * The response cache (hits, misses, evictions, bytes; per model too) for metrics; absent
+   * when --response_cache_bytes is 0.
+   */
+  readonly responseCache?: ResponseCache;
   /** Graceful shutdown: stop listening, let in-flight requests finish (up to shutdownGraceMs), unload models. */
   close(): Promise<void>;
 }
@@ -95,7 +106,20 @@ async function createSessionFactory(
   logger: Logger,
   hooks: VisionServerHooks,
 ): Promise<{ factory: SessionFactory; batching: BatchingStats | undefined }> {
+  const converter = createSavedModelConverter({
+    python: config.savedModelConverterPython,
+    cacheDir: config.savedModelCacheDir,
+    timeoutMs: config.savedModelConversionTimeoutSeconds * 1000,
+    logger: logger.child({ component: 'savedmodel' }),
+  });
   let factory: SessionFactory = createOnnxSessionFactory({
+    resolveModelFiles: createModelFilesResolver({
+      converter,
+      servedElsewhere: async (basePath) => {
+        const name = imageBytesSignatureName(await readModelAssets(basePath));
+        return new Set(name === undefined ? [] : [name]);
+      },
+    }),
     instances: config.instances,
     intraOpThreads: config.intraOpThreads,
     interOpThreads: config.interOpThreads,
@@ -217,6 +241,10 @@ export async function startVisionServer(
   }
   const { factory: sessionFactory, batching } = await createSessionFactory(config, logger, hooks);
   let handlerHost: HandlerHost | undefined;
+  const responseCache =
+    config.responseCacheBytes > 0 ? createResponseCache({ maxBytes: config.responseCacheBytes }) : undefined;
+  // Image decodes in flight at once, across every protocol (each holds the full-size pixels).
+  const imageDecodes = createConcurrencyLimit(Math.max(2, availableParallelism()));
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
     loadAssets: (source) => readModelAssets(source.basePath),
@@ -226,12 +254,20 @@ export async function startVisionServer(
     onVersionEvent: (event) => {
       // Handler modules are imported once per worker: drop them when their version goes or its assets change.
       if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
+      // Cached responses belong to one version and the assets it ran with (image settings).
+      if (event.type !== 'loaded') responseCache?.invalidate(event.model, event.version);
     },
   });
   const service = createInferenceService({
     manager,
     logger: logger.child({ component: 'core' }),
     admission: { maxQueueWaitMs: config.maxQueueWaitMs },
+    extendSignatures,
+    adaptInputs: createInputAdapter({ imageDecodes }),
+    responseCache:
+      responseCache === undefined
+        ? undefined
+        : { cache: responseCache, enabledFor: (assets) => assets.vision.config?.responseCache === true },
   });
   const budget = createInflightBudget({
     maxBytes: config.maxInflightRequestBytes,
@@ -268,6 +304,7 @@ export async function startVisionServer(
             apis: [
               createTfsRestApi({
                 service,
+                imageDecodes,
                 bodyLimitBytes: config.restMaxBodyBytes,
                 requestTimeoutMs: config.restTimeoutMs,
               }),
@@ -290,6 +327,7 @@ export async function startVisionServer(
           bodyTimeoutMs: config.requestBodyTimeoutMs,
           services: createTfsGrpcServices({
             service,
+            imageDecodes,
             logger: logger.child({ component: 'grpc' }),
             serializeAsTensorContent: config.serializeAsTensorContent,
           }),
@@ -313,6 +351,7 @@ export async function startVisionServer(
             apis: [
               createSageMakerApi({
                 service,
+                imageDecodes,
                 registry: manager,
                 logger: logger.child({ component: 'sagemaker' }),
                 handlerHost: host,
@@ -382,6 +421,7 @@ export async function startVisionServer(
     service,
     manager,
     ...(batching ? { batching } : {}),
+    ...(responseCache ? { responseCache } : {}),
     close() {
       closing ??= stopAll(config.shutdownGraceMs);
       return closing;

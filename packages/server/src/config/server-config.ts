@@ -105,6 +105,26 @@ export interface ServerConfig {
   readonly waitForModels: boolean;
   readonly logLevel: LogLevel;
 
+  // --- TensorFlow SavedModels and the response cache ---
+  /**
+   * Python with tensorflow, tf2onnx and onnx that converts SavedModel versions to ONNX on load
+   * (`--saved_model_converter_python`, `VISIONSERVE_CONVERTER_PYTHON`). Default: the environment
+   * `visionserve convert --setup` made in the cache directory, when it exists.
+   */
+  readonly savedModelConverterPython: string | undefined;
+  /**
+   * Where conversions (and the converter environment) live (`--saved_model_cache_dir`,
+   * `VISIONSERVE_CACHE_DIR`). Default: $XDG_CACHE_HOME/visionserve or ~/.cache/visionserve.
+   */
+  readonly savedModelCacheDir: string | undefined;
+  /** One conversion may take this long before it is killed, in s (`--saved_model_conversion_timeout_seconds`). Default 600. */
+  readonly savedModelConversionTimeoutSeconds: number;
+  /**
+   * Bytes of predict responses cached for models whose visionserve.json sets
+   * `"responseCache": true` (`--response_cache_bytes`); 0 disables the cache. Default 0.
+   */
+  readonly responseCacheBytes: number;
+
   // --- SageMaker endpoint ---
   /** Model /invocations uses when no `tfs-model-name` is given (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`). Default: the first configured model. */
   readonly sagemakerDefaultModelName: string | undefined;
@@ -170,6 +190,10 @@ export const DEFAULTS = {
   httpHeadersTimeoutMs: 20_000,
   requestBodyTimeoutMs: 60_000,
   waitForModels: false,
+  savedModelConverterPython: undefined,
+  savedModelCacheDir: undefined,
+  savedModelConversionTimeoutSeconds: 600,
+  responseCacheBytes: 0,
   sagemakerDefaultModelName: undefined,
   sagemakerMultiModel: false,
   sagemakerMaxModels: 0,
@@ -230,7 +254,10 @@ export function resolveServerConfig(
   ] as const) {
     if (value < 0) throw new ConfigError(`--${key} must be >= 0, got ${value}`);
   }
-  for (const [key, value] of [['max_queue_wait_ms', config.maxQueueWaitMs]] as const) {
+  for (const [key, value] of [
+    ['max_queue_wait_ms', config.maxQueueWaitMs],
+    ['response_cache_bytes', config.responseCacheBytes],
+  ] as const) {
     if (value < 0) throw new ConfigError(`--${key} must be >= 0, got ${value}`);
   }
   for (const [key, value] of [
@@ -243,6 +270,7 @@ export function resolveServerConfig(
     ['sagemaker_max_body_bytes', config.sagemakerMaxBodyBytes],
     ['sagemaker_handler_workers', config.sagemakerHandlerWorkers],
     ['sagemaker_model_load_timeout_ms', config.sagemakerModelLoadTimeoutMs],
+    ['saved_model_conversion_timeout_seconds', config.savedModelConversionTimeoutSeconds],
   ] as const) {
     if (value < 1) throw new ConfigError(`--${key} must be >= 1, got ${value}`);
   }

@@ -2,9 +2,9 @@
  * Worker-thread entry: owns one onnxruntime InferenceSession. `session.run` is
  * a blocking native call, so it must never run on the main thread.
  *
- * Protocol (see wire-tensor.ts): after start it posts `ready` or `load-failed`;
- * then answers each `run` with `result` or `run-failed` carrying the same id.
- * Runs are handled one at a time in arrival order.
+ * Protocol (see wire-tensor.ts): after start it posts `ready` (with every model file's
+ * metadata) or `load-failed`; then answers each `run` with `result` or `run-failed`
+ * carrying the same id. Runs are handled one at a time in arrival order.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
@@ -14,7 +14,8 @@ import { ownedBuffer, tensorFromWire } from './wire-tensor.js';
 import { ortSessionOptions } from './session-options.js';
 
 export interface WorkerInit {
-  readonly modelPath: string;
+  /** Model files to load, one onnxruntime session each; a run names one by key (default the first). */
+  readonly models: readonly { readonly key: string; readonly path: string }[];
   readonly intraOpThreads: number;
   readonly interOpThreads: number;
   readonly allowSpinning: boolean;
@@ -90,17 +91,24 @@ function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[]): WireTens
 }
 
 async function main(): Promise<void> {
-  let session: ort.InferenceSession;
+  const sessions = new Map<string, ort.InferenceSession>();
   try {
-    session = await ort.InferenceSession.create(init.modelPath, ortSessionOptions(init));
+    for (const model of init.models) {
+      sessions.set(model.key, await ort.InferenceSession.create(model.path, ortSessionOptions(init)));
+    }
   } catch (error) {
+    await Promise.all([...sessions.values()].map((s) => s.release()));
     post({ type: 'load-failed', message: error instanceof Error ? error.message : String(error) });
     return;
   }
+  const first = sessions.values().next().value!;
   post({
     type: 'ready',
-    inputs: session.inputMetadata.map(specOf),
-    outputs: session.outputMetadata.map(specOf),
+    models: [...sessions].map(([key, session]) => ({
+      key,
+      inputs: session.inputMetadata.map(specOf),
+      outputs: session.outputMetadata.map(specOf),
+    })),
   });
 
   // Runs execute strictly one after another: the next message is only handled after the
@@ -110,7 +118,9 @@ async function main(): Promise<void> {
   port!.on('message', (message: ToWorker) => {
     if (message.type === 'close') {
       chain = chain
-        .then(() => session.release())
+        .then(async () => {
+          await Promise.all([...sessions.values()].map((s) => s.release()));
+        })
         .finally(() => {
           port!.close();
         });
@@ -118,6 +128,8 @@ async function main(): Promise<void> {
     }
     chain = chain.then(async () => {
       try {
+        const session = message.model === undefined ? first : sessions.get(message.model);
+        if (session === undefined) throw new Error(`no model file ${message.model ?? ''} in this worker`);
         const feeds: Record<string, ort.Tensor> = {};
         for (const t of message.inputs) feeds[t.name] = toOrt(t);
         const started = performance.now();

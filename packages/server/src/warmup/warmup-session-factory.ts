@@ -68,15 +68,26 @@ async function runAll(tasks: readonly (() => Promise<void>)[], concurrency: numb
 function runArguments(
   session: Session,
   request: PredictRequest,
-): { inputs: Record<string, Tensor>; outputNames: string[] } {
-  const signature = session.signature;
+): { inputs: Record<string, Tensor>; outputNames: string[]; signatureName: string | undefined } {
+  const named = request.modelSpec?.signatureName ?? '';
+  const signatureName = named === '' || session.signatures === undefined ? undefined : named;
+  const signature = signatureName === undefined ? session.signature : session.signatures?.[signatureName];
+  if (signature === undefined) {
+    throw new ServingError(Code.FAILED_PRECONDITION, `Serving signature key "${named}" not found.`);
+  }
+  if (signature.adapter !== undefined) {
+    throw new ServingError(
+      Code.UNIMPLEMENTED,
+      `Warmup requests for signature "${named}" (${signature.adapter.kind} inputs) are not supported`,
+    );
+  }
   const byAlias: Record<string, Tensor> = {};
   for (const [alias, proto] of Object.entries(request.inputs)) byAlias[alias] = tensorFromProto(proto, alias);
   validateInputs(signature, byAlias);
   const aliases = validateOutputFilter(signature, request.outputFilter);
   const inputs: Record<string, Tensor> = {};
   for (const [alias, t] of Object.entries(byAlias)) inputs[signature.inputs[alias]!.name] = t;
-  return { inputs, outputNames: aliases.map((a) => signature.outputs[a]!.name) };
+  return { inputs, outputNames: aliases.map((a) => signature.outputs[a]!.name), signatureName };
 }
 
 /**
@@ -150,8 +161,8 @@ export function createWarmupSessionFactory(options: WarmupSessionFactoryOptions)
         tasks.push(async () => {
           runs++;
           try {
-            const { inputs, outputNames } = runArguments(session, request);
-            await session.run(inputs, { outputNames });
+            const { inputs, outputNames, signatureName } = runArguments(session, request);
+            await session.run(inputs, { outputNames, signatureName });
           } catch (error) {
             const code = error instanceof ServingError ? error.code : Code.INVALID_ARGUMENT;
             const message = error instanceof Error ? error.message : String(error);
@@ -170,7 +181,7 @@ export function createWarmupSessionFactory(options: WarmupSessionFactoryOptions)
     session: Session,
     log: Logger,
   ): Promise<Omit<WarmupReport, 'modelName' | 'version' | 'elapsedMs'>> {
-    const specs = Object.values(session.signature.inputs);
+    const specs = Object.values(session.signature.modelInputs ?? session.signature.inputs);
     if (specs.some((s) => s.shape === undefined)) {
       return { kind: 'none', records: 0, runs: 0, failedRuns: 0 };
     }

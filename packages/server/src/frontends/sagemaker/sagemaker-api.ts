@@ -6,7 +6,7 @@ import type { InferenceService } from '../../core/inference-service.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
 import type { Logger } from '../../util/logger.js';
 import type { HttpApi, HttpContext, HttpRoute } from '../http/http-api.js';
-import { createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
 import { type InvocationsDeps, invoke } from './invocations.js';
 import { createMultiModelApi } from './multi-model-api.js';
 import { ping } from './ping.js';
@@ -41,6 +41,8 @@ export interface SageMakerApiOptions {
   readonly restBaseUrl?: string | undefined;
   /** TF Serving gRPC port for `context.grpcPort`; undefined when gRPC is off. */
   readonly grpcPort?: number | undefined;
+  /** Image decodes in flight at once (each holds the full-size pixels). Default: cores, at least 2. */
+  readonly imageDecodes?: ConcurrencyLimit | undefined;
 }
 
 /** Model name of a `/models/{m}` path, percent-decoded. */
@@ -64,12 +66,14 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
   const { service, registry, logger } = options;
   const multiModel = options.multiModel ?? false;
   const defaultModel = (): string | undefined => options.defaultModelName ?? service.modelNames()[0];
+  const imageDecodes = options.imageDecodes ?? createConcurrencyLimit(Math.max(2, availableParallelism()));
   const deps: InvocationsDeps = {
     service,
     handlerHost: options.handlerHost,
     logger,
     defaultModel,
-    imageDecodes: createConcurrencyLimit(Math.max(2, availableParallelism())),
+    imageDecodes,
+    examples: { imageDecodes },
     restBaseUrl: options.restBaseUrl,
     grpcPort: options.grpcPort,
   };
