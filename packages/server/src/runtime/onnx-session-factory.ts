@@ -229,6 +229,14 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
       started.map((r) => (r.status === 'fulfilled' ? r.value.worker.terminate() : Promise.resolve(0))),
     );
     const raw = failure.reason instanceof Error ? failure.reason.message : String(failure.reason);
+    if (/Unsupported data type: 16\b/.test(raw)) {
+      // onnxruntime-node has no bfloat16 tensors: it refuses the session while reading the metadata.
+      throw loadError(
+        source,
+        'the model has bfloat16 inputs or outputs, which onnxruntime-node does not support (convert them to float16 or float32)',
+        Code.UNIMPLEMENTED,
+      );
+    }
     // Keep the model directory out of client-visible messages.
     throw loadError(source, raw);
   }
