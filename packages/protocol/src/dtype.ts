@@ -154,10 +154,34 @@ const f32Scratch = new Float32Array(1);
 const f32Bits = new Uint32Array(f32Scratch.buffer);
 
 /**
+ * Corrects the 16-bit pattern `bits` found by rounding through float32 (which can round
+ * twice) to the pattern truly nearest to `value`, ties to the even pattern.
+ */
+function nearest16(value: number, bits: number, toNumber: (b: number) => number): number {
+  if (!Number.isFinite(value)) return bits;
+  const here = toNumber(bits);
+  if (!Number.isFinite(here) || here === value) return bits;
+  // The other candidate lies on the far side of `value`: one step away from zero or towards it.
+  const away = here < value === value > 0;
+  const other = away ? bits + 1 : bits - 1;
+  if ((other & 0x7fff) === 0x7fff || (bits & 0x7fff) === 0) return bits;
+  const there = toNumber(other);
+  if (!Number.isFinite(there)) return bits;
+  const d1 = Math.abs(value - here);
+  const d2 = Math.abs(value - there);
+  if (d2 < d1 || (d2 === d1 && (other & 1) === 0)) return other;
+  return bits;
+}
+
+/**
  * The IEEE half-precision bit pattern nearest to a number (round to nearest, ties to even;
  * beyond the half range: infinity; NaN stays NaN).
  */
 export function numberToHalf(value: number): number {
+  return nearest16(value, halfViaFloat32(value), halfToNumber);
+}
+
+function halfViaFloat32(value: number): number {
   f32Scratch[0] = value;
   const x = f32Bits[0]!;
   const sign = (x >>> 16) & 0x8000;
@@ -186,6 +210,10 @@ export function numberToHalf(value: number): number {
 
 /** The bfloat16 bit pattern nearest to a number (round to nearest, ties to even; NaN stays NaN). */
 export function numberToBfloat16(value: number): number {
+  return nearest16(value, bfloat16ViaFloat32(value), bfloat16ToNumber);
+}
+
+function bfloat16ViaFloat32(value: number): number {
   f32Scratch[0] = value;
   const x = f32Bits[0]!;
   if ((x & 0x7f800000) === 0x7f800000 && (x & 0x7fffff) !== 0) return ((x >>> 16) | 0x40) & 0xffff;
