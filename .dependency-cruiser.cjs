@@ -32,6 +32,14 @@ module.exports = {
       to: { path: ['^packages/(vision|client|server|cli)/', ...NATIVE, WORKERS] },
     },
     {
+      name: 'protocol-kserve-has-no-protobuf',
+      comment:
+        '@visionserve/protocol/kserve (the KServe HTTP codecs the client entry loads) stays free of protobuf; the messages are in /kserve-proto',
+      severity: 'error',
+      from: { path: '^packages/protocol/src/kserve/' },
+      to: { path: ['@bufbuild/protobuf', '^packages/protocol/src/(gen|tfs-proto|kserve-proto)/'] },
+    },
+    {
       name: 'vision-is-below-client-and-server',
       comment: 'vision imports protocol only (and sharp, lazily, in image.ts)',
       severity: 'error',
@@ -219,6 +227,24 @@ module.exports = {
       to: {
         path: S + 'frontends/',
         pathNot: [S + 'frontends/$1/', S + 'frontends/(?:http|grpc|shared)/'],
+      },
+    },
+    {
+      name: 'kserve-operations-are-transport-neutral',
+      comment:
+        'frontends/kserve/*.ts hold the KServe operations that the HTTP binding (kserve/http/) and a gRPC binding share: no transport in them',
+      severity: 'error',
+      from: { path: S + 'frontends/kserve/[^/]+\\.ts$', pathNot: S + 'frontends/kserve/index\\.ts$' },
+      to: {
+        path: [
+          S + 'frontends/http/',
+          S + 'frontends/kserve/[^/]+/',
+          '@grpc/grpc-js',
+          '@bufbuild/protobuf',
+          '@visionserve/protocol/kserve-proto',
+          '^packages/protocol/dist/src/kserve-proto/',
+          TRANSPORTS,
+        ],
       },
     },
     {

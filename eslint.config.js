@@ -3,7 +3,6 @@ import tseslint from 'typescript-eslint';
 export default tseslint.config(
   {
     ignores: [
-      'packages/cli/src/gen/**',
       '**/dist/**',
       '**/node_modules/**',
       'packages/protocol/src/gen/**',

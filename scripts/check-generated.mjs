@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Fails when the committed generated protobuf code (src/gen of packages/protocol and packages/cli)
+// Fails when the committed generated protobuf code (src/gen of packages/protocol)
 // differs from what `npm run gen:proto` would write now: for each package, buf generates
 // into a scratch directory (`buf generate -o`, the package's own buf.yaml and buf.gen.yaml,
 // protoc-gen-es from the workspace's node_modules) and the two trees are compared file by file.
@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 /** Same version as package.json's gen:proto. */
 const BUF = '@bufbuild/buf@1.74.0';
-const PACKAGES = ['packages/protocol', 'packages/cli'];
+const PACKAGES = ['packages/protocol'];
 
 /** Relative paths of the files under `dir` (empty when it does not exist). */
 function files(dir) {

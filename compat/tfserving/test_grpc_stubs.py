@@ -182,3 +182,43 @@ def test_reload_config_replaces_model_set(server):
         c.name = name
         c.base_path = str(server.repo / name)
     assert stub.HandleReloadConfigRequest(req3, timeout=60).status.error_code == 0
+
+
+def test_reload_config_reports_models_that_did_not_become_available(server, tmp_path):
+    # TF Serving's ServerCore waits for the new models of a reload and answers UNKNOWN
+    # "N model(s) did not become available: {...}" naming each one; the other models stay served.
+    stub = model_service_pb2_grpc.ModelServiceStub(server.channel)
+    broken = tmp_path / "broken" / "1"
+    broken.mkdir(parents=True)
+    (broken / "model.onnx").write_bytes(b"this is not an onnx model")
+    req = model_management_pb2.ReloadConfigRequest()
+    for name, base in (
+        ("mobilenet", server.repo / "mobilenet"),
+        ("detector", server.repo / "detector"),
+        ("half_plus_two", server.repo / "half_plus_two"),
+        ("broken", tmp_path / "broken"),
+        ("missing", tmp_path / "missing"),
+    ):
+        c = req.config.model_config_list.config.add()
+        c.name = name
+        c.base_path = str(base)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.HandleReloadConfigRequest(req, timeout=60)
+    assert err.value.code() == grpc.StatusCode.UNKNOWN
+    details = err.value.details()
+    assert details.startswith("2 model(s) did not become available: {"), details
+    assert "{name: broken version: 1} due to error:" in details
+    assert "{name: missing} due to error: No versions of servable missing found under base path" in details
+
+    preq = predict_pb2.PredictRequest()
+    preq.model_spec.name = "half_plus_two"
+    preq.inputs["x"].CopyFrom(tf.make_tensor_proto(np.array([1.0], np.float32)))
+    assert tf.make_ndarray(predict(server, preq).outputs["y"]).tolist() == [2.5]
+
+    # Restore the original set for the other tests.
+    req2 = model_management_pb2.ReloadConfigRequest()
+    for name in ("mobilenet", "detector", "half_plus_two"):
+        c = req2.config.model_config_list.config.add()
+        c.name = name
+        c.base_path = str(server.repo / name)
+    assert stub.HandleReloadConfigRequest(req2, timeout=60).status.error_code == 0

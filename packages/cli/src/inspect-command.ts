@@ -8,7 +8,7 @@ import { basename, join } from 'node:path';
 import { tfDataTypeName } from '@visionserve/protocol';
 import type { ModelMetadata } from '@visionserve/client';
 import { listVersions, MODEL_FILE_NAME } from '@visionserve/server';
-import { type OnnxModelInfo, type OnnxValueInfo, readOnnxModelInfo } from './tools/onnx-model-info.js';
+import { type OnnxModelInfo, type OnnxValueInfo, readOnnxModelInfo } from '@visionserve/protocol/onnx';
 import { type Command, UsageError, flag, numberOption, parseCommandArgs, stringOption } from './cli-args.js';
 
 const HELP = `Usage: visionserve inspect <model.onnx | model-base-dir | repository-dir> [--json]

@@ -249,6 +249,8 @@ void describe('per-model batching parameters and warmup files on a real server',
     );
     h = await startHarness({
       modelConfigFile: config,
+      // The corrupt model never loads; without this the server would refuse to start (as TF Serving).
+      waitForModels: true,
       fileSystemPollSeconds: 0,
       instances: 1,
       enableBatching: true,

@@ -165,5 +165,20 @@ describe('@visionserve/client against a real server', () => {
     assert.deepEqual(Array.from(r.outputs['y']!.data as Float32Array), [2.5, 3, 3.5]);
     await assert.rejects(grpc.getModelStatus('detector'), isCode(Code.NOT_FOUND));
     await assert.rejects(grpc.reloadConfig([{ name: '', basePath: '/x' }]), isCode(Code.INVALID_ARGUMENT));
+    // A new model with no loadable version: TF Serving answers UNKNOWN naming it; the rest is served.
+    await assert.rejects(
+      grpc.reloadConfig([
+        { name: 'mobilenet', basePath: join(root, 'mobilenet') },
+        { name: 'half_plus_two', basePath: join(root, 'half_plus_two'), versionPolicy: { latest: 1 } },
+        { name: 'ghost', basePath: join(root, 'no-such-dir') },
+      ]),
+      (e: unknown) =>
+        isCode(Code.UNKNOWN)(e) &&
+        (e as Error).message.includes(
+          '1 model(s) did not become available: {{{name: ghost} due to error: No versions',
+        ),
+    );
+    const still = await grpc.predict('half_plus_two', { x: tensor(new Float32Array([1])) });
+    assert.deepEqual(Array.from(still.outputs['y']!.data as Float32Array), [2.5]);
   });
 });

@@ -150,6 +150,8 @@ export function handler() { return ['{"escaped":true}', 'application/json']; }
     );
     h = await startHarness({
       modelConfigFile: config,
+      // The escape models never load; without this the server would refuse to start (as TF Serving).
+      waitForModels: true,
       fileSystemPollSeconds: 0,
       sagemakerPort: 0,
       instances: 1,

@@ -123,6 +123,8 @@ describe('SageMaker endpoint: hostile input', () => {
     );
     h = await startHarness({
       modelConfigFile: config,
+      // The broken model never loads; without this the server would refuse to start (as TF Serving).
+      waitForModels: true,
       fileSystemPollSeconds: 0,
       sagemakerPort: 0,
       sagemakerDefaultModelName: 'broken',
@@ -204,7 +206,7 @@ describe('SageMaker endpoint: hostile input', () => {
       assert.ok(growth < BODY_LIMIT + 24 * 1024 * 1024, `RSS grew by ${growth} bytes`);
     }
     const ok = await request(`${url}/invocations`, {
-      body: '[1]',
+      body: '1',
       headers: {
         'Content-Type': 'application/json',
         'X-Amzn-SageMaker-Custom-Attributes': 'tfs-model-name=half_plus_two',

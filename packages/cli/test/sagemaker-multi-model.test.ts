@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, realpath, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { image } from './helpers/shared.js';
@@ -47,27 +47,32 @@ describe('SageMaker multi-model endpoint API', () => {
   });
 
   it('starts empty; /ping is 200 in multi-model mode', async () => {
-    assert.deepEqual((await request(`${url}/models`)).json(), { models: [] });
+    assert.deepEqual((await request(`${url}/models`)).json(), {});
     assert.equal((await request(`${url}/ping`)).status, 200);
   });
 
   it('loads, lists, describes, invokes, unloads and reloads a model', async () => {
     const loaded = await load({ model_name: 'alpha', url: join(models, 'alpha') });
     assert.equal(loaded.status, 200, loaded.text);
-    assert.deepEqual(loaded.json(), { success: 'Successfully loaded model alpha' });
-    const realAlpha = await realpath(join(models, 'alpha'));
-    assert.deepEqual((await request(`${url}/models`)).json(), {
-      models: [{ modelName: 'alpha', modelUrl: realAlpha }],
+    // The container's words, naming the TF Serving ports the model is now served on.
+    assert.deepEqual(loaded.json(), {
+      success: `Successfully loaded model alpha, listening on rest port ${new URL(h.rest).port} and grpc port ${h.server.ports.grpc}.`,
     });
-    assert.deepEqual((await request(`${url}/models/alpha`)).json(), {
-      modelName: 'alpha',
-      modelUrl: realAlpha,
-      versions: [{ version: '1', state: 'AVAILABLE' }],
-    });
+    // Listing and describing answer TF Serving's model status, as the container relays it.
+    const available = {
+      model_version_status: [
+        { version: '1', state: 'AVAILABLE', status: { error_code: 'OK', error_message: '' } },
+      ],
+    };
+    assert.deepEqual((await request(`${url}/models`)).json(), { alpha: available });
+    assert.deepEqual((await request(`${url}/models/alpha`)).json(), { model: available });
     const again = await load({ model_name: 'alpha', url: join(models, 'alpha') });
     assert.equal(again.status, 409);
     assert.match(again.text, /already loaded/);
-    const invoked = await request(`${url}/models/alpha/invoke`, { body: '[1, 2]', headers: json });
+    const invoked = await request(`${url}/models/alpha/invoke`, {
+      body: '{"instances": [1, 2]}',
+      headers: json,
+    });
     assert.equal(invoked.status, 200, invoked.text);
     assert.deepEqual(invoked.json(), { predictions: [2.5, 3] });
     // The loaded model is served by the TF Serving REST API too.
@@ -79,13 +84,17 @@ describe('SageMaker multi-model endpoint API', () => {
 
     const unloaded = await request(`${url}/models/alpha`, { method: 'DELETE' });
     assert.equal(unloaded.status, 200);
-    assert.deepEqual(unloaded.json(), { success: 'Successfully unloaded model alpha' });
-    assert.equal((await request(`${url}/models/alpha`)).status, 404);
+    assert.deepEqual(unloaded.json(), { success: 'Successfully unloaded model alpha.' });
+    const gone = await request(`${url}/models/alpha`);
+    assert.equal(gone.status, 404);
+    assert.deepEqual(gone.json(), { error: 'Model alpha is not loaded yet.' });
     assert.equal((await request(`${url}/models/alpha`, { method: 'DELETE' })).status, 404);
-    assert.equal((await request(`${url}/models/alpha/invoke`, { body: '[1]', headers: json })).status, 404);
+    const unknownInvoke = await request(`${url}/models/alpha/invoke`, { body: '[1]', headers: json });
+    assert.equal(unknownInvoke.status, 404);
+    assert.deepEqual(unknownInvoke.json(), { error: 'Model alpha is not loaded yet.' });
 
     assert.equal((await load({ model_name: 'alpha', url: join(models, 'alpha') })).status, 200);
-    const reinvoked = await request(`${url}/models/alpha/invoke`, { body: '[3]', headers: json });
+    const reinvoked = await request(`${url}/models/alpha/invoke`, { body: '3', headers: json });
     assert.deepEqual(reinvoked.json(), { predictions: [3.5] });
     assert.equal((await request(`${url}/models/alpha`, { method: 'DELETE' })).status, 200);
   });
@@ -126,7 +135,11 @@ describe('SageMaker multi-model endpoint API', () => {
       ['{"model_name": ', 400, /JSON/],
       [{ model_name: '../x', url: join(models, 'alpha') }, 400, /Invalid model_name/],
       [{ model_name: 'x', url: join(models, 'nope') }, 404, /Could not find/],
-      [{ model_name: 'x', url: join(models, 'empty') }, 404, /Could not find a model version/],
+      [
+        { model_name: 'x', url: join(models, 'empty') },
+        404,
+        /Could not find valid base path .* for servable x/,
+      ],
       [{ model_name: 'x', url: join(models, 'corrupt') }, 500, /Failed to load model x/],
       [{ model_name: 'x', url: join(models, 'badconfig') }, 400, /visionserve.json/],
     ];
@@ -136,7 +149,7 @@ describe('SageMaker multi-model endpoint API', () => {
       assert.match((res.json() as { error: string }).error, message);
     }
     // Failed loads leave nothing behind.
-    assert.deepEqual((await request(`${url}/models`)).json(), { models: [] });
+    assert.deepEqual((await request(`${url}/models`)).json(), {});
   });
 
   it('refuses urls outside the model roots: ../ traversal, absolute paths, symlinks out', async () => {
@@ -154,7 +167,7 @@ describe('SageMaker multi-model endpoint API', () => {
       const res = await load({ model_name: 'x', url: bad });
       assert.equal(res.status, 404, `${bad} -> ${res.text}`);
     }
-    assert.deepEqual((await request(`${url}/models`)).json(), { models: [] });
+    assert.deepEqual((await request(`${url}/models`)).json(), {});
     // file:// inside the roots is fine.
     const ok = await load({ model_name: 'viafile', url: `file://${join(models, 'gamma')}` });
     assert.equal(ok.status, 200, ok.text);

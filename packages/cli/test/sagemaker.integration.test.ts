@@ -171,7 +171,11 @@ describe('SageMaker endpoint on real models (no user code)', () => {
       request(`${url}/invocations`, { body, headers: { 'Content-Type': 'application/json', ...headers } });
     assert.deepEqual((await post('{"instances": [1.0, 2.0, 5.0]}')).json(), { predictions: [2.5, 3, 4.5] });
     assert.deepEqual((await post('{"inputs": {"x": [1.0, 2.0]}}')).json(), { outputs: [2.5, 3] });
-    assert.deepEqual((await post('[1.0, 2.0, 5.0]')).json(), { predictions: [2.5, 3, 4.5] });
+    // As in the container, a flat list is one instance (only a list of lists passes through as is).
+    assert.deepEqual((await post('[1.0, 2.0, 5.0]', attrs('tfs-model-name=rows'))).json(), {
+      predictions: [[2.5, 3, 4.5]],
+    });
+    assert.equal((await post('[1.0, 2.0, 5.0]')).status, 400, 'one rank-2 instance for a rank-1 input');
     assert.deepEqual((await post('7')).json(), { predictions: [5.5] });
     // JSON Lines sent as application/json are detected.
     assert.deepEqual((await post('1.0\n2.0\n')).json(), { predictions: [2.5, 3] });
@@ -183,14 +187,14 @@ describe('SageMaker endpoint on real models (no user code)', () => {
         [4, 4.5, 5],
       ],
     });
-    const v7 = await post('[1]', attrs('tfs-model-name=half_plus_two, tfs-model-version=7'));
+    const v7 = await post('1', attrs('tfs-model-name=half_plus_two, tfs-model-version=7'));
     assert.equal(v7.status, 404);
     assert.match(v7.text, /Specific\(half_plus_two, 7\)/);
-    const classify = await post('[1]', attrs('tfs-method=classify'));
+    const classify = await post('1', attrs('tfs-method=classify'));
     assert.equal(classify.status, 400);
     assert.match(classify.text, /key 'examples' is expected and was not found/);
-    assert.equal((await post('[1]', attrs('tfs-model-version=x1'))).status, 400);
-    assert.equal((await post('[1]', attrs('tfs-model-name=nope'))).status, 404);
+    assert.equal((await post('1', attrs('tfs-model-version=x1'))).status, 400);
+    assert.equal((await post('1', attrs('tfs-model-name=nope'))).status, 404);
     const bad = await post('{"instances": [1.0,');
     assert.equal(bad.status, 400);
     assert.match((bad.json() as { error: string }).error, /JSON/);
@@ -244,12 +248,12 @@ describe('SageMaker endpoint on real models (no user code)', () => {
     assert.equal(img.status, 415);
     assert.match((img.json() as { error: string }).error, /^Unsupported Media Type: application\/x-image/);
     const accept = await request(`${url}/invocations`, {
-      body: '[1]',
+      body: '1',
       headers: { 'Content-Type': 'application/json', Accept: 'text/html' },
     });
     assert.equal(accept.status, 415);
     const wildcard = await request(`${url}/invocations`, {
-      body: '[1]',
+      body: '1',
       headers: { 'Content-Type': 'application/json', Accept: 'text/html, */*;q=0.1' },
     });
     assert.equal(wildcard.status, 200);

@@ -173,39 +173,41 @@ function nearest16(value: number, bits: number, toNumber: (b: number) => number)
   return bits;
 }
 
-/**
- * The IEEE half-precision bit pattern nearest to a number (round to nearest, ties to even;
- * beyond the half range: infinity; NaN stays NaN).
- */
-export function numberToHalf(value: number): number {
-  return nearest16(value, halfViaFloat32(value), halfToNumber);
+/** Rounds to the nearest integer, ties to even (x >= 0). */
+function roundHalfEven(x: number): number {
+  const floor = Math.floor(x);
+  const rest = x - floor;
+  if (rest > 0.5) return floor + 1;
+  if (rest < 0.5) return floor;
+  return floor % 2 === 0 ? floor : floor + 1;
 }
 
-function halfViaFloat32(value: number): number {
-  f32Scratch[0] = value;
-  const x = f32Bits[0]!;
-  const sign = (x >>> 16) & 0x8000;
-  const exp = (x >>> 23) & 0xff;
-  const mant = x & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant !== 0 ? 0x200 : 0);
-  // Unbiased exponent; half normals cover -14..15.
-  const e = exp - 127;
-  if (e > 15) return sign | 0x7c00;
-  if (e >= -14) {
-    let half = ((e + 15) << 10) | (mant >>> 13);
-    const rest = mant & 0x1fff;
-    if (rest > 0x1000 || (rest === 0x1000 && (half & 1) === 1)) half++;
-    return sign | half;
+/**
+ * The half-precision bit pattern nearest to `value` (round to nearest, ties to even, as
+ * numpy's float16 conversion does): overflow gives infinity, tiny values subnormals or
+ * zero, NaN a quiet NaN. Rounds once from the double, never through float32.
+ */
+export function numberToHalf(value: number): number {
+  if (Number.isNaN(value)) return 0x7e00;
+  const sign = value < 0 || Object.is(value, -0) ? 0x8000 : 0;
+  const a = Math.abs(value);
+  // 65520 is halfway between the largest half (65504) and 2^16: it and above round to infinity.
+  if (a >= 65520) return sign | 0x7c00;
+  if (a < 2 ** -14) {
+    // Subnormal: units of 2^-24; 1024 units is the smallest normal, which the encoding absorbs.
+    return sign | roundHalfEven(a * 2 ** 24);
   }
-  if (e < -25) return sign;
-  // Subnormal half: the implicit leading 1 joins the mantissa, shifted into place.
-  const full = mant | 0x800000;
-  const shift = -e - 1; // 14..24 bits dropped from the 24-bit significand to land at 2^-24 steps
-  let half = full >>> shift;
-  const rest = full & ((1 << shift) - 1);
-  const halfway = 1 << (shift - 1);
-  if (rest > halfway || (rest === halfway && (half & 1) === 1)) half++;
-  return sign | half;
+  let exponent = Math.floor(Math.log2(a));
+  // log2 can be off by one next to powers of two.
+  if (2 ** exponent > a) exponent--;
+  else if (2 ** (exponent + 1) <= a) exponent++;
+  let mantissa = roundHalfEven((a / 2 ** exponent - 1) * 1024);
+  if (mantissa === 1024) {
+    mantissa = 0;
+    exponent++;
+  }
+  if (exponent > 15) return sign | 0x7c00;
+  return sign | ((exponent + 15) << 10) | mantissa;
 }
 
 /** The bfloat16 bit pattern nearest to a number (round to nearest, ties to even; NaN stays NaN). */

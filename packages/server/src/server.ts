@@ -4,6 +4,8 @@
  * dependencies passed in.
  */
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { Code, ServingError } from '@visionserve/protocol';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createBatchScheduler } from './batching/batch-scheduler.js';
@@ -22,19 +24,26 @@ import type { ModelManager } from './core/model-manager.js';
 import { createInferenceService } from './core/create-inference-service.js';
 import type { InferenceService } from './core/inference-service.js';
 import type { ModelSource, SessionFactory } from './core/session.js';
+import type { HttpApi } from './frontends/http/http-api.js';
 import { createHttpEdge } from './frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from './frontends/http/start-http-server.js';
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
+import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
+import {
+  type InferenceStatistics,
+  createInferenceStatistics,
+} from './frontends/shared/inference-statistics.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
-import { resolveModelLocation } from './repository/confined-path.js';
+import { checkVersionConfined, resolveModelLocation } from './repository/confined-path.js';
+import { findModelDirectory, listModelDirectories } from './repository/model-roots.js';
 import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
-import { listVersions } from './repository/list-versions.js';
+import { MODEL_FILE_NAME, SAVED_MODEL_FILES, listVersions } from './repository/list-versions.js';
 import { describeModelLayoutProblem } from './repository/model-layout.js';
 import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
 import { createInflightBudget } from './frontends/shared/inflight-budget.js';
@@ -64,6 +73,8 @@ export interface RunningVisionServer {
    * when --response_cache_bytes is 0.
    */
   readonly responseCache?: ResponseCache;
+  /** Per-version inference statistics (KServe statistics extension). */
+  readonly statistics: InferenceStatistics;
   /** Graceful shutdown: stop listening, let in-flight requests finish (up to shutdownGraceMs), unload models. */
   close(): Promise<void>;
 }
@@ -105,7 +116,11 @@ async function createSessionFactory(
   config: ServerConfig,
   logger: Logger,
   hooks: VisionServerHooks,
-): Promise<{ factory: SessionFactory; batching: BatchingStats | undefined }> {
+): Promise<{
+  factory: SessionFactory;
+  batching: BatchingStats | undefined;
+  maxBatchSize: number | undefined;
+}> {
   const converter = createSavedModelConverter({
     python: config.savedModelConverterPython,
     cacheDir: config.savedModelCacheDir,
@@ -137,7 +152,7 @@ async function createSessionFactory(
       logger: logger.child({ component: 'warmup' }),
     });
   }
-  if (!config.enableBatching) return { factory, batching: undefined };
+  if (!config.enableBatching) return { factory, batching: undefined, maxBatchSize: undefined };
 
   const defaults = defaultBatchingParameters(availableParallelism());
   const file = config.batchingParametersFile;
@@ -174,8 +189,21 @@ async function createSessionFactory(
     stats: batching,
     logger: batchLogger,
   });
-  return { factory, batching };
+  return { factory, batching, maxBatchSize: parameters.maxBatchSize };
 }
+
+/** The server package's version (KServe server metadata). */
+function serverVersion(): string {
+  try {
+    const pkg = createRequire(import.meta.url)('../../package.json') as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** max_batch_size reported for batching models when server-side batching is off: no limit. */
+const NO_BATCH_LIMIT = 2 ** 31 - 1;
 
 /** The loopback address matching a bind address, for URLs handed to user code. */
 function loopbackFor(host: string): string {
@@ -239,15 +267,28 @@ export async function startVisionServer(
       config = { ...config, modelBasePath: staged.basePath };
     }
   }
-  const { factory: sessionFactory, batching } = await createSessionFactory(config, logger, hooks);
+  const {
+    factory: sessionFactory,
+    batching,
+    maxBatchSize,
+  } = await createSessionFactory(config, logger, hooks);
   let handlerHost: HandlerHost | undefined;
   const responseCache =
     config.responseCacheBytes > 0 ? createResponseCache({ maxBytes: config.responseCacheBytes }) : undefined;
   // Image decodes in flight at once, across every protocol (each holds the full-size pixels).
   const imageDecodes = createConcurrencyLimit(Math.max(2, availableParallelism()));
+  const statistics = createInferenceStatistics();
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
-    loadAssets: (source) => readModelAssets(source.basePath),
+    loadAssets: async (source) => {
+      if (source.confined === true) {
+        // A SavedModel's files count too: the converter reads them.
+        for (const file of [MODEL_FILE_NAME, ...SAVED_MODEL_FILES, 'variables', 'assets']) {
+          await checkVersionConfined(source.basePath, source.path, file);
+        }
+      }
+      return readModelAssets(source.basePath);
+    },
     listVersions,
     logger: logger.child({ component: 'manager' }),
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
@@ -256,6 +297,7 @@ export async function startVisionServer(
       if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
       // Cached responses belong to one version and the assets it ran with (image settings).
       if (event.type !== 'loaded') responseCache?.invalidate(event.model, event.version);
+      if (event.type === 'unloaded') statistics.forget(event.model, event.version);
     },
   });
   const service = createInferenceService({
@@ -281,6 +323,25 @@ export async function startVisionServer(
   };
 
   const timers: NodeJS.Timeout[] = [];
+  const kserve = createKServeService({
+    service,
+    registry: manager,
+    statistics,
+    roots: {
+      list: () => listModelDirectories(config.modelRoots),
+      resolve: (name) => findModelDirectory(config.modelRoots, name),
+    },
+    modelControl: config.kserveModelControlMode,
+    rescan: () => manager.poll(),
+    serverVersion: serverVersion(),
+    maxBatchSize: maxBatchSize ?? NO_BATCH_LIMIT,
+    instanceCount: config.instances,
+    dynamicBatching: config.enableBatching,
+    logger: logger.child({ component: 'kserve' }),
+  });
+  const kserveApi = (bodyLimitBytes: number, requestTimeoutMs: number): HttpApi =>
+    createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs });
+
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
@@ -308,6 +369,7 @@ export async function startVisionServer(
                 bodyLimitBytes: config.restMaxBodyBytes,
                 requestTimeoutMs: config.restTimeoutMs,
               }),
+              ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
             ],
             logger: logger.child({ component: 'rest' }),
             notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
@@ -365,7 +427,11 @@ export async function startVisionServer(
                 requestTimeoutMs: config.sagemakerRequestTimeoutMs,
                 restBaseUrl: rest === undefined ? undefined : `http://${loopback}:${rest.port}`,
                 grpcPort: grpc?.port,
+                restPort: rest?.port,
               }),
+              ...(config.kserveSagemakerPort
+                ? [kserveApi(config.sagemakerMaxBodyBytes, config.sagemakerRequestTimeoutMs)]
+                : []),
             ],
             logger: logger.child({ component: 'sagemaker' }),
             notFoundMessage: () => 'Not Found',
@@ -385,7 +451,17 @@ export async function startVisionServer(
     };
     const initial = (await readConfigs()) ?? [];
     if (!config.waitForModels) await checkModelLayouts(config, initial);
-    await manager.setModels(initial);
+    try {
+      await manager.setModels(initial);
+    } catch (error) {
+      // TF Serving does not start when a configured model fails to load; --wait_for_models
+      // keeps its wait-and-retry behaviour instead.
+      if (!(error instanceof ServingError && error.code === Code.UNKNOWN)) throw error;
+      if (!config.waitForModels) {
+        throw new ConfigError(`${error.message} (--wait_for_models starts anyway and keeps retrying)`);
+      }
+      logger.error('starting without every model', { error });
+    }
 
     if (config.fileSystemPollSeconds > 0) {
       timers.push(
@@ -400,7 +476,13 @@ export async function startVisionServer(
           readConfigs()
             .then((configs) => (configs === undefined ? undefined : manager.setModels(configs)))
             .catch((error: unknown) => {
-              logger.error('model config reload failed; keeping the current models', { error });
+              const applied = error instanceof ServingError && error.code === Code.UNKNOWN;
+              logger.error(
+                applied
+                  ? 'model config reloaded, but some models did not become available'
+                  : 'model config reload failed; keeping the current models',
+                { error },
+              );
             });
         }, config.modelConfigFilePollSeconds * 1000),
       );
@@ -422,6 +504,7 @@ export async function startVisionServer(
     manager,
     ...(batching ? { batching } : {}),
     ...(responseCache ? { responseCache } : {}),
+    statistics,
     close() {
       closing ??= stopAll(config.shutdownGraceMs);
       return closing;

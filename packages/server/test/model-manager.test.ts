@@ -193,7 +193,14 @@ void describe('createModelManager', () => {
   void it('retries a failed load on later polls per the retry policy', async () => {
     const { manager, factory } = setup({ '/models/m': [1] }, { maxLoadRetries: 2, loadRetryIntervalMs: 0 });
     factory.failures.set('m:1', new Error('transient'));
-    await manager.setModels([config('m')]);
+    // TF Serving's reload reports a new model that did not become available (the set is applied).
+    await assert.rejects(
+      manager.setModels([config('m')]),
+      isError(
+        Code.UNKNOWN,
+        '1 model(s) did not become available: {{{name: m version: 1} due to error: Loading servable: {name: m version: 1} failed: transient}, }',
+      ),
+    );
     assert.equal(manager.status('m')[0]?.state, 'END');
     await manager.poll();
     await manager.poll();
@@ -203,7 +210,10 @@ void describe('createModelManager', () => {
 
     const second = setup({ '/models/m': [1] }, { maxLoadRetries: 1, loadRetryIntervalMs: 0 });
     second.factory.failures.set('m:1', new Error('transient'));
-    await second.manager.setModels([config('m')]);
+    await assert.rejects(
+      second.manager.setModels([config('m')]),
+      isError(Code.UNKNOWN, /did not become available/),
+    );
     second.factory.failures.clear();
     await second.manager.poll();
     assert.deepEqual(states(second.manager, 'm'), ['1:AVAILABLE']);
@@ -213,7 +223,7 @@ void describe('createModelManager', () => {
   void it('reloads a failed version whose directory disappeared and came back', async () => {
     const { manager, factory, disk } = setup({ '/models/m': [1] }, { maxLoadRetries: 0 });
     factory.failures.set('m:1', new Error('half-copied'));
-    await manager.setModels([config('m')]);
+    await assert.rejects(manager.setModels([config('m')]), isError(Code.UNKNOWN, /half-copied/));
     disk.dirs.set('/models/m', []);
     await manager.poll();
     factory.failures.clear();
@@ -307,6 +317,34 @@ void describe('createModelManager', () => {
     assert.ok(factory.events.includes('close a:1'));
   });
 
+  void it('reports new and moved models that did not become available, as TF Serving reloads do', async () => {
+    const { manager, factory } = setup(
+      { '/models/a': [1], '/models/b': [2], '/v2/a': [3] },
+      { maxLoadRetries: 0 },
+    );
+    await manager.setModels([config('a')]);
+    // A kept model whose newer version fails is not reported; a new one that fails is.
+    factory.failures.set('b:2', new Error('bad file'));
+    await assert.rejects(
+      manager.setModels([config('a'), config('b')]),
+      isError(
+        Code.UNKNOWN,
+        /^1 model\(s\) did not become available: \{\{\{name: b version: 2\} due to error: .*bad file\}, \}$/,
+      ),
+    );
+    assert.deepEqual(manager.modelNames(), ['a', 'b'], 'the new set is applied all the same');
+    // A base path that moves to a version that fails: reported, and the old path keeps serving.
+    factory.failures.set('a:3', new Error('truncated'));
+    await assert.rejects(
+      manager.setModels([{ ...config('a'), basePath: '/v2/a' }]),
+      isError(Code.UNKNOWN, /\{name: a version: 3\} due to error: .*truncated/),
+    );
+    const h = manager.acquire({ name: 'a' });
+    assert.equal(h.version, 1);
+    h.release();
+    await manager.close();
+  });
+
   void it('rejects invalid configs without changing anything', async () => {
     const { manager } = setup({ '/models/a': [1] });
     await manager.setModels([config('a')]);
@@ -340,7 +378,13 @@ void describe('createModelManager', () => {
 
   void it('warns and keeps serving when the base path cannot be listed', async () => {
     const { manager, disk, logger } = setup({ '/models/m': [1] });
-    await manager.setModels([config('m'), config('gone')]);
+    await assert.rejects(
+      manager.setModels([config('m'), config('gone')]),
+      isError(
+        Code.UNKNOWN,
+        '1 model(s) did not become available: {{{name: gone} due to error: No versions of servable gone found under base path /models/gone}, }',
+      ),
+    );
     assert.ok(logger.records.some((r) => r.level === 'warn' && r.fields.model === 'gone'));
     assert.throws(() => manager.status('gone'), isError(Code.NOT_FOUND, /gone/));
     disk.dirs.delete('/models/m');

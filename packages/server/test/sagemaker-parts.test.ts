@@ -62,6 +62,10 @@ describe('SageMaker parts: custom attributes, content types, Accept', () => {
     assert.deepEqual(jsonToPredictBody('{"examples": []}'), { examples: [] });
     assert.deepEqual(jsonToPredictBody('{"a": 1}'), { instances: [{ a: 1 }] });
     assert.deepEqual(jsonToPredictBody('[[1, 2]]'), { instances: [[1, 2]] });
+    // The container wraps whatever does not start with a list of lists as one instance.
+    assert.deepEqual(jsonToPredictBody('[1.0, 2.0, 5.0]'), { instances: [[1, 2, 5]] });
+    assert.deepEqual(jsonToPredictBody('[{"a": 1}, {"a": 2}]'), { instances: [[{ a: 1 }, { a: 2 }]] });
+    assert.deepEqual(jsonToPredictBody('5'), { instances: [5] });
     assert.deepEqual(jsonToPredictBody('{"a": 1}\n{"a": 2}'), { instances: [{ a: 1 }, { a: 2 }] });
     assert.deepEqual(jsonLinesToPredictBody('[1,2]\n\n[3,4]\n'), {
       instances: [

@@ -4,7 +4,7 @@
  * model with a hard-coded batch of 1 a dynamic one.
  */
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
-import { ModelProtoSchema, TensorProto_DataType } from '../gen/onnx/onnx_subset_pb.js';
+import { ModelProtoSchema, TensorProto_DataType } from '@visionserve/protocol/onnx';
 import { buildOnnxModel } from './onnx-builder.js';
 
 /** Weights of the affine model: W is 4x3 (row-major), b has 3 entries. */

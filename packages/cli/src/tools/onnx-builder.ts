@@ -8,7 +8,7 @@ import {
   TensorProto_DataType,
   type TensorProtoSchema,
   type ValueInfoProtoSchema,
-} from '../gen/onnx/onnx_subset_pb.js';
+} from '@visionserve/protocol/onnx';
 
 /** ONNX element type numbers for visionserve dtypes. */
 export const ONNX_ELEM_TYPE: Readonly<Record<DType, TensorProto_DataType>> = {
@@ -31,8 +31,8 @@ export const ONNX_ELEM_TYPE: Readonly<Record<DType, TensorProto_DataType>> = {
 export interface ValueSpec {
   readonly name: string;
   readonly dtype: DType;
-  /** A number is a fixed size, a string a named dynamic dimension. */
-  readonly shape: readonly (number | string)[];
+  /** A number is a fixed size, a string a named dynamic dimension; undefined: unknown rank (no shape). */
+  readonly shape: readonly (number | string)[] | undefined;
 }
 
 export type AttributeValue = number | string | readonly number[] | { readonly tensor: InitializerSpec };
@@ -72,14 +72,18 @@ function valueInfo(spec: ValueSpec): MessageInitShape<typeof ValueInfoProtoSchem
         case: 'tensorType',
         value: {
           elemType: ONNX_ELEM_TYPE[spec.dtype],
-          shape: {
-            dim: spec.shape.map((d) => ({
-              value:
-                typeof d === 'number'
-                  ? { case: 'dimValue' as const, value: BigInt(d) }
-                  : { case: 'dimParam' as const, value: d },
-            })),
-          },
+          ...(spec.shape === undefined
+            ? {}
+            : {
+                shape: {
+                  dim: spec.shape.map((d) => ({
+                    value:
+                      typeof d === 'number'
+                        ? { case: 'dimValue' as const, value: BigInt(d) }
+                        : { case: 'dimParam' as const, value: d },
+                  })),
+                },
+              }),
         },
       },
     },

@@ -160,6 +160,27 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'response cache size for models with "responseCache": true in visionserve.json (default 0: off)',
   },
+  model_roots: {
+    key: 'modelRoots',
+    type: 'paths',
+    help: "':'-separated dirs whose subdirs clients may load as models",
+  },
+  // --- KServe v2 ---
+  kserve_rest: {
+    key: 'kserveRest',
+    type: 'bool',
+    help: 'KServe v2 HTTP API (/v2) on the REST port (default true)',
+  },
+  kserve_sagemaker_port: {
+    key: 'kserveSagemakerPort',
+    type: 'bool',
+    help: 'KServe v2 HTTP API on the SageMaker port too (default false)',
+  },
+  kserve_model_control_mode: {
+    key: 'kserveModelControlMode',
+    type: 'string',
+    help: 'none|explicit: KServe repository load/unload (default none)',
+  },
   // --- SageMaker endpoint ---
   sagemaker_default_model_name: {
     key: 'sagemakerDefaultModelName',
@@ -174,7 +195,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   sagemaker_model_roots: {
     key: 'sagemakerModelRoots',
     type: 'paths',
-    help: "':'-separated dirs POST /models urls must lie in",
+    help: "':'-separated dirs POST /models urls must lie in (default: --model_roots)",
   },
   sagemaker_max_models: {
     key: 'sagemakerMaxModels',

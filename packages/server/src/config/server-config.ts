@@ -104,6 +104,25 @@ export interface ServerConfig {
    */
   readonly waitForModels: boolean;
   readonly logLevel: LogLevel;
+  /**
+   * Directories whose subdirectories are models that clients may load by name or URL (KServe
+   * repository load; SageMaker multi-model `POST /models` unless --sagemaker_model_roots is
+   * given): nothing outside them is loaded, symlinks followed (`--model_roots`). Default:
+   * /opt/ml/models, plus the directory of --model_config_file when one is given.
+   */
+  readonly modelRoots: readonly string[];
+
+  // --- KServe v2 / Open Inference Protocol ---
+  /** Serve the KServe v2 HTTP API (`/v2/...`) on the REST port (`--kserve_rest`). Default true. */
+  readonly kserveRest: boolean;
+  /** Also serve it on the SageMaker-style port (`--kserve_sagemaker_port`). Default false. */
+  readonly kserveSagemakerPort: boolean;
+  /**
+   * `explicit` lets clients load and unload models through the repository extension
+   * (`POST /v2/repository/models/{m}/load|unload`); `none` refuses them (503), as Triton's
+   * default does (`--kserve_model_control_mode`). The index is always served. Default `none`.
+   */
+  readonly kserveModelControlMode: 'none' | 'explicit';
 
   // --- TensorFlow SavedModels and the response cache ---
   /**
@@ -132,7 +151,7 @@ export interface ServerConfig {
   readonly sagemakerMultiModel: boolean;
   /**
    * Directories a multi-model `POST /models` `url` must resolve inside (after following
-   * symlinks). Default: /opt/ml/models, plus the directory of --model_config_file when one is given.
+   * symlinks). Default: --model_roots.
    */
   readonly sagemakerModelRoots: readonly string[];
   /** Most models loaded at once through the multi-model API; 0 = no limit (then 507). Default 0. */
@@ -194,6 +213,9 @@ export const DEFAULTS = {
   savedModelCacheDir: undefined,
   savedModelConversionTimeoutSeconds: 600,
   responseCacheBytes: 0,
+  kserveRest: true,
+  kserveSagemakerPort: false,
+  kserveModelControlMode: 'none',
   sagemakerDefaultModelName: undefined,
   sagemakerMultiModel: false,
   sagemakerMaxModels: 0,
@@ -202,7 +224,10 @@ export const DEFAULTS = {
   sagemakerRequestTimeoutMs: 60_000,
   sagemakerHandlerWorkers: 2,
   sagemakerModelLoadTimeoutMs: 300_000,
-} as const satisfies Omit<ServerConfig, 'intraOpThreads' | 'instances' | 'sagemakerModelRoots'>;
+} as const satisfies Omit<
+  ServerConfig,
+  'intraOpThreads' | 'instances' | 'modelRoots' | 'sagemakerModelRoots'
+>;
 
 /** Merges sources (defaults < env < flags), validates and freezes. */
 export function resolveServerConfig(
@@ -212,15 +237,17 @@ export function resolveServerConfig(
 ): ServerConfig {
   const merged = { ...env, ...flags };
   const intra = merged.intraOpThreads && merged.intraOpThreads > 0 ? merged.intraOpThreads : 1;
+  const modelRoots = (
+    merged.modelRoots ?? [
+      '/opt/ml/models',
+      ...(merged.modelConfigFile === undefined ? [] : [dirname(merged.modelConfigFile)]),
+    ]
+  ).map((p) => resolve(p));
   const config: ServerConfig = {
     ...DEFAULTS,
     ...merged,
-    sagemakerModelRoots: (
-      merged.sagemakerModelRoots ?? [
-        '/opt/ml/models',
-        ...(merged.modelConfigFile === undefined ? [] : [dirname(merged.modelConfigFile)]),
-      ]
-    ).map((p) => resolve(p)),
+    modelRoots,
+    sagemakerModelRoots: merged.sagemakerModelRoots?.map((p) => resolve(p)) ?? modelRoots,
     intraOpThreads: intra,
     instances:
       merged.instances && merged.instances > 0 ? merged.instances : Math.max(1, Math.floor(cores / intra)),
@@ -237,6 +264,11 @@ export function resolveServerConfig(
   }
   if (config.restPort > 0 && config.restPort === config.grpcPort) {
     throw new ConfigError('--rest_api_port must differ from --port');
+  }
+  if (!['none', 'explicit'].includes(config.kserveModelControlMode)) {
+    throw new ConfigError(
+      `--kserve_model_control_mode must be none or explicit, got "${config.kserveModelControlMode}"`,
+    );
   }
   if (config.fileSystemPollSeconds < 0 || config.modelConfigFilePollSeconds < 0) {
     throw new ConfigError('poll intervals must be >= 0');

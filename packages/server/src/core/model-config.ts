@@ -14,4 +14,9 @@ export interface ModelConfig {
   readonly versionPolicy: VersionPolicy;
   /** Label -> version. */
   readonly versionLabels: Readonly<Record<string, number>>;
+  /**
+   * Every file of the model must lie inside `basePath` (symlinks followed): set for models
+   * a client loaded through a confined API. Default false (configured models are trusted).
+   */
+  readonly confined?: boolean | undefined;
 }

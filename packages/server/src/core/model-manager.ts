@@ -69,8 +69,8 @@ export interface ServableHandle<A> {
  * Availability is preserved: a new version, or every version under a changed base
  * path, is loaded and AVAILABLE before any version it replaces starts UNLOADING; if
  * every aspired version of a model fails to load, the versions it already serves keep
- * serving. A failed load never rejects `poll`/`setModels`; it leaves the version in END
- * with the error in its status.
+ * serving. A failed load never rejects `poll` or `addModel`; it leaves the version in END
+ * with the error in its status (`setModels` reports new models that failed, see there).
  */
 export interface ModelManager<A> extends ModelRegistry {
   /**
@@ -80,7 +80,10 @@ export interface ModelManager<A> extends ModelRegistry {
    * settled. Rejects with INVALID_ARGUMENT for an invalid config (nothing changes),
    * for assets that no longer read (the old ones keep serving) or for labels that point
    * at versions that are not AVAILABLE (models are still applied; the label maps stay
-   * unchanged); UNAVAILABLE after `close`.
+   * unchanged); UNKNOWN `N model(s) did not become available: {...}` (TF Serving's words)
+   * when a new model, or a model whose base path changed, has no AVAILABLE version once
+   * its loads settled (the set is applied all the same; polls keep retrying); UNAVAILABLE
+   * after `close`.
    */
   setModels(configs: readonly ModelConfig[]): Promise<void>;
   /**
@@ -168,9 +171,9 @@ export function createModelManager<A = undefined>(options: ModelManagerOptions<A
   }
 
   function newEntry(model: ModelEntry<A>, version: number, attempts: number): VersionEntry<A> {
-    const { name, basePath } = model.config;
+    const { name, basePath, confined } = model.config;
     const entry = new VersionEntry<A>(
-      { modelName: name, version, path: join(basePath, String(version)), basePath },
+      { modelName: name, version, path: join(basePath, String(version)), basePath, confined },
       attempts,
       logger.child({ model: name, version }),
       emit,
@@ -265,10 +268,12 @@ export function createModelManager<A = undefined>(options: ModelManagerOptions<A
     return problems;
   }
 
-  async function applyModels(configs: readonly ModelConfig[]): Promise<void> {
+  /** Installs a model set; returns why each new or moved model has no AVAILABLE version. */
+  async function applyModels(configs: readonly ModelConfig[]): Promise<string[]> {
     if (state !== 'open') throw unavailable('Model manager is closed');
     const next = new Map<string, ModelEntry<A>>();
     const kept: ModelEntry<A>[] = [];
+    const awaited: string[] = [];
     for (const config of configs) {
       const existing = models.get(config.name);
       if (existing !== undefined && existing.config.basePath === config.basePath) {
@@ -277,6 +282,7 @@ export function createModelManager<A = undefined>(options: ModelManagerOptions<A
         kept.push(existing);
       } else {
         // A new model, or its base path moved: the new path loads while the old one serves.
+        awaited.push(config.name);
         next.set(config.name, {
           config,
           versions: new Map(),
@@ -312,6 +318,27 @@ export function createModelManager<A = undefined>(options: ModelManagerOptions<A
     }
     if (problems.length > 0) throw invalidArgument(problems.join('; '));
     for (const config of configs) models.get(config.name)!.labels = { ...config.versionLabels };
+    // New models, and moved ones whose new path serves nothing (the old path may still
+    // serve), for setModels to report.
+    return awaited.flatMap((name) => {
+      const model = models.get(name);
+      const serving = [...(model?.versions.values() ?? [])].some((e) => e.available);
+      return model === undefined || serving ? [] : [unavailableReason(model)];
+    });
+  }
+
+  /** Why a model has no AVAILABLE version, in TF Serving's words. */
+  function unavailableReason(model: ModelEntry<A>): string {
+    const { name, basePath } = model.config;
+    let latest: VersionEntry<A> | undefined;
+    for (const entry of model.versions.values()) {
+      if (latest === undefined || entry.version > latest.version) latest = entry;
+    }
+    if (latest === undefined) {
+      return `{name: ${name}} due to error: No versions of servable ${name} found under base path ${basePath}`;
+    }
+    const error = latest.error === undefined ? '' : ` due to error: ${latest.error.message}`;
+    return `{name: ${name} version: ${latest.version}}${error}`;
   }
 
   /** A version of the model, preferring the current base path over the one being replaced. */
@@ -345,7 +372,15 @@ export function createModelManager<A = undefined>(options: ModelManagerOptions<A
       if (state !== 'open') throw unavailable('Model manager is closed');
       validateConfigs(configs);
       const snapshot = [...configs];
-      await serialize(() => applyModels(snapshot));
+      const failed = await serialize(() => applyModels(snapshot));
+      // As TF Serving's reload: the new set is in place (later polls keep retrying), but the
+      // caller learns which new or moved models did not become available, and why.
+      if (failed.length > 0) {
+        throw new ServingError(
+          Code.UNKNOWN,
+          `${failed.length} model(s) did not become available: {${failed.map((u) => `{${u}}, `).join('')}}`,
+        );
+      }
     },
 
     modelConfig(name) {
@@ -359,6 +394,7 @@ export function createModelManager<A = undefined>(options: ModelManagerOptions<A
         if (models.has(config.name)) {
           throw new ServingError(Code.ALREADY_EXISTS, `Model ${config.name} is already loaded`);
         }
+        // The caller reads the new model's status (a failed load is not an error here).
         await applyModels([...[...models.values()].map((m) => m.config), config]);
       });
     },

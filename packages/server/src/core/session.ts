@@ -70,6 +70,8 @@ export interface ModelSource {
   readonly path: string;
   /** The model's base path (holds the version directories and the model's assets). */
   readonly basePath: string;
+  /** The version's files must lie inside `basePath` (see ModelConfig.confined). */
+  readonly confined?: boolean | undefined;
 }
 
 /** Loads sessions; the composition root passes the runtime's implementation to core. */

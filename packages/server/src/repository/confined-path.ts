@@ -17,7 +17,9 @@ async function realOrUndefined(path: string): Promise<string | undefined> {
     return await realpath(path);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    // Names a client may send that cannot exist: treated as absent (404), not as a fault (500).
+    if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ENAMETOOLONG' || code === 'ELOOP')
+      return undefined;
     throw error;
   }
 }
@@ -114,4 +116,27 @@ export async function resolveModelLocation(url: string, roots: readonly string[]
   const s = await stat(real);
   if (!s.isDirectory()) throw notFound(`Model path ${url} is not a directory`);
   return real;
+}
+
+/**
+ * For models whose files must stay inside their base path (loaded through a confined API
+ * such as the SageMaker multi-model endpoint): refuses with PERMISSION_DENIED a version
+ * directory or model file whose real path (symlinks followed) leaves the real base path.
+ */
+export async function checkVersionConfined(
+  basePath: string,
+  versionPath: string,
+  modelFile: string,
+): Promise<void> {
+  const base = await realOrUndefined(basePath);
+  if (base === undefined) throw notFound('Model directory does not exist');
+  for (const path of [versionPath, resolve(versionPath, modelFile)]) {
+    const real = await realOrUndefined(path);
+    if (real !== undefined && !isInside(base, real)) {
+      throw new ServingError(
+        Code.PERMISSION_DENIED,
+        `${relative(basePath, path)} resolves outside the model directory (symlink escape refused)`,
+      );
+    }
+  }
 }

@@ -6,10 +6,12 @@
  * metadata) or `load-failed`; then answers each `run` with `result` or `run-failed`
  * carrying the same id. Runs are handled one at a time in arrival order.
  */
+import { readFile } from 'node:fs/promises';
 import { parentPort, workerData } from 'node:worker_threads';
+import { readOnnxModelInfo } from '@visionserve/protocol/onnx';
 import ort from 'onnxruntime-node';
 import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
-import type { FromWorker, ToWorker, WireSpec, WireTensor } from './wire-tensor.js';
+import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor } from './wire-tensor.js';
 import { ownedBuffer, tensorFromWire } from './wire-tensor.js';
 import { ortSessionOptions } from './session-options.js';
 
@@ -32,13 +34,28 @@ function post(message: FromWorker, transfer: ArrayBuffer[] = []): void {
   port!.postMessage(message, transfer);
 }
 
-function specOf(meta: ort.InferenceSession.ValueMetadata): WireSpec {
+function specOf(meta: ort.InferenceSession.ValueMetadata, unknownRank: ReadonlySet<string>): WireSpec {
   if (!meta.isTensor) return { name: meta.name, type: 'non-tensor', shape: undefined };
   return {
     name: meta.name,
     type: meta.type,
-    shape: meta.shape.map((d) => d),
+    shape: unknownRank.has(meta.name) ? undefined : meta.shape.map((d) => d),
   };
+}
+
+/**
+ * onnxruntime reports a tensor of unknown rank with shape [] like a scalar; the model file
+ * tells them apart (no shape at all vs an empty one). Read only when some value is ambiguous.
+ */
+async function unknownRankValues(session: ort.InferenceSession, path: string): Promise<Set<string>> {
+  const all = [...session.inputMetadata, ...session.outputMetadata];
+  if (!all.some((m) => m.isTensor && m.shape.length === 0)) return new Set();
+  try {
+    const info = readOnnxModelInfo(await readFile(path));
+    return new Set([...info.inputs, ...info.outputs].filter((v) => v.dims === undefined).map((v) => v.name));
+  } catch {
+    return new Set(); // onnxruntime loaded it; keep its view (scalars) rather than fail the load.
+  }
 }
 
 /** An onnxruntime tensor over the wire tensor's bytes (a view; a copy only when misaligned). */
@@ -102,13 +119,19 @@ async function main(): Promise<void> {
     return;
   }
   const first = sessions.values().next().value!;
+  const ready: WireModel[] = [];
+  for (const model of init.models) {
+    const session = sessions.get(model.key)!;
+    const unknownRank = await unknownRankValues(session, model.path);
+    ready.push({
+      key: model.key,
+      inputs: session.inputMetadata.map((m) => specOf(m, unknownRank)),
+      outputs: session.outputMetadata.map((m) => specOf(m, unknownRank)),
+    });
+  }
   post({
     type: 'ready',
-    models: [...sessions].map(([key, session]) => ({
-      key,
-      inputs: session.inputMetadata.map(specOf),
-      outputs: session.outputMetadata.map(specOf),
-    })),
+    models: ready,
   });
 
   // Runs execute strictly one after another: the next message is only handled after the

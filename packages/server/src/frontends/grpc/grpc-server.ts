@@ -71,7 +71,12 @@ interface CallState {
   answered: boolean;
   reservation: Reservation | undefined;
   timers: NodeJS.Timeout[];
+  /** Epoch ms by which the client wants its answer (grpc-timeout), if it set one. */
+  deadline?: number;
 }
+
+/** A client reset this close to the deadline counts as the deadline passing, in ms. */
+const DEADLINE_SLACK_MS = 100;
 
 function isGrpcContentType(value: string | undefined): boolean {
   return (
@@ -307,7 +312,14 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       call.reservation?.release();
       if (!call.answered) {
         call.answered = true;
-        call.controller.abort(new ServingError(Code.CANCELLED, 'Request cancelled by the client'));
+        // Clients reset the stream when their deadline passes, usually a little before our
+        // timer (which started when the headers arrived) fires: that is a deadline, not a cancel.
+        const expired = call.deadline !== undefined && Date.now() >= call.deadline - DEADLINE_SLACK_MS;
+        call.controller.abort(
+          expired
+            ? new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded')
+            : new ServingError(Code.CANCELLED, 'Request cancelled by the client'),
+        );
       }
     });
     stream.on('error', (error) => {
@@ -335,7 +347,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     let deadline: number | undefined;
     try {
       const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
-      if (timeoutMs !== undefined) deadline = Date.now() + timeoutMs;
+      if (timeoutMs !== undefined) deadline = call.deadline = Date.now() + timeoutMs;
     } catch (error) {
       finish(call, error);
       return;

@@ -17,7 +17,7 @@ export interface HttpContext {
   readonly deadline: number | undefined;
   /**
    * Reads the whole body within the API's limits, or within `limitBytes` (before and
-   * after gzip) when given. Over a limit it rejects with a `body-too-large` ServingError,
+   * after decompression) when given. Over a limit it rejects with a `body-too-large` ServingError,
    * which the edge answers 413.
    */
   readBody(limitBytes?: number): Promise<Buffer>;
@@ -57,6 +57,14 @@ export interface HttpApi {
   readonly requestTimeoutMs: number;
   /** Largest body `readBody` accepts, as received, in bytes. */
   readonly bodyLimitBytes: number;
-  /** Largest body after gzip decompression, in bytes. Default: bodyLimitBytes. */
+  /** Largest body after decompression, in bytes. Default: bodyLimitBytes. */
   readonly decompressedBodyLimitBytes?: number;
+  /**
+   * Request Content-Encodings `readBody` decodes besides identity. Default `['gzip']`
+   * (TF Serving); "deflate" is the zlib format (RFC 1950), as Triton and Python's zlib use it.
+   */
+  readonly contentEncodings?: readonly ContentEncoding[];
 }
+
+/** A compressed request or response body encoding. */
+export type ContentEncoding = 'gzip' | 'deflate';

@@ -98,6 +98,10 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
       return;
     }
     const headers: Record<string, string> = {};
+    // RFC 7694: say which request encodings would have worked.
+    if (reason === 'unsupported-content-encoding') {
+      headers['Accept-Encoding'] = (api?.contentEncodings ?? ['gzip']).join(', ');
+    }
     // A body left unread (an answer before reading it): close rather than drain it.
     if (!req.complete) headers['Connection'] = 'close';
     if (reason === 'overloaded') headers['Retry-After'] = '1';
@@ -142,6 +146,7 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
         readBody(req, {
           limitBytes: limitBytes ?? api.bodyLimitBytes,
           decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
+          encodings: api.contentEncodings,
           signal: watch.signal,
           reserve:
             budget === undefined

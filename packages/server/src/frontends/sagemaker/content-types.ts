@@ -95,10 +95,11 @@ function parseJsonLines(text: string): unknown[] {
 }
 
 /**
- * A JSON body as a TF Serving predict body: an object with an `instances`,
- * `inputs` or `examples` key passes through unchanged; a list becomes the
- * `instances`; any other value becomes the single instance. Text that is not one
- * JSON value but holds one per line is read as JSON Lines.
+ * A JSON body as a TF Serving predict body, as the SageMaker TFS container builds it: an
+ * object with an `instances`, `inputs` or `examples` key passes through unchanged; a list
+ * of lists is the `instances`; any other value, a flat list included (`[1.0, 2.0, 5.0]`),
+ * becomes the single instance. Text that is not one JSON value but holds one per line is
+ * read as JSON Lines.
  */
 export function jsonToPredictBody(text: string): unknown {
   let value: unknown;
@@ -111,7 +112,7 @@ export function jsonToPredictBody(text: string): unknown {
   if (isPlainObject(value) && ['instances', 'inputs', 'examples'].some((k) => Object.hasOwn(value, k))) {
     return value;
   }
-  return { instances: Array.isArray(value) ? value : [value] };
+  return { instances: Array.isArray(value) && Array.isArray(value[0]) ? value : [value] };
 }
 
 /** JSON Lines: each line is one instance. */

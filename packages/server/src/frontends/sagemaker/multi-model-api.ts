@@ -1,11 +1,11 @@
 import type { ServerResponse } from 'node:http';
 import { Code, ServingError, invalidArgument, notFound, parseTfsJsonText } from '@visionserve/protocol';
 import type { InferenceService } from '../../core/inference-service.js';
-import { DEFAULT_VERSION_POLICY } from '../../core/model-config.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
 import type { Logger } from '../../util/logger.js';
 import type { HttpContext } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
+import { modelStatusJson } from '../shared/tfs-status-json.js';
 
 /** What the multi-model API needs besides core. */
 export interface MultiModelApiOptions {
@@ -21,7 +21,13 @@ export interface MultiModelApiOptions {
   readonly rssBytes: () => number;
   /** A load taking longer is answered 408 (it goes on in the background). */
   readonly loadTimeoutMs: number;
+  /** The ports a loaded model is served on, for the success message. */
+  readonly restPort?: number | undefined;
+  readonly grpcPort?: number | undefined;
 }
+
+/** The container's words for a model that is not loaded (404). */
+export const notLoaded = (name: string): ServingError => notFound(`Model ${name} is not loaded yet.`);
 
 /** Model names accepted by `POST /models` (they appear in URL paths). */
 const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,255}$/;
@@ -35,10 +41,12 @@ const loadTimeout = (message: string): ServingError =>
   new ServingError(Code.DEADLINE_EXCEEDED, message, { reason: 'load-timeout' });
 
 /**
- * The SageMaker multi-model endpoint API (docs/protocols.md): list, describe, load,
- * unload. Models loaded here join the served set like configured ones (TF Serving
- * REST/gRPC see them too); a later `reloadConfig` (config file change or gRPC
- * HandleReloadConfigRequest) replaces the whole set, including them.
+ * The SageMaker multi-model endpoint API (docs/protocols.md), with the TF Serving
+ * container's shapes and wording: list (model -> TF Serving status), describe, load (every
+ * version found under the url, as the container configures it), unload. Models loaded here
+ * join the served set like configured ones (TF Serving REST/gRPC see them too); a later
+ * `reloadConfig` (config file change or gRPC HandleReloadConfigRequest) replaces the whole
+ * set, including them.
  */
 export function createMultiModelApi(options: MultiModelApiOptions): {
   list(res: ServerResponse): void;
@@ -49,24 +57,24 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
   const { service, registry, logger } = options;
   let pendingLoads = 0;
 
-  const modelJson = (name: string): Record<string, unknown> => {
-    const config = registry.modelConfig(name);
-    return { modelName: name, modelUrl: config?.basePath ?? '' };
+  const statusOf = (name: string): unknown => {
+    try {
+      return modelStatusJson(service.status({ name }));
+    } catch {
+      return { model_version_status: [] };
+    }
   };
 
   return {
     list(res) {
-      sendJson(res, 200, JSON.stringify({ models: service.modelNames().map(modelJson) }));
+      const models: Record<string, unknown> = {};
+      for (const name of service.modelNames()) models[name] = statusOf(name);
+      sendJson(res, 200, JSON.stringify(models));
     },
 
     describe(res, name) {
-      if (registry.modelConfig(name) === undefined) throw notFound(`Model ${name} is not loaded`);
-      const versions = service.status({ name }).map((v) => ({
-        version: String(v.version),
-        state: v.state,
-        ...(v.error === undefined ? {} : { error: v.error.message }),
-      }));
-      sendJson(res, 200, JSON.stringify({ ...modelJson(name), versions }));
+      if (registry.modelConfig(name) === undefined) throw notLoaded(name);
+      sendJson(res, 200, JSON.stringify({ model: statusOf(name) }));
     },
 
     async load(ctx) {
@@ -101,7 +109,7 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
       const basePath = await options.resolveModelLocation(url);
       pendingLoads++;
       const loading = registry
-        .addModel({ name, basePath, versionPolicy: DEFAULT_VERSION_POLICY, versionLabels: {} })
+        .addModel({ name, basePath, versionPolicy: { kind: 'all' }, versionLabels: {}, confined: true })
         .finally(() => {
           pendingLoads--;
         });
@@ -123,7 +131,7 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
         await registry.removeModel(name).catch(() => undefined);
         const failure = statuses.find((s) => s.error !== undefined)?.error;
         return failure === undefined
-          ? notFound(`Could not find a model version (<version>/model.onnx) under ${url}`)
+          ? notFound(`Could not find valid base path ${url} for servable ${name}`)
           : new ServingError(
               // A model directory whose own files are invalid (visionserve.json, labels) is the caller's error.
               failure.code === Code.INVALID_ARGUMENT ? Code.INVALID_ARGUMENT : Code.INTERNAL,
@@ -151,15 +159,19 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
       const failure = await settleLoad();
       if (failure) throw failure;
       logger.info('multi-model: loaded', { model: name, basePath });
-      sendJson(res, 200, JSON.stringify({ success: `Successfully loaded model ${name}` }));
+      const ports =
+        options.restPort === undefined || options.grpcPort === undefined
+          ? ''
+          : `, listening on rest port ${options.restPort} and grpc port ${options.grpcPort}`;
+      sendJson(res, 200, JSON.stringify({ success: `Successfully loaded model ${name}${ports}.` }));
     },
 
     async unload(res, name) {
       const config = registry.modelConfig(name);
-      if (config === undefined) throw notFound(`Model ${name} is not loaded`);
+      if (config === undefined) throw notLoaded(name);
       await registry.removeModel(name);
       logger.info('multi-model: unloaded', { model: name });
-      sendJson(res, 200, JSON.stringify({ success: `Successfully unloaded model ${name}` }));
+      sendJson(res, 200, JSON.stringify({ success: `Successfully unloaded model ${name}.` }));
     },
   };
 }

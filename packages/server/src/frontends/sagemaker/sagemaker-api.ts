@@ -8,7 +8,7 @@ import type { Logger } from '../../util/logger.js';
 import type { HttpApi, HttpContext, HttpRoute } from '../http/http-api.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
 import { type InvocationsDeps, invoke } from './invocations.js';
-import { createMultiModelApi } from './multi-model-api.js';
+import { createMultiModelApi, notLoaded } from './multi-model-api.js';
 import { ping } from './ping.js';
 
 export interface SageMakerApiOptions {
@@ -43,6 +43,8 @@ export interface SageMakerApiOptions {
   readonly grpcPort?: number | undefined;
   /** Image decodes in flight at once (each holds the full-size pixels). Default: cores, at least 2. */
   readonly imageDecodes?: ConcurrencyLimit | undefined;
+  /** TF Serving REST port, named in the multi-model load message; undefined when REST is off. */
+  readonly restPort?: number | undefined;
 }
 
 /** Model name of a `/models/{m}` path, percent-decoded. */
@@ -97,6 +99,8 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
       memoryLimitBytes: options.memoryLimitBytes,
       rssBytes: options.rssBytes ?? (() => process.memoryUsage.rss()),
       loadTimeoutMs: options.modelLoadTimeoutMs,
+      restPort: options.restPort,
+      grpcPort: options.grpcPort,
     });
     routes.push(
       {
@@ -122,7 +126,11 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
       {
         methods: ['POST'],
         path: /^\/models\/([^/]+)\/invoke$/,
-        handle: (ctx) => invoke(ctx, deps, modelName(ctx)),
+        handle: (ctx) => {
+          const name = modelName(ctx);
+          if (registry.modelConfig(name) === undefined) throw notLoaded(name);
+          return invoke(ctx, deps, name);
+        },
       },
     );
   }

@@ -14,7 +14,7 @@ import { sendJson } from '../http/send.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
 import { classifyOn, regressOn } from '../shared/examples-inference.js';
 import { predictTfsJson } from '../shared/tfs-json-predict.js';
-import { modelMetadataJson, modelStatusJson } from './tfs-rest-json.js';
+import { modelMetadataJson, modelStatusJson } from '../shared/tfs-status-json.js';
 import { TFS_GET_PATH, TFS_POST_PATH, TFS_REST_PREFIX, modelFromMatch } from './tfs-rest-routes.js';
 
 export interface TfsRestApiOptions {

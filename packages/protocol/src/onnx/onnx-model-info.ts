@@ -3,7 +3,7 @@
  * (proto/onnx), without onnxruntime: what `visionserve inspect` prints.
  */
 import { fromBinary } from '@bufbuild/protobuf';
-import { type DType } from '@visionserve/protocol';
+import type { DType } from '../dtype.js';
 import { ModelProtoSchema, TensorProto_DataType, type ValueInfoProto } from '../gen/onnx/onnx_subset_pb.js';
 
 /** One graph input or output. */
