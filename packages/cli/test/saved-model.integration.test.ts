@@ -226,6 +226,8 @@ describe('TensorFlow SavedModel versions (converter stand-in)', () => {
       fileSystemPollSeconds: 0,
       savedModelConverterPython: converter,
       savedModelCacheDir: cacheDir,
+      // Some versions fail to load on purpose: start anyway.
+      waitForModels: true,
     });
   });
   after(async () => {
@@ -367,7 +369,13 @@ describe('TensorFlow SavedModel versions (converter stand-in)', () => {
 
 describe('SavedModel load errors', () => {
   async function statusOf(flags: Parameters<typeof startHarness>[0], base: string): Promise<StatusJson> {
-    const h = await startHarness({ modelBasePath: base, modelName: 'm', fileSystemPollSeconds: 0, ...flags });
+    const h = await startHarness({
+      modelBasePath: base,
+      modelName: 'm',
+      fileSystemPollSeconds: 0,
+      waitForModels: true,
+      ...flags,
+    });
     try {
       return (await request(`${h.rest}/v1/models/m`)).json() as StatusJson;
     } finally {

@@ -82,7 +82,13 @@ describe('TF Serving drop-in: encoded images, Classify/Regress, FP16', () => {
         config { name: 'bf16' base_path: 'bf16' }
       }`,
     );
-    h = await startHarness({ modelConfigFile: config, fileSystemPollSeconds: 0, sagemakerPort: 0 });
+    // bf16 cannot load (the test says why); the server starts anyway.
+    h = await startHarness({
+      modelConfigFile: config,
+      fileSystemPollSeconds: 0,
+      sagemakerPort: 0,
+      waitForModels: true,
+    });
   });
   after(async () => {
     await h.close();
@@ -337,6 +343,49 @@ describe('TF Serving drop-in: encoded images, Classify/Regress, FP16', () => {
     assert.deepEqual(out.halfVal.map(halfToNumber), [2.5, 3, 4.5]);
     const meta = await request(`${h.rest}/v1/models/fp16/metadata`);
     assert.match(meta.text, /"dtype":"DT_HALF"/);
+  });
+
+  it('KServe v2: BYTES images to the encoded-image signature, FP16 as JSON numbers', async () => {
+    // KServe JSON carries BYTES as text; a JPEG travels in the binary data extension.
+    const jpeg = image('cat_tabby.jpg');
+    const header = Buffer.from(
+      JSON.stringify({
+        inputs: [
+          {
+            name: 'image_bytes',
+            shape: [1],
+            datatype: 'BYTES',
+            parameters: { binary_data_size: jpeg.length + 4 },
+          },
+        ],
+        outputs: [{ name: 'output' }],
+      }),
+    );
+    const length = Buffer.alloc(4);
+    length.writeUInt32LE(jpeg.length);
+    const res = await fetch(`${h.rest}/v2/models/mobilenet/infer`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/octet-stream',
+        'inference-header-content-length': String(header.length),
+      },
+      body: Buffer.concat([header, length, jpeg]),
+    });
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    const out = (JSON.parse(text) as { outputs: { name: string; shape: number[]; data: number[] }[] })
+      .outputs[0]!;
+    assert.deepEqual(out.shape, [1, 1000]);
+    const reference = await referenceLogits('cat_tabby.jpg');
+    const served: Tensor = { dtype: 'float32', shape: [1, 1000], data: Float32Array.from(out.data) };
+    assertSameTopK(allScores(served, { softmax: true }).slice(0, 5), allScores(reference, { softmax: true }));
+    const fp16 = await postJson(`${h.rest}/v2/models/fp16/infer`, {
+      inputs: [{ name: 'x', shape: [3], datatype: 'FP16', data: [1, 2, 5] }],
+    });
+    assert.equal(fp16.status, 200, JSON.stringify(fp16.json));
+    const y = (fp16.json as { outputs: { datatype: string; data: number[] }[] }).outputs[0]!;
+    assert.equal(y.datatype, 'FP16');
+    assert.deepEqual(y.data, [2.5, 3, 4.5]);
   });
 
   it('bfloat16 models fail to load with a message that says why (onnxruntime-node has no bfloat16)', async () => {
