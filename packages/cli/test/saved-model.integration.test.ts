@@ -7,6 +7,8 @@
  * unsupported ops, timeout). The real converter on real SavedModels is tested by compat/.
  */
 import { after, before, describe, it } from 'node:test';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import assert from 'node:assert/strict';
 import { chmod, mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -16,6 +18,7 @@ import sharp from 'sharp';
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { buildOnnxModel } from '../src/tools/onnx-builder.js';
 import { tempRepo } from './helpers/model-repo.js';
+import { REPO_ROOT } from './helpers/shared.js';
 import { request } from './helpers/sagemaker-models.js';
 import { type Harness, postJson, startHarness } from './helpers/server-harness.js';
 
@@ -417,5 +420,41 @@ describe('SavedModel load errors', () => {
     assert.match(v.status.error_message, /did not finish within 2 s/);
     const pid = Number(await readFile(join(root, 'm', 'pid'), 'utf8'));
     assert.throws(() => process.kill(pid, 0), /ESRCH/);
+  });
+});
+
+describe('visionserve convert', () => {
+  const CLI = join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js');
+  const run = promisify(execFile);
+
+  it('converts every version of a model ahead of time into the cache the server reads, naming failures', async () => {
+    const root = await tempRepo('vs-convert-');
+    const converter = join(root, 'fake-python');
+    await writeFile(converter, FAKE_CONVERTER);
+    await chmod(converter, 0o755);
+    const base = await placeSavedModel(root, 'cnn', WITH_BYTES, { 'model.onnx': meanColourModel() });
+    const cache = join(root, 'cache');
+    const args = [CLI, 'convert', base, '--python', converter, '--cache-dir', cache];
+    const failed = await run(process.execPath, args).then(
+      () => undefined,
+      (e: { code: number; stdout: string }) => e,
+    );
+    assert.equal(failed?.code, 1, 'serving_bytes does not convert');
+    assert.match(failed.stdout, /serving_default: ok \(tensorflow\/serving\/predict\)/);
+    assert.match(
+      failed.stdout,
+      /serving_bytes: unsupported: uses TensorFlow ops with no ONNX equivalent: DecodeJpeg/,
+    );
+    const { stdout } = await run(process.execPath, [...args, '--json']).catch((e: { stdout: string }) => e);
+    const report = JSON.parse(stdout) as {
+      cached: boolean;
+      signatures: Record<string, { status: string }>;
+    }[];
+    assert.equal(report[0]!.cached, true);
+    assert.equal(report[0]!.signatures['serving_default']!.status, 'ok');
+    const usage = await run(process.execPath, [CLI, 'convert']).catch(
+      (e: { code: number; stderr: string }) => e,
+    );
+    assert.equal((usage as { code: number }).code, 2);
   });
 });

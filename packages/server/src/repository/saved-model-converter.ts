@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { access, mkdir, readFile, readdir, rename, rm, stat } from 'node:fs/promises';
-import { homedir } from 'node:os';
+import { homedir, setPriority } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Code, ServingError } from '@visionserve/protocol';
@@ -140,6 +140,14 @@ function runConverter(
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, TF_CPP_MIN_LOG_LEVEL: '2', CUDA_VISIBLE_DEVICES: '', PYTHONUNBUFFERED: '1' },
     });
+    if (child.pid !== undefined) {
+      try {
+        // Conversions are batch work: leave the cores to serving first.
+        setPriority(child.pid, 10);
+      } catch {
+        // Not permitted here: run at normal priority.
+      }
+    }
     let stdout = '';
     let stderr = '';
     let timedOut = false;
