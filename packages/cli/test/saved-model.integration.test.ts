@@ -435,26 +435,26 @@ describe('visionserve convert', () => {
     const base = await placeSavedModel(root, 'cnn', WITH_BYTES, { 'model.onnx': meanColourModel() });
     const cache = join(root, 'cache');
     const args = [CLI, 'convert', base, '--python', converter, '--cache-dir', cache];
-    const failed = await run(process.execPath, args).then(
-      () => undefined,
-      (e: { code: number; stdout: string }) => e,
-    );
+    interface Exit {
+      code: number;
+      stdout: string;
+    }
+    const exit = (e: unknown): Exit => e as Exit;
+    const failed = await run(process.execPath, args).then(() => undefined, exit);
     assert.equal(failed?.code, 1, 'serving_bytes does not convert');
     assert.match(failed.stdout, /serving_default: ok \(tensorflow\/serving\/predict\)/);
     assert.match(
       failed.stdout,
       /serving_bytes: unsupported: uses TensorFlow ops with no ONNX equivalent: DecodeJpeg/,
     );
-    const { stdout } = await run(process.execPath, [...args, '--json']).catch((e: { stdout: string }) => e);
+    const { stdout } = await run(process.execPath, [...args, '--json']).catch(exit);
     const report = JSON.parse(stdout) as {
       cached: boolean;
       signatures: Record<string, { status: string }>;
     }[];
     assert.equal(report[0]!.cached, true);
     assert.equal(report[0]!.signatures['serving_default']!.status, 'ok');
-    const usage = await run(process.execPath, [CLI, 'convert']).catch(
-      (e: { code: number; stderr: string }) => e,
-    );
-    assert.equal((usage as { code: number }).code, 2);
+    const usage = await run(process.execPath, [CLI, 'convert']).then(() => undefined, exit);
+    assert.equal(usage?.code, 2);
   });
 });
