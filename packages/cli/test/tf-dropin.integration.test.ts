@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { type Tensor, halfToNumber, numberToHalf } from '@visionserve/protocol';
@@ -21,6 +21,7 @@ import {
 } from '@visionserve/protocol/tfs-proto';
 import { MOBILENET_V2_VISION_CONFIG } from '@visionserve/vision';
 import { imageToTensor } from '@visionserve/vision/image';
+import { WARMUP_FILE_PATH, type WarmupReport, encodeWarmupFile } from '@visionserve/server';
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { halfPlusTwoFp16Model } from '../src/tools/fixture-models.js';
 import { ONNX_ELEM_TYPE, buildOnnxModel } from '../src/tools/onnx-builder.js';
@@ -43,9 +44,20 @@ export function input_handler(data, context) {
 
 const b64 = (bytes: Uint8Array): string => Buffer.from(bytes).toString('base64');
 
+/** Writes `<base>/1/assets.extra/tf_serving_warmup_requests` with one record per image (image_bytes). */
+async function writeImageWarmupFile(base: string, images: readonly Uint8Array[], signatureName?: string) {
+  await mkdir(join(base, '1', 'assets.extra'), { recursive: true });
+  const record = (bytes: Uint8Array) => ({
+    inputs: { image_bytes: { dtype: 'string' as const, shape: [1], data: [bytes] } },
+    ...(signatureName === undefined ? {} : { signatureName }),
+  });
+  await writeFile(join(base, '1', WARMUP_FILE_PATH), encodeWarmupFile(images.map(record)));
+}
+
 describe('TF Serving drop-in: encoded images, Classify/Regress, FP16', () => {
   let h: Harness;
   let root: string;
+  const warmups: WarmupReport[] = [];
   const mobilenetConfig = {
     ...MOBILENET_V2_VISION_CONFIG,
     imageBytesSignature: { default: true },
@@ -59,6 +71,15 @@ describe('TF Serving drop-in: encoded images, Classify/Regress, FP16', () => {
     const handled = await placeMobilenet(root, 'mobilenet_handler');
     await writeFile(join(handled, 'visionserve.json'), JSON.stringify(mobilenetConfig));
     await writeHandler(handled, 'inference.mjs', B64_INPUT_HANDLER);
+    // TF Serving users' warmup files: image_bytes records (to serving_default, which the
+    // encoded-image signature is here, and by name), and one whose JPEG is cut short.
+    const warm = await placeMobilenet(root, 'mobilenet_warm');
+    await writeFile(join(warm, 'visionserve.json'), JSON.stringify(mobilenetConfig));
+    await writeImageWarmupFile(warm, [image('cat_tabby.jpg')]);
+    const warmNamed = await placeMobilenet(root, 'mobilenet_warm_named');
+    await writeImageWarmupFile(warmNamed, [image('cat_tabby.jpg'), image('cat_tabby.jpg')], 'serving_bytes');
+    const badWarm = await placeMobilenet(root, 'mobilenet_bad_warmup');
+    await writeImageWarmupFile(badWarm, [image('cat_tabby.jpg').subarray(0, 200)], 'serving_bytes');
     await placeModel(root, 'half_plus_two', 1, halfPlusTwoModel());
     await placeModel(root, 'fp16', 1, halfPlusTwoFp16Model());
     await placeModel(
@@ -77,18 +98,24 @@ describe('TF Serving drop-in: encoded images, Classify/Regress, FP16', () => {
       `model_config_list {
         config { name: 'mobilenet' base_path: 'mobilenet' }
         config { name: 'mobilenet_handler' base_path: 'mobilenet_handler' }
+        config { name: 'mobilenet_warm' base_path: 'mobilenet_warm' }
+        config { name: 'mobilenet_warm_named' base_path: 'mobilenet_warm_named' }
+        config { name: 'mobilenet_bad_warmup' base_path: 'mobilenet_bad_warmup' }
         config { name: 'half_plus_two' base_path: 'half_plus_two' }
         config { name: 'fp16' base_path: 'fp16' }
         config { name: 'bf16' base_path: 'bf16' }
       }`,
     );
-    // bf16 cannot load (the test says why); the server starts anyway.
-    h = await startHarness({
-      modelConfigFile: config,
-      fileSystemPollSeconds: 0,
-      sagemakerPort: 0,
-      waitForModels: true,
-    });
+    // bf16 and mobilenet_bad_warmup cannot load (the tests say why); the server starts anyway.
+    h = await startHarness(
+      {
+        modelConfigFile: config,
+        fileSystemPollSeconds: 0,
+        sagemakerPort: 0,
+        waitForModels: true,
+      },
+      { onWarmup: (r) => warmups.push(r) },
+    );
   });
   after(async () => {
     await h.close();
@@ -396,5 +423,33 @@ describe('TF Serving drop-in: encoded images, Classify/Regress, FP16', () => {
     assert.equal(v.state, 'END');
     assert.equal(v.status.error_code, 'UNIMPLEMENTED');
     assert.match(v.status.error_message, /bfloat16 .*onnxruntime-node/);
+  });
+
+  it('warmup files with image_bytes records replay through the decoder; a truncated JPEG fails the load', async () => {
+    const byModel = Object.fromEntries(warmups.map((r) => [r.modelName, r]));
+    assert.deepEqual(
+      [byModel['mobilenet_warm'], byModel['mobilenet_warm_named']].map((r) => [r?.kind, r?.records, r?.runs]),
+      [
+        ['file', 1, 1],
+        ['file', 2, 2],
+      ],
+    );
+    assert.equal(byModel['mobilenet']?.kind, 'built-in', 'no warmup file: zero tensors');
+    const { status, json } = await postJson(`${h.rest}/v1/models/mobilenet_warm_named/versions/1:predict`, {
+      signature_name: 'serving_bytes',
+      instances: [{ b64: b64(image('cat_tabby.jpg')) }],
+    });
+    assert.equal(status, 200, JSON.stringify(json));
+    assert.equal(argmax(logitsOf((json as { predictions: unknown }).predictions)), 281);
+    const bad = (await request(`${h.rest}/v1/models/mobilenet_bad_warmup`)).json() as {
+      model_version_status: { state: string; status: { error_code: string; error_message: string } }[];
+    };
+    const v = bad.model_version_status[0]!;
+    assert.equal(v.state, 'END');
+    assert.equal(v.status.error_code, 'INVALID_ARGUMENT');
+    assert.match(
+      v.status.error_message,
+      /^Warmup request 0 of assets.extra\/tf_serving_warmup_requests failed: Image 0: /,
+    );
   });
 });

@@ -21,7 +21,7 @@ import type { ModelConfig } from './core/model-config.js';
 import { DEFAULT_VERSION_POLICY } from './core/model-config.js';
 import { createModelManager } from './core/model-manager.js';
 import type { ModelManager } from './core/model-manager.js';
-import { createInferenceService } from './core/create-inference-service.js';
+import { type InputAdapter, createInferenceService } from './core/create-inference-service.js';
 import type { InferenceService } from './core/inference-service.js';
 import type { ModelSource, SessionFactory } from './core/session.js';
 import type { HttpApi } from './frontends/http/http-api.js';
@@ -116,6 +116,7 @@ async function createSessionFactory(
   config: ServerConfig,
   logger: Logger,
   hooks: VisionServerHooks,
+  adaptInputs: InputAdapter<ServableAssets>,
 ): Promise<{
   factory: SessionFactory;
   batching: BatchingStats | undefined;
@@ -148,6 +149,14 @@ async function createSessionFactory(
       readWarmupFile: (source) => readOptionalFile(join(source.path, WARMUP_FILE_PATH)),
       iterations: config.numRequestIterationsForWarmup,
       concurrency: config.instances,
+      // Records for the signatures clients see (the encoded-image one too) replay as requests do.
+      servedSignatures: async (source, signatures) => {
+        const assets = await readModelAssets(source.basePath);
+        return {
+          signatures: extendSignatures(signatures, assets).signatures,
+          adaptInputs: (signature, inputs) => adaptInputs(signature, inputs, assets, undefined),
+        };
+      },
       onWarmup: hooks.onWarmup,
       logger: logger.child({ component: 'warmup' }),
     });
@@ -267,16 +276,17 @@ export async function startVisionServer(
       config = { ...config, modelBasePath: staged.basePath };
     }
   }
+  // Image decodes in flight at once, across every protocol and warmup (each holds the full-size pixels).
+  const imageDecodes = createConcurrencyLimit(Math.max(2, availableParallelism()));
+  const adaptInputs = createInputAdapter({ imageDecodes });
   const {
     factory: sessionFactory,
     batching,
     maxBatchSize,
-  } = await createSessionFactory(config, logger, hooks);
+  } = await createSessionFactory(config, logger, hooks, adaptInputs);
   let handlerHost: HandlerHost | undefined;
   const responseCache =
     config.responseCacheBytes > 0 ? createResponseCache({ maxBytes: config.responseCacheBytes }) : undefined;
-  // Image decodes in flight at once, across every protocol (each holds the full-size pixels).
-  const imageDecodes = createConcurrencyLimit(Math.max(2, availableParallelism()));
   const statistics = createInferenceStatistics();
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
@@ -305,7 +315,7 @@ export async function startVisionServer(
     logger: logger.child({ component: 'core' }),
     admission: { maxQueueWaitMs: config.maxQueueWaitMs },
     extendSignatures,
-    adaptInputs: createInputAdapter({ imageDecodes }),
+    adaptInputs,
     responseCache:
       responseCache === undefined
         ? undefined

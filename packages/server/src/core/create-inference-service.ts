@@ -5,7 +5,7 @@ import { type AdmissionPolicy, checkAdmission } from './admission.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
 import { type ResponseCache, responseCacheKey } from './response-cache.js';
-import type { Session } from './session.js';
+import { type Session, sessionSignatures } from './session.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
 
@@ -53,11 +53,6 @@ export interface InferenceServiceOptions<A> {
 /** Signature name of a request: "" and undefined mean the default, as in TF Serving. */
 function signatureNameOf(name: string | undefined): string {
   return name === undefined || name === '' ? DEFAULT_SIGNATURE_NAME : name;
-}
-
-/** The signatures a session can run. */
-export function sessionSignatures(session: Session): Readonly<Record<string, Signature>> {
-  return session.signatures ?? { [DEFAULT_SIGNATURE_NAME]: session.signature };
 }
 
 /** What scopedServable needs from its service. */

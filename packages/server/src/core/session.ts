@@ -1,5 +1,5 @@
 import { type Tensor } from '@visionserve/protocol';
-import type { Signature } from './signature.js';
+import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
 
 export interface RunOptions {
   /** Aborts queued work; work already running in a worker finishes but its result is dropped. */
@@ -60,6 +60,11 @@ export interface Session {
   pressure?(): SessionPressure;
   /** Releases the session; pending runs are rejected with UNAVAILABLE. */
   close(): Promise<void>;
+}
+
+/** The signatures a session can run, by name. */
+export function sessionSignatures(session: Session): Readonly<Record<string, Signature>> {
+  return session.signatures ?? { [DEFAULT_SIGNATURE_NAME]: session.signature };
 }
 
 /** Where a model version lives and what to call it. */
