@@ -45,10 +45,13 @@ describe('response cache', () => {
         config { name: 'mobilenet' base_path: 'mobilenet' }
       }`,
     );
+    const monitoring = join(root, 'monitoring.config');
+    await writeFile(monitoring, 'prometheus_config { enable: true path: "/metrics" }\n');
     h = await startHarness({
       modelConfigFile: config,
       fileSystemPollSeconds: 0,
       responseCacheBytes: CACHE_BYTES,
+      monitoringConfigFile: monitoring,
     });
   });
   after(async () => {
@@ -56,6 +59,13 @@ describe('response cache', () => {
   });
 
   const stats = () => h.server.responseCache!.stats();
+
+  /** One sample of the Prometheus exposition on the REST port (undefined when absent). */
+  async function metric(name: string, labels = ''): Promise<number | undefined> {
+    const text = (await request(`${h.rest}/metrics`)).text;
+    const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+    return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
 
   it('answers a repeated request from the cache (hit counter moves), per model and only when opted in', async () => {
     const before_ = stats();
@@ -74,6 +84,12 @@ describe('response cache', () => {
     assert.equal(stats().misses, before_.misses + 2);
     assert.equal(h.server.responseCache!.modelStats().get('cached')?.hits, 1);
     assert.equal(h.server.responseCache!.modelStats().get('uncached'), undefined);
+    // The same counters on /metrics.
+    assert.equal(await metric('visionserve_response_cache_hits_total', '{model="cached"}'), 1);
+    assert.equal(await metric('visionserve_response_cache_misses_total', '{model="cached"}'), 2);
+    assert.equal(await metric('visionserve_response_cache_hits_total', '{model="uncached"}'), undefined);
+    assert.equal(await metric('visionserve_response_cache_max_bytes'), CACHE_BYTES);
+    assert.equal(await metric('visionserve_response_cache_entries'), stats().entries);
   });
 
   it('holds the byte bound under a flood of distinct inputs (evicting least recently used)', async () => {
@@ -87,6 +103,9 @@ describe('response cache', () => {
     const after_ = stats();
     assert.ok(after_.evictions - before_.evictions > 200, `evictions ${after_.evictions}`);
     assert.ok(after_.entries > 10 && after_.bytes > CACHE_BYTES / 2, `entries ${after_.entries}`);
+    const exported = await metric('visionserve_response_cache_evictions_total', '{model="cached"}');
+    assert.equal(exported, after_.evictions);
+    assert.ok((await metric('visionserve_response_cache_bytes'))! <= CACHE_BYTES);
   });
 
   it('a new version is never answered from the old one; its entries are dropped when it unloads', async () => {

@@ -4,7 +4,7 @@ import type { ServerConfig } from './server-config.js';
 
 export interface FlagSpec {
   readonly key: keyof ServerConfig;
-  readonly type: 'int' | 'bool' | 'string' | 'loglevel' | 'paths';
+  readonly type: 'int' | 'float' | 'bool' | 'string' | 'loglevel' | 'paths' | 'list';
   readonly help: string;
 }
 
@@ -181,6 +181,62 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'string',
     help: 'none|explicit: KServe repository load/unload (default none)',
   },
+  // --- operations ---
+  monitoring_config_file: {
+    key: 'monitoringConfigFile',
+    type: 'string',
+    help: 'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" } text file',
+  },
+  access_log_sampling_rate: {
+    key: 'accessLogSamplingRate',
+    type: 'float',
+    help: 'share of successful requests access-logged, 0..1; errors always (default 0)',
+  },
+  otlp_traces_endpoint: {
+    key: 'otlpTracesEndpoint',
+    type: 'string',
+    help: 'OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (default: no tracing)',
+  },
+  trace_sampling_rate: {
+    key: 'traceSamplingRate',
+    type: 'float',
+    help: 'share of requests without a sampled traceparent traced (default 0.01)',
+  },
+  ssl_config_file: {
+    key: 'sslConfigFile',
+    type: 'string',
+    help: 'TF Serving SSLConfig text file: TLS/mTLS on every listener',
+  },
+  ssl_config_poll_seconds: {
+    key: 'sslConfigPollSeconds',
+    type: 'int',
+    help: 're-read certificates every N s (default 10; 0: never)',
+  },
+  rest_api_enable_cors_support: {
+    key: 'enableCors',
+    type: 'bool',
+    help: 'CORS headers and OPTIONS preflight on the HTTP APIs (default false)',
+  },
+  admin_token_file: {
+    key: 'adminTokenFile',
+    type: 'string',
+    help: 'model management needs "Authorization: Bearer <token>" (default: open)',
+  },
+  admin_client_names: {
+    key: 'adminClientNames',
+    type: 'list',
+    help: 'comma-separated client certificate names allowed to manage models (mTLS)',
+  },
+  disable_model_management: {
+    key: 'disableModelManagement',
+    type: 'bool',
+    help: 'refuse reload config and multi-model load/unload (default false)',
+  },
+  shutdown_readiness_delay_ms: {
+    key: 'shutdownReadinessDelayMs',
+    type: 'int',
+    help: 'on shutdown, /readyz answers 503 this long before listeners stop (default 0)',
+  },
   // --- SageMaker endpoint ---
   sagemaker_default_model_name: {
     key: 'sagemakerDefaultModelName',
@@ -237,6 +293,17 @@ function parseValue(flag: string, spec: FlagSpec, raw: string): unknown {
       if (!/^-?\d+$/.test(raw)) throw new ConfigError(`--${flag} expects an integer, got "${raw}"`);
       return Number(raw);
     }
+    case 'float': {
+      const n = Number(raw);
+      if (raw.trim() === '' || !Number.isFinite(n))
+        throw new ConfigError(`--${flag} expects a number, got "${raw}"`);
+      return n;
+    }
+    case 'list':
+      return raw
+        .split(',')
+        .map((p) => p.trim())
+        .filter((p) => p !== '');
     case 'bool': {
       if (['true', '1', 'yes', ''].includes(raw.toLowerCase())) return true;
       if (['false', '0', 'no'].includes(raw.toLowerCase())) return false;
@@ -264,7 +331,12 @@ export function parseFlags(argv: readonly string[]): Partial<ServerConfig> {
     const eq = arg.indexOf('=');
     const name = (eq >= 0 ? arg.slice(2, eq) : arg.slice(2)).replaceAll('-', '_');
     const spec = FLAGS[name];
-    if (!spec) throw new ConfigError(`unknown flag --${name}`);
+    if (!spec) {
+      const near = closestFlag(name);
+      throw new ConfigError(
+        `unknown flag --${name}${near === undefined ? '' : ` (did you mean --${near}?)`}`,
+      );
+    }
     let raw: string;
     if (eq >= 0) raw = arg.slice(eq + 1);
     else if (spec.type === 'bool' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--')))
@@ -278,4 +350,52 @@ export function parseFlags(argv: readonly string[]): Partial<ServerConfig> {
     (out as Record<string, unknown>)[spec.key] = parseValue(name, spec, raw);
   }
   return out;
+}
+
+/** Names other servers use for our flags. */
+const COMMON_MISSPELLINGS: Readonly<Record<string, string>> = {
+  grpc_port: 'port',
+  http_port: 'rest_api_port',
+  model_path: 'model_base_path',
+  model_repository: 'model_config_file',
+};
+
+/** The known flag a mistyped one most likely meant: containing it, sharing most words, or a near spelling. */
+function closestFlag(name: string): string | undefined {
+  const known = COMMON_MISSPELLINGS[name];
+  if (known !== undefined) return known;
+  const names = Object.keys(FLAGS);
+  const containing = names.filter((n) => n.includes(name));
+  if (containing.length === 1) return containing[0];
+  const words = new Set(name.split('_'));
+  let best: string | undefined;
+  let bestScore = 0;
+  for (const n of names) {
+    const theirs = n.split('_');
+    const shared = theirs.filter((w) => words.has(w)).length;
+    const score = shared / new Set([...words, ...theirs]).size - editDistance(name, n) / 1000;
+    if (score > bestScore) {
+      best = n;
+      bestScore = score;
+    }
+  }
+  if (best !== undefined && bestScore >= 0.5) return best;
+  const maxDistance = Math.max(2, Math.floor(name.length / 4));
+  return names.find((n) => editDistance(name, n) <= maxDistance);
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(
+        previous[j]! + 1,
+        current[j - 1]! + 1,
+        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
 }

@@ -2,10 +2,11 @@ import { Code, ServingError, type Tensor, internal } from '@visionserve/protocol
 import type { Logger } from '../util/logger.js';
 import { abortError, raceAbort } from './abort-error.js';
 import { type AdmissionPolicy, checkAdmission } from './admission.js';
+import type { InferenceObserver, PredictEnd } from './inference-observer.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
 import { type ResponseCache, responseCacheKey } from './response-cache.js';
-import { type Session, sessionSignatures } from './session.js';
+import { type RunOptions, type Session, sessionSignatures } from './session.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
 
@@ -48,6 +49,8 @@ export interface InferenceServiceOptions<A> {
    */
   readonly responseCache?:
     { readonly cache: ResponseCache; readonly enabledFor: (assets: A) => boolean } | undefined;
+  /** Told of every predict (metrics, request logs, tracing). Default: none (no cost). */
+  readonly observer?: InferenceObserver | undefined;
 }
 
 /** Signature name of a request: "" and undefined mean the default, as in TF Serving. */
@@ -75,6 +78,7 @@ function scopedServable<A>(
   scope: CallOptions,
   runs: Promise<unknown>[],
   isOpen: () => boolean,
+  observer: InferenceObserver | undefined,
 ): Servable<A> {
   const { session } = handle;
   const { logger, admission, signatures, cache } = context;
@@ -91,68 +95,114 @@ function scopedServable<A>(
     signatures,
     assets: handle.assets,
     signature,
-    async predict(request: ServablePredictRequest, options: CallOptions = {}) {
-      if (!isOpen()) throw internal('Servable used after its scope ended');
-      const signal = options.signal ?? scope.signal;
-      if (signal?.aborted) throw abortError(signal);
-      const { name, signature: sig } = signature(request.signatureName);
-      checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
-      const adapted = sig.adapter !== undefined && request.modelInputs !== true;
-      const modelSignature: Signature = { ...sig, inputs: sig.modelInputs ?? sig.inputs };
-      validateInputs(adapted ? sig : modelSignature, request.inputs);
-      const aliases = validateOutputFilter(sig, request.outputFilter);
-      const key =
-        cache === undefined
-          ? undefined
-          : responseCacheKey(
-              handle.name,
-              handle.version,
-              `${name}${request.modelInputs === true ? '#model' : ''}`,
-              aliases,
-              request.inputs,
-            );
-      if (key !== undefined) {
-        const cached = cache!.lookup(key, handle.name);
-        if (cached !== undefined) return cached;
+    predict(request: ServablePredictRequest, options: CallOptions = {}) {
+      if (observer === undefined) return run(request, options, undefined);
+      // --- observer hook: told of the start (inputs still intact) and of the outcome.
+      const started = performance.now();
+      let timings: PredictEnd['timings'];
+      const onTimings = (t: NonNullable<PredictEnd['timings']>): void => {
+        timings = t;
+      };
+      let done: ((end: PredictEnd) => void) | undefined;
+      try {
+        done = observer.predictStarting({
+          model: handle.name,
+          version: handle.version,
+          signatureName: signatureNameOf(request.signatureName),
+          inputs: request.inputs,
+          outputFilter: request.outputFilter ?? [],
+          signal: options.signal ?? scope.signal,
+        });
+      } catch (error) {
+        logger.warn('inference observer failed', { error });
       }
-      let byAlias = request.inputs;
-      if (adapted) {
-        byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
-        validateInputs(modelSignature, byAlias);
-      }
-      const inputs: Record<string, Tensor> = {};
-      for (const [alias, tensor] of Object.entries(byAlias)) {
-        inputs[modelSignature.inputs[alias]!.name] = tensor;
-      }
-      const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
-      const runs_ = sig.runs ?? name;
-      const run = session.run(inputs, {
-        signal,
-        outputNames,
-        transfer: adapted ? undefined : request.ownedBuffers,
-        ...(runs_ === DEFAULT_SIGNATURE_NAME && session.signatures === undefined
-          ? {}
-          : { signatureName: runs_ }),
-      });
-      runs.push(run.catch(() => undefined));
-      const results = await raceAbort(run, signal);
-      const outputs: Record<string, Tensor> = {};
-      for (const alias of aliases) {
-        const tensor = results[sig.outputs[alias]!.name];
-        if (tensor === undefined) {
-          logger.error('Session did not return a requested output', {
-            model: handle.name,
-            version: handle.version,
-            output: alias,
-          });
-          throw internal(`Model did not produce output ${alias}`);
+      if (done === undefined) return run(request, options, undefined);
+      const report = (code: Code, outputs: Record<string, Tensor> | undefined): void => {
+        try {
+          done({ code, outputs, timings, durationMs: performance.now() - started });
+        } catch (error) {
+          logger.warn('inference observer failed', { error });
         }
-        outputs[alias] = tensor;
-      }
-      if (key !== undefined) cache!.insert(key, handle.name, handle.version, outputs);
-      return outputs;
+      };
+      return run(request, options, onTimings).then(
+        (outputs) => {
+          report(Code.OK, outputs);
+          return outputs;
+        },
+        (error: unknown) => {
+          report(error instanceof ServingError ? error.code : Code.INTERNAL, undefined);
+          throw error;
+        },
+      );
     },
   };
+
+  async function run(
+    request: ServablePredictRequest,
+    options: CallOptions,
+    onTimings: RunOptions['onTimings'],
+  ): Promise<Record<string, Tensor>> {
+    if (!isOpen()) throw internal('Servable used after its scope ended');
+    const signal = options.signal ?? scope.signal;
+    if (signal?.aborted) throw abortError(signal);
+    const { name, signature: sig } = signature(request.signatureName);
+    checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
+    const adapted = sig.adapter !== undefined && request.modelInputs !== true;
+    const modelSignature: Signature = { ...sig, inputs: sig.modelInputs ?? sig.inputs };
+    validateInputs(adapted ? sig : modelSignature, request.inputs);
+    const aliases = validateOutputFilter(sig, request.outputFilter);
+    const key =
+      cache === undefined
+        ? undefined
+        : responseCacheKey(
+            handle.name,
+            handle.version,
+            `${name}${request.modelInputs === true ? '#model' : ''}`,
+            aliases,
+            request.inputs,
+          );
+    if (key !== undefined) {
+      const cached = cache!.lookup(key, handle.name);
+      if (cached !== undefined) return cached;
+    }
+    let byAlias = request.inputs;
+    if (adapted) {
+      byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
+      validateInputs(modelSignature, byAlias);
+    }
+    const inputs: Record<string, Tensor> = {};
+    for (const [alias, tensor] of Object.entries(byAlias)) {
+      inputs[modelSignature.inputs[alias]!.name] = tensor;
+    }
+    const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
+    const runs_ = sig.runs ?? name;
+    const running = session.run(inputs, {
+      signal,
+      outputNames,
+      transfer: adapted ? undefined : request.ownedBuffers,
+      onTimings,
+      ...(runs_ === DEFAULT_SIGNATURE_NAME && session.signatures === undefined
+        ? {}
+        : { signatureName: runs_ }),
+    });
+    runs.push(running.catch(() => undefined));
+    const results = await raceAbort(running, signal);
+    const outputs: Record<string, Tensor> = {};
+    for (const alias of aliases) {
+      const tensor = results[sig.outputs[alias]!.name];
+      if (tensor === undefined) {
+        logger.error('Session did not return a requested output', {
+          model: handle.name,
+          version: handle.version,
+          output: alias,
+        });
+        throw internal(`Model did not produce output ${alias}`);
+      }
+      outputs[alias] = tensor;
+    }
+    if (key !== undefined) cache!.insert(key, handle.name, handle.version, outputs);
+    return outputs;
+  }
 }
 
 /**
@@ -211,7 +261,9 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
     const runs: Promise<unknown>[] = [];
     let open = true;
     try {
-      return await fn(scopedServable(handle, contextFor(handle), callOptions, runs, () => open));
+      return await fn(
+        scopedServable(handle, contextFor(handle), callOptions, runs, () => open, options.observer),
+      );
     } catch (error) {
       throw toClientError(error, spec.name);
     } finally {

@@ -35,6 +35,8 @@ export interface OnnxRuntimeOptions {
    * `<version>/<modelFileName>` as the one signature serving_default.
    */
   readonly resolveModelFiles?: ModelFilesResolver | undefined;
+  /** An inference worker died unasked (it is replaced); for metrics. */
+  readonly onWorkerExit?: (() => void) | undefined;
   readonly logger: Logger;
 }
 
@@ -274,6 +276,7 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
     log,
     respawn: async () => (await startWorker(init)).worker,
     maxQueuedRuns: options.maxQueuedRuns ?? DEFAULT_MAX_QUEUED_RUNS,
+    onWorkerExit: options.onWorkerExit,
   });
 }
 
@@ -297,6 +300,7 @@ interface PoolOptions {
   /** Starts a replacement worker with the same model and options. */
   readonly respawn: () => Promise<Worker>;
   readonly maxQueuedRuns: number;
+  readonly onWorkerExit: (() => void) | undefined;
 }
 
 /** A run as the pool carries it to a worker. */
@@ -338,6 +342,7 @@ function createPoolSession(pool: PoolOptions): Session {
       maxQueued: pool.maxQueuedRuns,
       keepAlive: true,
       spawn: pool.respawn,
+      onUnexpectedExit: pool.onWorkerExit,
       post: (worker, id, job) => {
         const message: ToWorker = {
           type: 'run',

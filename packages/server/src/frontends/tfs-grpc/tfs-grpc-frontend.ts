@@ -43,6 +43,7 @@ import type { Logger } from '../../util/logger.js';
 import type { GrpcMethod, GrpcService } from '../grpc/grpc-service.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
 import { classifyOn, multiInferenceOn, regressOn } from '../shared/examples-inference.js';
+import type { ManagementGuard } from '../shared/management-guard.js';
 import {
   modelConfigsFromProto,
   modelSpecFromProto,
@@ -64,6 +65,8 @@ export interface TfsGrpcFrontendOptions {
    * Default false.
    */
   readonly serializeAsTensorContent?: boolean | undefined;
+  /** Who may call HandleReloadConfigRequest. Default: anyone (TF Serving's behaviour). */
+  readonly managementGuard?: ManagementGuard | undefined;
 }
 
 export const PREDICTION_SERVICE = 'tensorflow.serving.PredictionService';
@@ -292,7 +295,8 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
   };
 
   const handleReloadConfigRequest: GrpcMethod = {
-    async handler(bytes) {
+    async handler(bytes, context) {
+      options.managementGuard?.check(context.credentials(), 'HandleReloadConfigRequest');
       const request = decode(ReloadConfigRequestSchema, bytes);
       const configs = modelConfigsFromProto(request.config);
       await service.reloadConfig(configs);
@@ -307,6 +311,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
   return [
     {
       name: PREDICTION_SERVICE,
+      api: 'tfs-grpc',
       methods: {
         Classify: classify,
         Regress: regress,
@@ -317,6 +322,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
     },
     {
       name: MODEL_SERVICE,
+      api: 'tfs-grpc',
       methods: { GetModelStatus: getModelStatus, HandleReloadConfigRequest: handleReloadConfigRequest },
     },
   ];
