@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { closedLoop, openLoop } from '../src/bench/load-loop.js';
 import { percentile, summarize } from '../src/bench/stats.js';
@@ -332,6 +332,9 @@ describe('exit clean-up', () => {
 });
 
 describe('visionserve bench arguments', () => {
+  it('finds ../shared beside the repository by default (npm run bench passes no --shared)', () => {
+    assert.equal(parseBenchArgs([]).options.sharedDir, resolve(SHARED));
+  });
   it('defaults to the latency suite and parses the sweep and cold-start options', () => {
     const d = parseBenchArgs([]);
     assert.deepEqual(d.options.suites, ['latency']);
