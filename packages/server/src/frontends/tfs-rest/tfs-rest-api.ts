@@ -1,4 +1,4 @@
-import { Code, ServingError, parseTfsJsonText } from '@visionserve/protocol';
+import { Code, ServingError, parseTfsPredictJson } from '@visionserve/protocol';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { HttpApi } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
@@ -70,11 +70,7 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
           // Shed before reading the body when the model's queue is already too long.
           service.admit(model, call);
           const body = await ctx.readBody();
-          sendJson(
-            ctx.res,
-            200,
-            await predictTfsJson(service, model, parseTfsJsonText(body.toString('utf8')), call),
-          );
+          sendJson(ctx.res, 200, await predictTfsJson(service, model, parseTfsPredictJson(body), call));
         },
       },
     ],
