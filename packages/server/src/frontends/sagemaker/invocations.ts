@@ -6,6 +6,7 @@ import {
   invalidArgument,
   notFound,
   parseTfsExamplesBody,
+  readNumericPredictBody,
 } from '@visionserve/protocol';
 import type { HandlerHost } from '../../contracts/handler-host.js';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
@@ -147,13 +148,16 @@ export async function invoke(ctx: HttpContext, deps: InvocationsDeps, pathModel?
       } else if (kind === 'image') {
         out = await runImageInvocation(servable, image!, body, call, deps.imageDecodes);
       } else {
-        const text = body.toString('utf8');
+        // A TF Serving body of big numeric tensors is read without JSON.parse (same values).
+        const fast = kind === 'json' ? readNumericPredictBody(body) : undefined;
+        const text = fast === undefined ? body.toString('utf8') : '';
         const predictBody =
-          kind === 'csv'
+          fast ??
+          (kind === 'csv'
             ? csvToPredictBody(text)
             : kind === 'jsonlines'
               ? jsonLinesToPredictBody(text)
-              : jsonToPredictBody(text);
+              : jsonToPredictBody(text));
         out = await predictTfsJsonOn(servable, predictBody, call);
       }
       sendBody(

@@ -6,6 +6,7 @@ import {
   encodeTfsRegressResponse,
   parseTfsExamplesBody,
   parseTfsJsonText,
+  parseTfsPredictJson,
 } from '@visionserve/protocol';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService } from '../../core/inference-service.js';
@@ -79,12 +80,12 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
           const call = { signal: ctx.signal, deadline: ctx.deadline };
           // Shed before reading the body when the model's queue is already too long.
           service.admit(model, call);
-          const body = parseTfsJsonText((await ctx.readBody()).toString('utf8'));
+          const bytes = await ctx.readBody();
           if (method === 'predict') {
-            sendJson(ctx.res, 200, await predictTfsJson(service, model, body, call));
+            sendJson(ctx.res, 200, await predictTfsJson(service, model, parseTfsPredictJson(bytes), call));
             return;
           }
-          const { signatureName, input } = parseTfsExamplesBody(body);
+          const { signatureName, input } = parseTfsExamplesBody(parseTfsJsonText(bytes.toString('utf8')));
           const answer = await service.withServable(
             model,
             async (servable) =>
