@@ -57,3 +57,25 @@ export type { S3Location, S3Object, S3Store, S3StoreOptions } from './storage/s3
 export { extractModelArchive, DEFAULT_ARCHIVE_LIMITS } from './repository/model-archive.js';
 export type { ArchiveLimits, ArchiveSummary } from './repository/model-archive.js';
 export { findSageMakerModels } from './repository/sagemaker-model-dir.js';
+// TensorFlow SavedModels: the converter (`visionserve convert`), and the response cache.
+export {
+  CONVERTER_REQUIREMENTS,
+  CONVERTER_SCRIPT,
+  SETUP_COMMAND,
+  createSavedModelConverter,
+  defaultCacheDir,
+  setupPython,
+} from './repository/saved-model-converter.js';
+export type {
+  Conversion,
+  SavedModelConverter,
+  SavedModelConverterOptions,
+} from './repository/saved-model-converter.js';
+export type { ConversionManifest, ConvertedSignature } from './repository/saved-model-manifest.js';
+export { createResponseCache, responseCacheKey } from './core/response-cache.js';
+export type {
+  ResponseCache,
+  ResponseCacheModelStats,
+  ResponseCacheOptions,
+  ResponseCacheStats,
+} from './core/response-cache.js';

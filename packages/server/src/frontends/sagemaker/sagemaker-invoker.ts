@@ -3,7 +3,7 @@ import type { HandlerHost } from '../../contracts/handler-host.js';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
-import { createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
 import {
   type InvocationCall,
   type InvocationRequest,
@@ -37,8 +37,8 @@ export interface SageMakerInvokerOptions {
   readonly restBaseUrl?: string | undefined;
   /** TF Serving gRPC port for `context.grpcPort`; undefined when gRPC is off. */
   readonly grpcPort?: number | undefined;
-  /** Image decodes in flight at once. Default: max(2, cores). */
-  readonly imageDecodes?: number | undefined;
+  /** Image decodes in flight at once (each holds the full-size pixels), shared with the other protocols. Default: a limit of its own, max(2, cores). */
+  readonly imageDecodes?: ConcurrencyLimit | undefined;
   /** The answer of `GET /execution-parameters`. */
   readonly executionParameters: ExecutionParameters;
 }
@@ -55,12 +55,14 @@ export interface SageMakerInvoker {
 export function createSageMakerInvoker(options: SageMakerInvokerOptions): SageMakerInvoker {
   const { service } = options;
   const defaultModel = (): string | undefined => options.defaultModelName ?? service.modelNames()[0];
+  const imageDecodes = options.imageDecodes ?? createConcurrencyLimit(Math.max(2, availableParallelism()));
   const deps: InvocationsDeps = {
     service,
     handlerHost: options.handlerHost,
     logger: options.logger,
     defaultModel,
-    imageDecodes: createConcurrencyLimit(options.imageDecodes ?? Math.max(2, availableParallelism())),
+    imageDecodes,
+    examples: { imageDecodes },
     restBaseUrl: options.restBaseUrl,
     grpcPort: options.grpcPort,
   };

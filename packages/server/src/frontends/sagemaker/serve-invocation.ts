@@ -1,9 +1,19 @@
-import { Code, ServingError, invalidArgument, notFound } from '@visionserve/protocol';
+import {
+  Code,
+  ServingError,
+  encodeTfsClassifyResponse,
+  encodeTfsRegressResponse,
+  invalidArgument,
+  notFound,
+  parseTfsExamplesBody,
+  readNumericPredictBody,
+} from '@visionserve/protocol';
 import type { HandlerHost } from '../../contracts/handler-host.js';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import type { ConcurrencyLimit } from '../shared/concurrency-limit.js';
+import { type ExamplesInferenceOptions, classifyOn, regressOn } from '../shared/examples-inference.js';
 import { predictTfsJsonOn } from '../shared/tfs-json-predict.js';
 import {
   RESPONSE_CONTENT_TYPE,
@@ -27,6 +37,8 @@ export interface InvocationsDeps {
   readonly defaultModel: () => string | undefined;
   /** Image decodes in flight at once (each holds the full-size pixels). */
   readonly imageDecodes: ConcurrencyLimit;
+  /** Classify/regress (`tfs-method`) settings; shares imageDecodes. */
+  readonly examples: ExamplesInferenceOptions;
   /** TF Serving REST base URL for `context.restUri`; undefined when REST is off. */
   readonly restBaseUrl: string | undefined;
   /** TF Serving gRPC port for `context.grpcPort`; undefined when gRPC is off. */
@@ -87,8 +99,9 @@ const readBody = (body: InvocationRequest['body']): Promise<Uint8Array> =>
  * Serves one SageMaker `/invocations` request on top of core: routed by the custom
  * attributes (or the path's model), served from one pinned version. The version's
  * `code/inference.{mjs,js}` handles the request when present (in the handler host's
- * worker threads); otherwise JSON / JSON Lines / CSV go through TF Serving's predict and
- * images through the version's visionserve.json. A multi-record body (JSON Lines or CSV)
+ * worker threads); otherwise JSON / JSON Lines / CSV go through TF Serving's predict (or,
+ * with `tfs-method=classify|regress`, its Classify / Regress on tf.Examples) and images
+ * through the version's visionserve.json. A multi-record body (JSON Lines or CSV)
  * asked for as `application/jsonlines` is answered line by line, in order: line i is what
  * record i alone would get. Unsupported Content-Type or Accept is 415 before the body is
  * read. The HTTP route and `visionserve transform` both call this, so they answer alike.
@@ -138,7 +151,7 @@ export async function serveInvocation(
           `Unsupported Accept: ${accept ?? ''}; this endpoint answers application/json or application/jsonlines`,
         );
       }
-      checkPredictMethod(target);
+      if (kind === 'image') checkPredictMethod(target);
       // Shed before reading the body when the model's queue is already too long.
       deps.service.admit({ name: servable.name, version: servable.version }, call);
       const body = Buffer.from(await readBody(request.body));
@@ -148,14 +161,37 @@ export async function serveInvocation(
         const out = await runImageInvocation(servable, image!, body, call, deps.imageDecodes);
         return { body: responseKind === 'jsonlines' ? asJsonLine(out) : out, contentType: contentTypeOut };
       }
-      const text = body.toString('utf8');
+      if (target.method === 'classify' || target.method === 'regress') {
+        // As the container forwards the body to TF Serving's :classify / :regress: tf.Examples.
+        const text = body.toString('utf8');
+        const examplesBody =
+          kind === 'json'
+            ? jsonToPredictBody(text)
+            : kind === 'csv'
+              ? csvToPredictBody(text)
+              : jsonLinesToPredictBody(text);
+        const { signatureName, input } = parseTfsExamplesBody(examplesBody);
+        const out =
+          target.method === 'classify'
+            ? encodeTfsClassifyResponse(
+                (await classifyOn(servable, signatureName, input, deps.examples, call)).results,
+              )
+            : encodeTfsRegressResponse(
+                (await regressOn(servable, signatureName, input, deps.examples, call)).values,
+              );
+        return { body: responseKind === 'jsonlines' ? asJsonLine(out) : out, contentType: contentTypeOut };
+      }
       const multiRecord = kind === 'csv' || kind === 'jsonlines';
+      // A TF Serving body of big numeric tensors is read without JSON.parse (same values).
+      const fast = kind === 'json' ? readNumericPredictBody(body) : undefined;
+      const text = fast === undefined ? body.toString('utf8') : '';
       const predictBody =
-        kind === 'csv'
+        fast ??
+        (kind === 'csv'
           ? csvToPredictBody(text)
           : kind === 'jsonlines'
             ? jsonLinesToPredictBody(text)
-            : jsonToPredictBody(text);
+            : jsonToPredictBody(text));
       const out = await predictTfsJsonOn(servable, predictBody, call);
       if (responseKind === 'json') return { body: out, contentType: contentTypeOut };
       return {
