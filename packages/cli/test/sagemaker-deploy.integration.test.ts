@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
@@ -81,6 +81,65 @@ describe('the seed layout as model.tar.gz (--model_base_path)', () => {
       assert.equal(res.status, 200, res.text);
       const answer = res.json() as { class_id: number; decoder: string };
       assert.deepEqual([answer.class_id, answer.decoder], [281, 'jpeg-js']);
+    } finally {
+      await h.close();
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
+
+/**
+ * Stands in for the SavedModel converter's Python (`<python> <script> --saved-model DIR
+ * --out-dir OUT`): writes one serving_default signature (x -> y) and the ONNX file found
+ * beside this script, so the server's side of a SavedModel version runs on any machine.
+ */
+const CONVERTER_STAND_IN = `#!/usr/bin/env node
+const fs = require('node:fs');
+const path = require('node:path');
+const args = process.argv.slice(3);
+const out = args[args.indexOf('--out-dir') + 1];
+fs.mkdirSync(path.join(out, 's0'), { recursive: true });
+fs.copyFileSync(path.join(__dirname, 'hp2.onnx'), path.join(out, 's0', 'model.onnx'));
+const f32 = { dtype: 'float32', shape: [-1] };
+fs.writeFileSync(path.join(out, 'manifest.json'), JSON.stringify({
+  format: 1,
+  converter: { tensorflow: 'stand-in' },
+  signatures: { serving_default: { status: 'ok', methodName: 'tensorflow/serving/predict', inputs: { x: f32 }, outputs: { y: f32 }, onnx: 's0/model.onnx' } },
+}));
+console.log(JSON.stringify({ ok: true }));
+`;
+
+describe('a SageMaker TF Serving model.tar.gz holding 1/saved_model.pb (converter stand-in)', () => {
+  it('finds the SavedModel version in the unpacked archive, converts it on load and answers /invocations', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'vs-sm-savedmodel-'));
+    const model = join(root, 'model');
+    await mkdir(join(model, '1', 'variables'), { recursive: true });
+    await writeFile(join(model, '1', 'saved_model.pb'), 'a SavedModel (the stand-in does not read it)');
+    await writeFile(join(model, '1', 'variables', 'variables.index'), '');
+    packArchive(model, join(root, 'model.tar.gz'));
+    const converter = join(root, 'python');
+    await writeFile(converter, CONVERTER_STAND_IN);
+    await chmod(converter, 0o755);
+    await writeFile(join(root, 'hp2.onnx'), halfPlusTwoModel());
+    const h = await startHarness({
+      sagemakerModelDir: join(root, 'model.tar.gz'),
+      sagemakerPort: 0,
+      modelCacheDir: join(root, 'cache'),
+      savedModelConverterPython: converter,
+      savedModelCacheDir: join(root, 'converted'),
+    });
+    try {
+      assert.deepEqual((await request(`${h.sagemaker}/ping`)).json(), {
+        status: 'AVAILABLE',
+        model: 'model',
+        version: '1',
+      });
+      const res = await request(`${h.sagemaker}/invocations`, {
+        body: '{"instances": [1.0, 2.0]}',
+        headers: { 'Content-Type': 'application/json' },
+      });
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(res.json(), { predictions: [2.5, 3] });
     } finally {
       await h.close();
       await rm(root, { recursive: true, force: true });

@@ -368,7 +368,7 @@ export async function startVisionServer(
       const found = await sources.modelDirectory(config.sagemakerModelDir, singleName);
       if (found.models.length === 0 && !config.waitForModels) {
         throw new ConfigError(
-          `--sagemaker_model_dir=${config.sagemakerModelDir}: no model found (expected <version>/model.onnx at its top, or <model>/<version>/model.onnx for several models)`,
+          `--sagemaker_model_dir=${config.sagemakerModelDir}: no model found (expected <version>/model.onnx or <version>/saved_model.pb at its top, or <model>/<version>/... for several models)`,
         );
       }
       return found.models.map((m) => {

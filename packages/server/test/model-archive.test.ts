@@ -178,6 +178,24 @@ describe('findSageMakerModels', () => {
     );
     assert.equal(found.codeDir, undefined);
   });
+
+  it('counts TensorFlow SavedModel versions (saved_model.pb) as SageMaker TF Serving archives hold them', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vs-smdir-'));
+    await mkdir(join(dir, 'tf', '1', 'variables'), { recursive: true });
+    await writeFile(join(dir, 'tf', '1', 'saved_model.pb'), '');
+    await mkdir(join(dir, 'onnx', '3'), { recursive: true });
+    await writeFile(join(dir, 'onnx', '3', 'model.onnx'), '');
+    await mkdir(join(dir, 'neither', '1'), { recursive: true });
+    await writeFile(join(dir, 'neither', '1', 'weights.bin'), '');
+    assert.deepEqual(
+      (await findSageMakerModels(dir)).models.map((m) => m.name),
+      ['onnx', 'tf'],
+    );
+    const top = await mkdtemp(join(tmpdir(), 'vs-smdir-'));
+    await mkdir(join(top, '1'));
+    await writeFile(join(top, '1', 'saved_model.pb'), '');
+    assert.deepEqual((await findSageMakerModels(top, 'model')).models, [{ name: 'model', basePath: top }]);
+  });
 });
 
 describe('predictionsAsLines', () => {

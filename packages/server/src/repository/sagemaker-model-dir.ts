@@ -1,6 +1,6 @@
 import { readdir, stat } from 'node:fs/promises';
 import { basename, join, relative } from 'node:path';
-import { MODEL_FILE_NAME } from './list-versions.js';
+import { isVersionDirectory } from './list-versions.js';
 
 /** One model found in a SageMaker model directory. */
 export interface FoundModel {
@@ -32,21 +32,17 @@ async function isDir(path: string): Promise<boolean> {
 
 async function hasVersion(dir: string, entries: readonly string[]): Promise<boolean> {
   for (const e of entries) {
-    if (!VERSION_DIR.test(e)) continue;
-    try {
-      if ((await stat(join(dir, e, MODEL_FILE_NAME))).isFile()) return true;
-    } catch {
-      // not a version
-    }
+    if (VERSION_DIR.test(e) && (await isVersionDirectory(join(dir, e)))) return true;
   }
   return false;
 }
 
 /**
  * The models in a SageMaker model directory, as the SageMaker TF Serving container finds
- * them: a directory that holds `<version>/model.onnx` is a model named after itself, so
- * `/opt/ml/model/1/model.onnx` is one model ("model", or `singleModelName` when given) and
- * `/opt/ml/model/{a,b}/1/model.onnx` are models "a" and "b". Version directories are not
+ * them: a directory that holds a version (`<version>/model.onnx`, or a TensorFlow SavedModel's
+ * `<version>/saved_model.pb`, as SageMaker TF Serving archives have) is a model named after
+ * itself, so `/opt/ml/model/1/model.onnx` is one model ("model", or `singleModelName` when
+ * given) and `/opt/ml/model/{a,b}/1/saved_model.pb` are models "a" and "b". Version directories are not
  * searched further; `code/` and hidden entries are skipped; symlinked directories are
  * followed. An empty list when nothing is found (the caller names the problem).
  */

@@ -147,7 +147,7 @@ export function createModelSources(options: ModelSourcesOptions): ModelSources {
       throw new ServingError(
         Code.INVALID_ARGUMENT,
         found.models.length === 0
-          ? `model archive ${location} holds no <version>/model.onnx`
+          ? `model archive ${location} holds no <version>/model.onnx or <version>/saved_model.pb`
           : `model archive ${location} holds ${found.models.length} models (${found.models.map((m) => m.name).join(', ')}); serve it with --sagemaker_model_dir`,
       );
     },

@@ -1,9 +1,10 @@
 import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { VERSION_MARKER_FILES } from '../repository/list-versions.js';
 import type { Logger } from '../util/logger.js';
 import { type S3Location, type S3Object, type S3Store, formatS3Uri } from './s3-store.js';
 
-/** A local copy of a model base path in S3 (`s3://bucket/prefix` holding `<version>/model.onnx`). */
+/** A local copy of a model base path in S3 (`s3://bucket/prefix` holding `<version>/model.onnx` or `<version>/saved_model.pb`). */
 export interface S3Mirror {
   /** The local directory the model manager reads (version directories plus assets). */
   readonly localPath: string;
@@ -103,9 +104,11 @@ export function createS3Mirror(options: S3MirrorOptions): S3Mirror {
         versions.set(Number(first), list);
       } else files.set(rel, o);
     }
-    // A version counts once its model file is there (upload it last).
+    // A version counts once its model file (model.onnx, or a SavedModel's saved_model.pb) is there: upload it last.
     for (const [v, list] of versions) {
-      if (!list.some((o) => o.key === `${prefix}${v}/model.onnx`)) versions.delete(v);
+      if (!list.some((o) => VERSION_MARKER_FILES.some((f) => o.key === `${prefix}${v}/${f}`))) {
+        versions.delete(v);
+      }
     }
     const local = new Set((await readdir(localPath)).filter((e) => VERSION_DIR.test(e)).map(Number));
     const added: number[] = [];
