@@ -32,10 +32,7 @@ import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
 import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
-import {
-  type InferenceStatistics,
-  createInferenceStatistics,
-} from './frontends/shared/inference-statistics.js';
+import { type InferenceStatistics, createInferenceStatistics } from './core/inference-statistics.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
 import { checkVersionConfined, resolveModelLocation } from './repository/confined-path.js';
@@ -269,6 +266,7 @@ export async function startVisionServer(
     manager,
     logger: logger.child({ component: 'core' }),
     admission: { maxQueueWaitMs: config.maxQueueWaitMs },
+    statistics,
   });
   const budget = createInflightBudget({
     maxBytes: config.maxInflightRequestBytes,

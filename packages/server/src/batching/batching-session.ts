@@ -58,6 +58,9 @@ interface Request {
   /** performance.now() when the request was queued, for its timings. */
   readonly queuedAt: number;
   readonly onTimings: RunOptions['onTimings'];
+  readonly onExecution: RunOptions['onExecution'];
+  /** Buffers handed over with the inputs; passed on when the request runs as its own batch. */
+  readonly transfer: RunOptions['transfer'];
   readonly pieces: Piece[];
   readonly results: (Record<string, Tensor> | undefined)[];
   done: number;
@@ -185,6 +188,7 @@ export function createBatchingSession(session: Session, options: BatchingSession
       outputs = await session.run(inputs, {
         signal,
         outputNames: group.outputNames,
+        ...(whole ? { transfer: only.request.transfer } : {}),
         onTimings: (t) => {
           // Each request waited for its batch, then the batch waited for an instance.
           for (const p of live) {
@@ -192,9 +196,13 @@ export function createBatchingSession(session: Session, options: BatchingSession
             p.request.onTimings?.({
               queueMs: batchStart - p.request.queuedAt + t.queueMs,
               computeMs: t.computeMs,
-              batchSize: padded,
             });
           }
+        },
+        onExecution: (e) => {
+          // One run, reported once: to the first request in it that listens.
+          const reporter = live.find((p) => p.request.onExecution !== undefined);
+          reporter?.request.onExecution?.({ batchSize: padded, computeMs: e.computeMs });
         },
       });
     } catch (error) {
@@ -352,6 +360,8 @@ export function createBatchingSession(session: Session, options: BatchingSession
           signal,
           queuedAt: performance.now(),
           onTimings: runOptions.onTimings,
+          onExecution: runOptions.onExecution,
+          transfer: runOptions.transfer,
           pieces: [],
           results: [],
           done: 0,

@@ -3,8 +3,10 @@ import type { Logger } from '../util/logger.js';
 import { abortError, raceAbort } from './abort-error.js';
 import { type AdmissionPolicy, checkAdmission } from './admission.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
+import type { InferenceStatistics } from './inference-statistics.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
-import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
+import { type RequestStatistics, createRequestStatistics } from './request-statistics.js';
+import { DEFAULT_SIGNATURE_NAME, type Signature, batchesAlongDimension0 } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
 
 export interface InferenceServiceOptions<A> {
@@ -14,11 +16,23 @@ export interface InferenceServiceOptions<A> {
   readonly logger: Logger;
   /** Load shedding (see AdmissionPolicy). Default: no queue-wait limit; deadlines still apply. */
   readonly admission?: AdmissionPolicy | undefined;
+  /**
+   * Receives the statistics of every request that runs a model (whatever its protocol) and
+   * of every model run. Default: none kept.
+   */
+  readonly statistics?: InferenceStatistics | undefined;
 }
 
 /** Signature name of a request: "" and undefined mean the default, as in TF Serving. */
 function signatureNameOf(name: string | undefined): string {
   return name === undefined || name === '' ? DEFAULT_SIGNATURE_NAME : name;
+}
+
+/** Batch items of a request: dimension 0 of its first input for a model that batches, else 1. */
+function itemsOf(signature: Signature, inputs: Readonly<Record<string, Tensor>>): number {
+  if (!batchesAlongDimension0(signature)) return 1;
+  for (const tensor of Object.values(inputs)) return tensor.shape[0] ?? 1;
+  return 1;
 }
 
 /**
@@ -33,6 +47,7 @@ function scopedServable<A>(
   admission: AdmissionPolicy,
   runs: Promise<unknown>[],
   isOpen: () => boolean,
+  stats: RequestStatistics | undefined,
 ): Servable<A> {
   const { session } = handle;
   const signatures: Readonly<Record<string, Signature>> = { [DEFAULT_SIGNATURE_NAME]: session.signature };
@@ -51,6 +66,7 @@ function scopedServable<A>(
     signature,
     async predict(request: ServablePredictRequest, options: CallOptions = {}) {
       if (!isOpen()) throw internal('Servable used after its scope ended');
+      stats?.predicting();
       const signal = options.signal ?? scope.signal;
       if (signal?.aborted) throw abortError(signal);
       const { signature: sig } = signature(request.signatureName);
@@ -60,8 +76,19 @@ function scopedServable<A>(
       const inputs: Record<string, Tensor> = {};
       for (const [alias, tensor] of Object.entries(request.inputs)) inputs[sig.inputs[alias]!.name] = tensor;
       const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
-      const run = session.run(inputs, { signal, outputNames, transfer: request.ownedBuffers });
-      runs.push(run.catch(() => undefined));
+      const record = stats?.runStarting(itemsOf(sig, request.inputs));
+      const run = session.run(inputs, {
+        signal,
+        outputNames,
+        transfer: request.ownedBuffers,
+        ...record?.options,
+      });
+      runs.push(
+        run.then(
+          () => record?.ended(),
+          () => record?.ended(),
+        ),
+      );
       const results = await raceAbort(run, signal);
       const outputs: Record<string, Tensor> = {};
       for (const alias of aliases) {
@@ -87,7 +114,7 @@ function scopedServable<A>(
  * an unloading version is closed only after its last request.
  */
 export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
-  const { manager, logger } = options;
+  const { manager, logger, statistics } = options;
   const admission: AdmissionPolicy = options.admission ?? { maxQueueWaitMs: 0 };
 
   function toClientError(error: unknown, model: string): ServingError {
@@ -103,12 +130,22 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
   ): Promise<T> {
     const { signal } = callOptions;
     if (signal?.aborted) throw abortError(signal);
+    const arrivedAt = callOptions.arrivedAt ?? process.hrtime.bigint();
     const handle = manager.acquire(spec);
+    const stats =
+      statistics === undefined
+        ? undefined
+        : createRequestStatistics(statistics, handle.name, handle.version, arrivedAt);
     const runs: Promise<unknown>[] = [];
     let open = true;
     try {
-      return await fn(scopedServable(handle, logger, callOptions, admission, runs, () => open));
+      const result = await fn(
+        scopedServable(handle, logger, callOptions, admission, runs, () => open, stats),
+      );
+      stats?.finish(true);
+      return result;
     } catch (error) {
+      stats?.finish(false);
       throw toClientError(error, spec.name);
     } finally {
       open = false;

@@ -11,18 +11,33 @@ export interface RunOptions {
    * travel with the buffer (moved, not copied). Decorators that copy inputs ignore it.
    */
   readonly transfer?: readonly ArrayBuffer[] | undefined;
-  /** Told how the run went once it has finished (queue wait and compute time). */
+  /** Told, before the call resolves, how long it waited and ran (once per call that succeeds). */
   readonly onTimings?: ((timings: RunTimings) => void) | undefined;
+  /**
+   * Told of each model run that served this call as it finishes, for exactly one of the
+   * calls a run served: a batching layer that merges calls into one run reports that run to
+   * one of them (the first that asked). Summed over calls, every run is reported once.
+   */
+  readonly onExecution?: ((execution: RunExecution) => void) | undefined;
 }
 
-/** Where a run's time went, in milliseconds. */
+/** Where a call's time went, in milliseconds. */
 export interface RunTimings {
   /** Waiting for a free instance (and, with batching, for the batch to form). */
   readonly queueMs: number;
   /** The model run itself, as the runtime measured it around session.run. */
   readonly computeMs: number;
-  /** Rows in the executed batch (1 without batching); for statistics. */
-  readonly batchSize: number;
+}
+
+/** One model run, in milliseconds. */
+export interface RunExecution {
+  /**
+   * Rows the run executed when a batching layer merged calls into it (padding included);
+   * undefined when the run was the reporting call's alone.
+   */
+  readonly batchSize?: number | undefined;
+  /** The model's own compute time (session.run in the worker). */
+  readonly computeMs: number;
 }
 
 /**

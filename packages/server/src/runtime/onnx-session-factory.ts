@@ -266,7 +266,8 @@ function createPoolSession(pool: PoolOptions): Session {
       );
       const took = performance.now() - dispatched;
       runMs = runMs === 0 ? took : runMs + RUN_MS_WEIGHT * (took - runMs);
-      runOptions.onTimings?.({ queueMs: dispatched - submitted, computeMs: result.computeMs, batchSize: 1 });
+      runOptions.onExecution?.({ computeMs: result.computeMs });
+      runOptions.onTimings?.({ queueMs: dispatched - submitted, computeMs: result.computeMs });
       return result.outputs;
     },
     pressure() {

@@ -68,10 +68,14 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
           // Shed before reading the body when the model's queue is already too long.
           service.admit(model, call);
           const body = await ctx.readBody();
+          const arrivedAt = process.hrtime.bigint();
           sendJson(
             ctx.res,
             200,
-            await predictTfsJson(service, model, parseTfsJsonText(body.toString('utf8')), call),
+            await predictTfsJson(service, model, parseTfsJsonText(body.toString('utf8')), {
+              ...call,
+              arrivedAt,
+            }),
           );
         },
       },
