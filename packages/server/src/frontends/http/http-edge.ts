@@ -142,8 +142,9 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
       params,
       signal: watch.signal,
       deadline: api.requestTimeoutMs > 0 ? Date.now() + api.requestTimeoutMs : undefined,
-      readBody: (limitBytes) =>
+      readBody: (limitBytes, placement) =>
         readBody(req, {
+          alignAt: placement?.alignAt,
           limitBytes: limitBytes ?? api.bodyLimitBytes,
           decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
           encodings: api.contentEncodings,
