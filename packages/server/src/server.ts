@@ -31,7 +31,11 @@ import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
-import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
+import {
+  createKServeGrpcService,
+  createKServeHttpApi,
+  createKServeService,
+} from './frontends/kserve/index.js';
 import { type InferenceStatistics, createInferenceStatistics } from './core/inference-statistics.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
@@ -343,11 +347,14 @@ export async function startVisionServer(
           budget,
           maxConnections: config.maxConnections,
           bodyTimeoutMs: config.requestBodyTimeoutMs,
-          services: createTfsGrpcServices({
-            service,
-            logger: logger.child({ component: 'grpc' }),
-            serializeAsTensorContent: config.serializeAsTensorContent,
-          }),
+          services: [
+            ...createTfsGrpcServices({
+              service,
+              logger: logger.child({ component: 'grpc' }),
+              serializeAsTensorContent: config.serializeAsTensorContent,
+            }),
+            ...(config.kserveGrpc ? [createKServeGrpcService({ kserve })] : []),
+          ],
         }),
       );
     }

@@ -242,6 +242,7 @@ export function fakeInferenceService<A = undefined>(
             model: { name: spec.name, version, signatureName: name },
             inputs: request.inputs,
             outputFilter: request.outputFilter,
+            ownedBuffers: request.ownedBuffers,
           },
           options,
         );
