@@ -195,11 +195,20 @@ void describe('createInferenceService', () => {
     });
     // A scope that never predicts (metadata) is not a request.
     await service.withServable({ name: 'm' }, (servable) => Promise.resolve(servable.signatures));
-    // Bad input (core's checks) and a failing run are failures.
+    // Malformed requests never reach the model: not counted (as in Triton).
     await assert.rejects(service.predict({ model: { name: 'm' }, inputs: { z: floatInput([[1, 2]]) } }));
+    // A failing run and a cancelled request are failures.
     factory.runFailure = new ServingError(Code.INTERNAL, 'boom');
     await assert.rejects(service.predict({ model: { name: 'm' }, inputs: { x: floatInput([[1, 2]]) } }));
     factory.runFailure = undefined;
+    const controller = new AbortController();
+    const cancelled = service.predict(
+      { model: { name: 'm' }, inputs: { x: floatInput([[1, 2]]) } },
+      { signal: controller.signal },
+    );
+    controller.abort();
+    await assert.rejects(cancelled);
+    await sleep(10); // the cancelled run finishes in the background
     // Unknown versions never reach a version: nothing to count.
     await assert.rejects(service.predict({ model: { name: 'm', version: 9 }, inputs: {} }));
 
@@ -208,7 +217,7 @@ void describe('createInferenceService', () => {
     assert.equal(s.fail.count, 2);
     assert.equal(s.queue.count, 2);
     assert.equal(s.inferenceCount, 2);
-    assert.equal(s.executionCount, 2, 'the failed run reports no execution');
+    assert.equal(s.executionCount, 2, 'the failed and the cancelled runs report no execution');
     assert.deepEqual(
       s.batches.map((b) => [b.batchSize, b.computeInfer.count]),
       [[1, 2]],

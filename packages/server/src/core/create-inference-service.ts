@@ -66,13 +66,23 @@ function scopedServable<A>(
     signature,
     async predict(request: ServablePredictRequest, options: CallOptions = {}) {
       if (!isOpen()) throw internal('Servable used after its scope ended');
-      stats?.predicting();
       const signal = options.signal ?? scope.signal;
-      if (signal?.aborted) throw abortError(signal);
+      // A request counts (success or fail) once it reaches the model: shed or cancelled ones
+      // do, malformed ones do not (Triton counts neither requests it refuses in validation).
+      if (signal?.aborted) {
+        stats?.predicting();
+        throw abortError(signal);
+      }
       const { signature: sig } = signature(request.signatureName);
-      checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
+      try {
+        checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
+      } catch (error) {
+        stats?.predicting();
+        throw error;
+      }
       validateInputs(sig, request.inputs);
       const aliases = validateOutputFilter(sig, request.outputFilter);
+      stats?.predicting();
       const inputs: Record<string, Tensor> = {};
       for (const [alias, tensor] of Object.entries(request.inputs)) inputs[sig.inputs[alias]!.name] = tensor;
       const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
