@@ -9,6 +9,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { deflateSync, gzipSync } from 'node:zlib';
 import * as grpc from '@grpc/grpc-js';
 import {
   type DescMessage,
@@ -61,6 +62,7 @@ let controlNone: RunningGrpcServer;
 let client: grpc.Client;
 let clientNone: grpc.Client;
 let roots: string;
+let kserveService: ReturnType<typeof createKServeService>;
 
 const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
@@ -151,6 +153,7 @@ before(async () => {
     logger,
   };
   const kserve = createKServeService({ ...options, modelControl: 'explicit' });
+  kserveService = kserve;
   server = await startGrpcServer({
     host: '127.0.0.1',
     port: 0,
@@ -676,5 +679,90 @@ void describe('KServe v2 gRPC: statistics and repository', () => {
       raw('ModelStreamInfer', ServerLiveResponseSchema, Buffer.alloc(0)),
       grpc.status.UNIMPLEMENTED,
     );
+  });
+});
+
+void describe('KServe v2 gRPC: compressed request messages', () => {
+  /** A raw gRPC call over node:http2 with a compressed message (grpc-js cannot send chosen bytes compressed). */
+  const compressedCall = async (
+    port: number,
+    encoding: string,
+    message: Uint8Array,
+  ): Promise<{ status: string; message: string; body: Buffer }> => {
+    const http2 = await import('node:http2');
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    try {
+      return await new Promise((resolve, reject) => {
+        const stream = session.request({
+          ':method': 'POST',
+          ':path': SERVICE + 'ModelInfer',
+          'content-type': 'application/grpc',
+          'grpc-encoding': encoding,
+          te: 'trailers',
+        });
+        const chunks: Buffer[] = [];
+        let status = '';
+        let text = '';
+        stream.on('response', (h) => {
+          status = String(h['grpc-status'] ?? status);
+          text = String(h['grpc-message'] ?? text);
+        });
+        stream.on('trailers', (h) => {
+          status = String(h['grpc-status'] ?? status);
+          text = String(h['grpc-message'] ?? text);
+        });
+        stream.on('data', (c: Buffer) => chunks.push(c));
+        stream.on('end', () => {
+          resolve({ status, message: decodeURIComponent(text), body: Buffer.concat(chunks) });
+        });
+        stream.on('error', reject);
+        const prefix = Buffer.alloc(5);
+        prefix[0] = 1;
+        prefix.writeUInt32BE(message.byteLength, 1);
+        stream.end(Buffer.concat([prefix, message]));
+      });
+    } finally {
+      session.close();
+    }
+  };
+  const request = Buffer.concat(
+    encodeModelInferRequest({ modelName: 'half', inputs: [{ name: 'x', tensor: f32(2, 4, 6) }] }),
+  );
+
+  void it('gzip and deflate (zlib) messages decode, aligned, like identity ones', async () => {
+    for (const [encoding, bytes] of [
+      ['gzip', gzipSync(request)],
+      ['deflate', deflateSync(request)],
+    ] as const) {
+      const r = await compressedCall(server.port, encoding, bytes);
+      assert.equal(r.status, '0', `${encoding}: ${r.message}`);
+      const decoded = decodeModelInferResponse(r.body.subarray(5));
+      assert.deepEqual(values(decoded.outputs[0]!.tensor), [3, 4, 5]);
+      assert.equal((seen.at(-1)!.inputs['x']!.data as Float32Array).byteOffset % 8, 0);
+    }
+  });
+
+  void it('refuses unknown encodings, corrupt data and bombs past the message limit; keeps serving', async () => {
+    const snappy = await compressedCall(server.port, 'snappy', gzipSync(request));
+    assert.equal(snappy.status, String(grpc.status.UNIMPLEMENTED));
+    const corrupt = await compressedCall(server.port, 'gzip', Buffer.from('not gzip at all'));
+    assert.equal(corrupt.status, String(grpc.status.INTERNAL));
+    assert.match(corrupt.message, /decompress/);
+    const small = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      logger: createJsonLogger({ level: 'silent' }),
+      maxMessageBytes: 1 << 20,
+      services: [createKServeGrpcService({ kserve: kserveService })],
+    });
+    try {
+      // 64 MiB of zeros in about 64 KiB.
+      const bomb = await compressedCall(small.port, 'gzip', gzipSync(Buffer.alloc(64 << 20)));
+      assert.equal(bomb.status, String(grpc.status.RESOURCE_EXHAUSTED), bomb.message);
+    } finally {
+      await small.close(0);
+    }
+    const again = await infer({ modelName: 'half', inputs: [{ name: 'x', tensor: f32(0) }] });
+    assert.deepEqual(values(again.outputs[0]!.tensor), [2]);
   });
 });
