@@ -707,9 +707,9 @@ void describe('KServe v2 gRPC: compressed request messages', () => {
           status = String(h['grpc-status'] ?? status);
           text = String(h['grpc-message'] ?? text);
         });
-        stream.on('trailers', (h) => {
-          status = String(h['grpc-status'] ?? status);
-          text = String(h['grpc-message'] ?? text);
+        stream.on('trailers', (h: Record<string, string | undefined>) => {
+          status = h['grpc-status'] ?? status;
+          text = h['grpc-message'] ?? text;
         });
         stream.on('data', (c: Buffer) => chunks.push(c));
         stream.on('end', () => {
