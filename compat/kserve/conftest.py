@@ -1,4 +1,4 @@
-"""Starts a real visionserve process for the KServe v2 compatibility tests (stock tritonclient.http)."""
+"""Starts a real visionserve process for the KServe v2 compatibility tests (stock tritonclient.http and .grpc)."""
 import json
 import shutil
 import socket
@@ -62,6 +62,8 @@ class Server:
             + "}\n"
         )
         self.rest_port = free_port()
+        self.grpc_port = free_port()
+        self.grpc_url = f"127.0.0.1:{self.grpc_port}"  # inference.GRPCInferenceService beside TF Serving's
         self.url = f"127.0.0.1:{self.rest_port}"  # tritonclient takes host:port, no scheme
         self.base = f"http://{self.url}"
         self.log = open(repo / "server.log", "w+")
@@ -70,7 +72,7 @@ class Server:
                 "node",
                 str(CLI),
                 "serve",
-                f"--port={free_port()}",
+                f"--port={self.grpc_port}",
                 f"--rest_api_port={self.rest_port}",
                 "--sagemaker_port=-1",
                 "--host=127.0.0.1",
@@ -118,5 +120,14 @@ def http(server):
     import tritonclient.http as httpclient
 
     c = httpclient.InferenceServerClient(server.url, network_timeout=60.0)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def grpc(server):
+    import tritonclient.grpc as grpcclient
+
+    c = grpcclient.InferenceServerClient(server.grpc_url)
     yield c
     c.close()
