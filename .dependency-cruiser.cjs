@@ -102,7 +102,7 @@ module.exports = {
       from: { path: S + 'core/' },
       to: {
         path: [
-          S + '(frontends|runtime|batching|warmup|repository|config|contracts)/',
+          S + '(frontends|runtime|batching|warmup|repository|config|contracts|observability|security)/',
           S + '(server|index)\\.ts$',
           '^packages/vision/',
           '@bufbuild/protobuf',
@@ -211,7 +211,7 @@ module.exports = {
       from: { path: S + 'frontends/' },
       to: {
         path: [
-          S + '(runtime|batching|warmup|repository|config)/',
+          S + '(runtime|batching|warmup|repository|config|observability|security)/',
           S + '(server|index)\\.ts$',
           'onnxruntime-node',
           WORKERS,
@@ -254,6 +254,40 @@ module.exports = {
       severity: 'error',
       from: { path: S + 'frontends/(?:http|grpc|shared)/' },
       to: { path: S + 'frontends/', pathNot: [S + 'frontends/(?:http|grpc|shared)/'] },
+    },
+    {
+      name: 'observability-is-fed-by-observers',
+      comment:
+        'metrics, logs and tracing see core and the transports only through their observer interfaces (core types, frontends/shared) and reuse only the warmup file format; they reach no runtime, decorator, frontend, repository or config',
+      severity: 'error',
+      from: { path: S + 'observability/' },
+      to: {
+        path: [
+          S + '(runtime|batching|repository|config|contracts|security)/',
+          S + 'frontends/(?!shared/)',
+          S + 'warmup/(?!(tfrecord|warmup-file|crc32c)\\.ts$)',
+          S + '(server|index)\\.ts$',
+          '^packages/vision/',
+          ...NATIVE,
+          WORKERS,
+        ],
+      },
+    },
+    {
+      name: 'security-knows-no-serving-layer',
+      comment:
+        'TLS files and the management policy implement frontends/shared interfaces; they know no core, runtime, decorator or protocol frontend',
+      severity: 'error',
+      from: { path: S + 'security/' },
+      to: {
+        path: [
+          S + '(core|runtime|batching|warmup|config|contracts|observability)/',
+          S + 'frontends/(?!shared/)',
+          S + '(server|index)\\.ts$',
+          ...NATIVE,
+          WORKERS,
+        ],
+      },
     },
     {
       name: 'only-the-composition-root-imports-server',

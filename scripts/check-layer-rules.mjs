@@ -111,6 +111,16 @@ const PLANTS = {
     '../tfs-rest/index.js',
     'packages/server/src/frontends/tfs-rest/index.ts',
   ],
+  'observability-is-fed-by-observers': [
+    'packages/server/src/observability/access-log.ts',
+    '../runtime/wire-tensor.js',
+    'packages/server/src/runtime/wire-tensor.ts',
+  ],
+  'security-knows-no-serving-layer': [
+    'packages/server/src/security/management-policy.ts',
+    '../core/signature.js',
+    'packages/server/src/core/signature.ts',
+  ],
   'only-the-composition-root-imports-server': [
     'packages/server/src/frontends/http/start-http-server.ts',
     '../../server.js',

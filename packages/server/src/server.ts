@@ -54,6 +54,17 @@ import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
 import type { Logger } from './util/logger.js';
 import { WARMUP_FILE_PATH } from './warmup/warmup-file.js';
+import type { InferenceObserver } from './core/inference-observer.js';
+import type { RequestObserver } from './frontends/shared/request-observer.js';
+import { createOpsApi, type ReadinessCheck } from './frontends/ops/ops-api.js';
+import { parseMonitoringConfig } from './repository/monitoring-config-file.js';
+import { createServingMetrics, type ServingMetrics } from './observability/serving-metrics.js';
+import { createAccessLog } from './observability/access-log.js';
+import { createPredictionLogWriter } from './observability/prediction-log-writer.js';
+import { type RequestSink, createRequestHub } from './observability/request-hub.js';
+import type { RequestTracer } from './observability/tracing.js';
+import { type TlsFiles, loadTlsFiles } from './security/tls-files.js';
+import { createManagementPolicy } from './security/management-policy.js';
 import { type WarmupReport, createWarmupSessionFactory } from './warmup/warmup-session-factory.js';
 
 export interface RunningVisionServer {
@@ -65,6 +76,12 @@ export interface RunningVisionServer {
   readonly batching?: BatchingStats;
   /** Per-version inference statistics (KServe statistics extension). */
   readonly statistics: InferenceStatistics;
+  /** The Prometheus metrics, when --monitoring_config_file enables them. */
+  readonly metrics?: ServingMetrics;
+  /** Re-reads the TLS certificate files now (they are also polled); false when nothing changed or TLS is off. */
+  reloadTls(): Promise<boolean>;
+  /** Resolves once every sampled request handed to the request log (logging_config) is on disk. */
+  flushRequestLogs(): Promise<void>;
   /** Graceful shutdown: stop listening, let in-flight requests finish (up to shutdownGraceMs), unload models. */
   close(): Promise<void>;
 }
@@ -95,6 +112,8 @@ const MODEL_BATCHING_PARAMETERS_FILE = 'batching_params.pbtxt';
 export interface VisionServerHooks {
   /** Called after each version's warmup (tests, benchmarks). */
   readonly onWarmup?: (report: WarmupReport) => void;
+  /** Called when an inference worker died unasked (it is replaced). */
+  readonly onWorkerExit?: () => void;
 }
 
 /**
@@ -117,6 +136,7 @@ async function createSessionFactory(
     interOpThreads: config.interOpThreads,
     allowSpinning: config.allowSpinning,
     maxQueuedRuns: config.maxQueuedRequests,
+    onWorkerExit: hooks.onWorkerExit,
     logger: logger.child({ component: 'runtime' }),
   });
   if (config.enableModelWarmup) {
@@ -244,11 +264,23 @@ export async function startVisionServer(
       config = { ...config, modelBasePath: staged.basePath };
     }
   }
+  // --- operations: metrics, access log, request log, tracing, TLS, management guard
+  const ops = await createOperations(config, logger);
   const {
     factory: sessionFactory,
     batching,
     maxBatchSize,
-  } = await createSessionFactory(config, logger, hooks);
+  } = await createSessionFactory(config, logger, {
+    ...hooks,
+    onWarmup: (report) => {
+      ops.metrics?.warmup(report);
+      hooks.onWarmup?.(report);
+    },
+    onWorkerExit: () => {
+      ops.metrics?.workerExited();
+      hooks.onWorkerExit?.();
+    },
+  });
   let handlerHost: HandlerHost | undefined;
   const statistics = createInferenceStatistics();
   const manager = createModelManager<ServableAssets>({
@@ -261,22 +293,80 @@ export async function startVisionServer(
     logger: logger.child({ component: 'manager' }),
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
     onVersionEvent: (event) => {
+      ops.metrics?.versionEvent(event);
       // Handler modules are imported once per worker: drop them when their version goes or its assets change.
       if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
       if (event.type === 'unloaded') statistics.forget(event.model, event.version);
     },
   });
+  const requestLog = createPredictionLogWriter({
+    loggingConfigOf: (model) => manager.modelConfig(model)?.logging,
+    logger: logger.child({ component: 'request-log' }),
+    onRecord: (model, outcome) => ops.metrics?.requestLogged(model, outcome),
+  });
+  const observers = observe(ops, requestLog);
   const service = createInferenceService({
     manager,
     logger: logger.child({ component: 'core' }),
     admission: { maxQueueWaitMs: config.maxQueueWaitMs },
     statistics,
+    observer: observers.inference,
   });
   const budget = createInflightBudget({
     maxBytes: config.maxInflightRequestBytes,
     maxRequests: config.maxInflightRequests,
     logger: logger.child({ component: 'admission' }),
   });
+  ops.metrics?.attach({
+    versionStates: () =>
+      manager.modelNames().flatMap((model) => {
+        try {
+          return manager.status(model).map((s) => ({ model, version: s.version, state: s.state }));
+        } catch {
+          return [];
+        }
+      }),
+    queueDepths: () => queueDepths(manager),
+    batching: batching === undefined ? undefined : () => batching.snapshot(),
+    inflight: () => ({ bytes: budget.usedBytes, requests: budget.requests, shed: budget.shed }),
+  });
+  let draining = false;
+  /** Models of the initial config while it loads (not ready until it settled); undefined afterwards. */
+  let initialModels: readonly string[] | undefined = [];
+  const readiness: ReadinessCheck = () => {
+    if (draining) return { ready: false, reason: 'draining' };
+    const waiting: { model: string; state: string }[] = [];
+    for (const model of initialModels ?? manager.modelNames()) {
+      let states: string[] = [];
+      try {
+        states = manager.status(model).map((s) => s.state);
+      } catch {
+        // No version known yet.
+      }
+      if (initialModels !== undefined || !states.includes('AVAILABLE')) {
+        waiting.push({ model, state: states.includes('AVAILABLE') ? 'AVAILABLE' : (states[0] ?? 'START') });
+      }
+    }
+    if (initialModels !== undefined) {
+      return { ready: false, reason: 'loading the configured models', models: waiting };
+    }
+    return waiting.length === 0
+      ? { ready: true }
+      : { ready: false, reason: 'models without an AVAILABLE version', models: waiting };
+  };
+  const opsApi = (metricsHere: boolean) =>
+    createOpsApi({
+      readiness,
+      metrics:
+        metricsHere && ops.metrics !== undefined
+          ? {
+              path: ops.metricsPath,
+              contentType: ops.metrics.contentType,
+              render: () => metricsOf(ops).render(),
+            }
+          : undefined,
+    });
+  const edgeExtras = { observer: observers.request, cors: config.enableCors };
   const httpLimits = {
     maxConnections: config.maxConnections,
     headersTimeoutMs: config.httpHeadersTimeoutMs,
@@ -301,7 +391,7 @@ export async function startVisionServer(
     logger: logger.child({ component: 'kserve' }),
   });
   const kserveApi = (bodyLimitBytes: number, requestTimeoutMs: number): HttpApi =>
-    createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs });
+    createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs, managementGuard: ops.guard });
 
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
@@ -314,6 +404,8 @@ export async function startVisionServer(
     // Versions unload after their last run settled; inference workers finish before they exit.
     await manager.close();
     await staged?.remove();
+    await requestLog.flush();
+    await ops.close();
   };
   try {
     if (config.restPort >= 0) {
@@ -322,8 +414,11 @@ export async function startVisionServer(
           host: config.host,
           port: config.restPort,
           ...httpLimits,
+          tls: ops.tls?.listener,
           edge: createHttpEdge({
+            ...edgeExtras,
             apis: [
+              opsApi(true),
               createTfsRestApi({
                 service,
                 bodyLimitBytes: config.restMaxBodyBytes,
@@ -347,13 +442,16 @@ export async function startVisionServer(
           budget,
           maxConnections: config.maxConnections,
           bodyTimeoutMs: config.requestBodyTimeoutMs,
+          observer: observers.request,
+          tls: ops.tls?.listener,
           services: [
             ...createTfsGrpcServices({
               service,
               logger: logger.child({ component: 'grpc' }),
               serializeAsTensorContent: config.serializeAsTensorContent,
+              managementGuard: ops.guard,
             }),
-            ...(config.kserveGrpc ? [createKServeGrpcService({ kserve })] : []),
+            ...(config.kserveGrpc ? [createKServeGrpcService({ kserve, managementGuard: ops.guard })] : []),
           ],
         }),
       );
@@ -371,8 +469,11 @@ export async function startVisionServer(
           host: config.host,
           port: config.sagemakerPort,
           ...httpLimits,
+          tls: ops.tls?.listener,
           edge: createHttpEdge({
+            ...edgeExtras,
             apis: [
+              opsApi(true),
               createSageMakerApi({
                 service,
                 registry: manager,
@@ -386,9 +487,13 @@ export async function startVisionServer(
                 modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
                 bodyLimitBytes: config.sagemakerMaxBodyBytes,
                 requestTimeoutMs: config.sagemakerRequestTimeoutMs,
-                restBaseUrl: rest === undefined ? undefined : `http://${loopback}:${rest.port}`,
+                restBaseUrl:
+                  rest === undefined
+                    ? undefined
+                    : `${ops.tls === undefined ? 'http' : 'https'}://${loopback}:${rest.port}`,
                 grpcPort: grpc?.port,
                 restPort: rest?.port,
+                managementGuard: ops.guard,
               }),
               ...(config.kserveSagemakerPort
                 ? [kserveApi(config.sagemakerMaxBodyBytes, config.sagemakerRequestTimeoutMs)]
@@ -410,8 +515,10 @@ export async function startVisionServer(
       lastConfigText = text;
       return modelConfigs(config, text);
     };
+    warnIfManagementOpen(config, ops.guardOpen, logger);
     const initial = (await readConfigs()) ?? [];
     if (!config.waitForModels) await checkModelLayouts(config, initial);
+    initialModels = initial.map((c) => c.name);
     try {
       await manager.setModels(initial);
     } catch (error) {
@@ -422,6 +529,8 @@ export async function startVisionServer(
         throw new ConfigError(`${error.message} (--wait_for_models starts anyway and keeps retrying)`);
       }
       logger.error('starting without every model', { error });
+    } finally {
+      initialModels = undefined;
     }
 
     if (config.fileSystemPollSeconds > 0) {
@@ -465,9 +574,200 @@ export async function startVisionServer(
     manager,
     ...(batching ? { batching } : {}),
     statistics,
+    ...(ops.metrics ? { metrics: ops.metrics } : {}),
+    reloadTls: () => ops.tls?.reload() ?? Promise.resolve(false),
+    flushRequestLogs: () => requestLog.flush(),
     close() {
-      closing ??= stopAll(config.shutdownGraceMs);
+      closing ??= (async () => {
+        // Readiness goes false first, so that load balancers stop sending before listeners close.
+        draining = true;
+        if (config.shutdownReadinessDelayMs > 0) {
+          logger.info('draining: /readyz answers 503', { delayMs: config.shutdownReadinessDelayMs });
+          await new Promise((resolve) => setTimeout(resolve, config.shutdownReadinessDelayMs));
+        }
+        await stopAll(config.shutdownGraceMs);
+      })();
       return closing;
     },
   };
+}
+
+function metricsOf(ops: Operations): ServingMetrics {
+  return ops.metrics!;
+}
+
+/** The operational pieces the flags ask for; each is absent (and costs nothing) when off. */
+interface Operations {
+  readonly metrics:
+    | (ServingMetrics & {
+        attach(sources: MetricSources): void;
+        requestLogged(model: string, outcome: 'written' | 'dropped'): void;
+      })
+    | undefined;
+  readonly metricsPath: string;
+  readonly sinks: readonly RequestSink[];
+  readonly tls: TlsFiles | undefined;
+  readonly guard: ReturnType<typeof createManagementPolicy>;
+  readonly guardOpen: boolean;
+  close(): Promise<void>;
+}
+
+type MetricSources = NonNullable<Parameters<typeof createServingMetrics>[0]>;
+
+async function createOperations(config: ServerConfig, logger: Logger): Promise<Operations> {
+  let metrics: Operations['metrics'];
+  let metricsPath = '';
+  if (config.monitoringConfigFile !== undefined) {
+    const file = config.monitoringConfigFile;
+    let monitoring;
+    try {
+      monitoring = parseMonitoringConfig(await readFile(file, 'utf8'), { source: file });
+    } catch (error) {
+      throw new ConfigError(
+        `--monitoring_config_file: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+    if (monitoring.prometheusEnabled) {
+      metrics = createLateBoundMetrics(config.enableBatching);
+      metricsPath = monitoring.prometheusPath;
+    }
+  }
+  const sinks: RequestSink[] = [];
+  if (metrics !== undefined) sinks.push(metrics);
+  if (config.accessLogSamplingRate > 0) {
+    sinks.push(
+      createAccessLog({
+        logger: logger.child({ component: 'access' }),
+        samplingRate: config.accessLogSamplingRate,
+      }),
+    );
+  }
+  let tracer: RequestTracer | undefined;
+  if (config.otlpTracesEndpoint !== undefined) {
+    // Loaded only when asked for: without an endpoint no OpenTelemetry code is imported.
+    const { createRequestTracer } = await import('./observability/tracing.js');
+    tracer = createRequestTracer({
+      endpoint: config.otlpTracesEndpoint,
+      samplingRate: config.traceSamplingRate,
+      batching: config.enableBatching,
+      logger: logger.child({ component: 'tracing' }),
+    });
+    sinks.push(tracer);
+  }
+  let tls: TlsFiles | undefined;
+  if (config.sslConfigFile !== undefined) {
+    try {
+      tls = await loadTlsFiles({
+        configFile: config.sslConfigFile,
+        pollIntervalMs: config.sslConfigPollSeconds * 1000,
+        logger: logger.child({ component: 'tls' }),
+      });
+    } catch (error) {
+      throw new ConfigError(`--ssl_config_file: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  if (config.adminClientNames.length > 0 && tls?.clientVerify !== true) {
+    throw new ConfigError('--admin_client_names needs --ssl_config_file with client_verify: true');
+  }
+  let guard: Operations['guard'];
+  try {
+    guard = createManagementPolicy({
+      disabled: config.disableModelManagement,
+      tokenFile: config.adminTokenFile,
+      clientNames: config.adminClientNames,
+      logger: logger.child({ component: 'management' }),
+    });
+  } catch (error) {
+    throw new ConfigError(error instanceof Error ? error.message : String(error));
+  }
+  return {
+    metrics,
+    metricsPath,
+    sinks,
+    tls,
+    guard,
+    guardOpen: guard.open,
+    async close() {
+      tls?.close();
+      await tracer?.shutdown();
+    },
+  };
+}
+
+/** Metrics whose scrape-time sources (manager, budget, batching) are attached once they exist. */
+function createLateBoundMetrics(batchingOn: boolean): NonNullable<Operations['metrics']> {
+  let sources: MetricSources = {};
+  const metrics = createServingMetrics({
+    versionStates: () => sources.versionStates?.() ?? [],
+    queueDepths: () => sources.queueDepths?.() ?? [],
+    batching: batchingOn ? () => sources.batching?.() ?? [] : undefined,
+    inflight: () => sources.inflight?.() ?? { bytes: 0, requests: 0, shed: 0 },
+  });
+  return Object.assign(metrics, {
+    attach(next: MetricSources) {
+      sources = next;
+    },
+  });
+}
+
+/** Observers for core and the transports: undefined (no hook at all) when nothing observes requests. */
+function observe(
+  ops: Operations,
+  requestLog: InferenceObserver,
+): { request: RequestObserver | undefined; inference: InferenceObserver } {
+  const predictObservers: InferenceObserver[] = [requestLog];
+  if (ops.metrics !== undefined) predictObservers.unshift(ops.metrics);
+  if (ops.sinks.length === 0) return { request: undefined, inference: requestLog };
+  const hub = createRequestHub({ requestSinks: ops.sinks, predictObservers });
+  return { request: hub.requestObserver, inference: hub.inferenceObserver };
+}
+
+/** Runs queued per AVAILABLE version (scrape time). */
+function queueDepths(
+  manager: ModelManager<ServableAssets>,
+): { model: string; version: number; queued: number }[] {
+  const out: { model: string; version: number; queued: number }[] = [];
+  for (const model of manager.modelNames()) {
+    let statuses: readonly { version: number; state: string }[] = [];
+    try {
+      statuses = manager.status(model);
+    } catch {
+      continue;
+    }
+    for (const s of statuses) {
+      if (s.state !== 'AVAILABLE') continue;
+      try {
+        const handle = manager.acquire({ name: model, version: s.version });
+        try {
+          out.push({ model, version: s.version, queued: handle.session.pressure?.().queued ?? 0 });
+        } finally {
+          handle.release();
+        }
+      } catch {
+        // Unloaded in between.
+      }
+    }
+  }
+  return out;
+}
+
+/** Loopback addresses: management open there is a local-only concern. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host.startsWith('127.') || host === '::1' || host === '[::1]';
+}
+
+/** TF Serving leaves model management open; say so when that is reachable from the network. */
+function warnIfManagementOpen(config: ServerConfig, open: boolean, logger: Logger): void {
+  if (!open || isLoopback(config.host)) return;
+  const exposed = [
+    ...(config.grpcPort >= 0 ? ['gRPC HandleReloadConfigRequest'] : []),
+    ...(config.sagemakerPort >= 0 && config.sagemakerMultiModel
+      ? ['SageMaker multi-model POST/DELETE /models']
+      : []),
+  ];
+  if (exposed.length === 0) return;
+  logger.warn(
+    'model management is open to anyone who reaches this address; restrict it with --admin_token_file, --admin_client_names or --disable_model_management',
+    { host: config.host, exposed },
+  );
 }

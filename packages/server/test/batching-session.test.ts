@@ -55,7 +55,7 @@ function recordingSession(signature: Signature = SIGNATURE): RecordingSession {
           sum: { dtype: 'float32', shape: [x.shape[0]!], data: sum },
         };
         options?.onExecution?.({ computeMs: 1 });
-        options?.onTimings?.({ queueMs: 0.5, computeMs: 1 });
+        options?.onTimings?.({ queueMs: 0.5, computeMs: 1, batchSize: x.shape[0]! });
         const wanted = options?.outputNames;
         return wanted === undefined ? all : Object.fromEntries(wanted.map((n) => [n, all[n]!]));
       } finally {

@@ -102,7 +102,7 @@ export function createFakeSessionFactory(): FakeSessionFactory {
             if (options?.signal?.aborted) throw options.signal.reason;
             if (factory.runFailure !== undefined) throw factory.runFailure;
             options?.onExecution?.({ computeMs: factory.runDelayMs });
-            options?.onTimings?.({ queueMs: 0, computeMs: factory.runDelayMs });
+            options?.onTimings?.({ queueMs: 0, computeMs: factory.runDelayMs, batchSize: 1 });
             const x = inputs.x;
             const outputs: Record<string, Tensor> = {
               version: { dtype: 'int32', shape: [1], data: Int32Array.of(source.version) },

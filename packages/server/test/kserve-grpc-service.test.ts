@@ -5,7 +5,7 @@
  * and hostile ModelInfer messages.
  */
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -51,6 +51,7 @@ import { createInferenceStatistics } from '../src/core/inference-statistics.js';
 import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
 import { createKServeGrpcService, createKServeService } from '../src/frontends/kserve/index.js';
 import { findModelDirectory, listModelDirectories } from '../src/repository/model-roots.js';
+import { createManagementPolicy } from '../src/security/management-policy.js';
 import { createJsonLogger } from '../src/util/logger.js';
 import { CLS, ECHO, HALF, LABELS, addFake, registry, seen, service } from './kserve-fakes.js';
 
@@ -63,8 +64,17 @@ let client: grpc.Client;
 let clientNone: grpc.Client;
 let roots: string;
 let kserveService: ReturnType<typeof createKServeService>;
+let kserveOptions: Parameters<typeof createKServeService>[0];
+let connect: (port: number) => grpc.Client;
 
 const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+interface CallOptions {
+  readonly client?: grpc.Client;
+  readonly deadlineMs?: number;
+  /** Request metadata (e.g. authorization). */
+  readonly metadata?: Readonly<Record<string, string>>;
+}
 
 /** One unary call with protobuf-es messages. */
 function rpc<I extends DescMessage, O extends DescMessage>(
@@ -72,7 +82,7 @@ function rpc<I extends DescMessage, O extends DescMessage>(
   input: I,
   output: O,
   request: MessageInitShape<I>,
-  options: { client?: grpc.Client; deadlineMs?: number } = {},
+  options: CallOptions = {},
 ): Promise<MessageShape<O>> {
   return raw(method, output, asBuffer(toBinary(input, create(input, request))), options);
 }
@@ -82,15 +92,17 @@ function raw<O extends DescMessage>(
   method: string,
   output: O,
   bytes: Buffer,
-  options: { client?: grpc.Client; deadlineMs?: number } = {},
+  options: CallOptions = {},
 ): Promise<MessageShape<O>> {
+  const metadata = new grpc.Metadata();
+  for (const [key, value] of Object.entries(options.metadata ?? {})) metadata.set(key, value);
   return new Promise((resolve, reject) => {
     (options.client ?? client).makeUnaryRequest(
       SERVICE + method,
       (b: Buffer) => b,
       (b: Buffer) => fromBinary(output, b),
       bytes,
-      new grpc.Metadata(),
+      metadata,
       options.deadlineMs === undefined ? {} : { deadline: Date.now() + options.deadlineMs },
       (error, response) => {
         if (error) reject(error);
@@ -152,7 +164,8 @@ before(async () => {
     instanceCount: 2,
     logger,
   };
-  const kserve = createKServeService({ ...options, modelControl: 'explicit' });
+  kserveOptions = { ...options, modelControl: 'explicit' };
+  const kserve = createKServeService(kserveOptions);
   kserveService = kserve;
   server = await startGrpcServer({
     host: '127.0.0.1',
@@ -166,7 +179,7 @@ before(async () => {
     logger,
     services: [createKServeGrpcService({ kserve: createKServeService(options) })],
   });
-  const connect = (port: number): grpc.Client =>
+  connect = (port: number): grpc.Client =>
     new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), {
       'grpc.max_receive_message_length': -1,
       'grpc.max_send_message_length': -1,
@@ -764,5 +777,127 @@ void describe('KServe v2 gRPC: compressed request messages', () => {
     }
     const again = await infer({ modelName: 'half', inputs: [{ name: 'x', tensor: f32(0) }] });
     assert.deepEqual(values(again.outputs[0]!.tensor), [2]);
+  });
+});
+
+void describe('KServe v2 gRPC: management guard on the repository extension', () => {
+  const token = 'kserve-admin-token';
+  let guarded: RunningGrpcServer;
+  let disabled: RunningGrpcServer;
+  let guardedClient: grpc.Client;
+  let disabledClient: grpc.Client;
+  const guardLogs: string[] = [];
+  before(async () => {
+    const logger = createJsonLogger({ level: 'debug', write: (line) => guardLogs.push(line) });
+    const tokenFile = join(roots, 'admin.token');
+    await writeFile(tokenFile, `${token}\n`);
+    // One KServe service (one registry) behind two guards, as the composition root builds it.
+    const kserve = createKServeService(kserveOptions);
+    guarded = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      logger,
+      services: [
+        createKServeGrpcService({ kserve, managementGuard: createManagementPolicy({ tokenFile, logger }) }),
+      ],
+    });
+    disabled = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      logger,
+      services: [
+        createKServeGrpcService({
+          kserve,
+          managementGuard: createManagementPolicy({ disabled: true, tokenFile, logger }),
+        }),
+      ],
+    });
+    guardedClient = connect(guarded.port);
+    disabledClient = connect(disabled.port);
+  });
+  after(async () => {
+    guardedClient.close();
+    disabledClient.close();
+    await guarded.close(0);
+    await disabled.close(0);
+  });
+
+  const load = (
+    c: grpc.Client,
+    metadata: Record<string, string> = {},
+    modelName = 'extra',
+  ): Promise<unknown> =>
+    rpc(
+      'RepositoryModelLoad',
+      RepositoryModelLoadRequestSchema,
+      RepositoryModelLoadResponseSchema,
+      { modelName },
+      { client: c, metadata },
+    );
+  const unload = (
+    c: grpc.Client,
+    metadata: Record<string, string> = {},
+    modelName = 'extra',
+  ): Promise<unknown> =>
+    rpc(
+      'RepositoryModelUnload',
+      RepositoryModelUnloadRequestSchema,
+      RepositoryModelUnloadResponseSchema,
+      { modelName },
+      { client: c, metadata },
+    );
+  const isLoaded = (name: string): boolean => registry.modelConfig(name) !== undefined;
+
+  void it('load and unload: PERMISSION_DENIED without the token or with a wrong one, OK with it', async () => {
+    assert.equal(isLoaded('extra'), false);
+    await rejectsWith(load(guardedClient), grpc.status.PERMISSION_DENIED, /load model is not permitted/);
+    await rejectsWith(
+      load(guardedClient, { authorization: 'Bearer wrong' }),
+      grpc.status.PERMISSION_DENIED,
+      /Authorization: Bearer/,
+    );
+    // A refused call changes nothing, even for a name that does not exist or is hostile.
+    await rejectsWith(load(guardedClient, {}, '../etc'), grpc.status.PERMISSION_DENIED);
+    assert.equal(isLoaded('extra'), false);
+    await load(guardedClient, { authorization: `Bearer ${token}` });
+    assert.equal(isLoaded('extra'), true);
+    await rejectsWith(unload(guardedClient), grpc.status.PERMISSION_DENIED, /unload model is not permitted/);
+    assert.equal(isLoaded('extra'), true);
+    await unload(guardedClient, { authorization: `bearer ${token}` });
+    assert.equal(isLoaded('extra'), false);
+    // The token never reaches the logs.
+    assert.ok(guardLogs.some((l) => l.includes('management call refused')));
+    assert.ok(guardLogs.every((l) => !l.includes(token) && !l.includes('wrong')));
+  });
+
+  void it('only load and unload are guarded: index, metadata and inference stay open', async () => {
+    const index = await rpc(
+      'RepositoryIndex',
+      RepositoryIndexRequestSchema,
+      RepositoryIndexResponseSchema,
+      {},
+      { client: guardedClient },
+    );
+    assert.ok(index.models.some((m) => m.name === 'half'));
+    const ready = await rpc(
+      'ModelReady',
+      ModelReadyRequestSchema,
+      ModelReadyResponseSchema,
+      { name: 'half' },
+      { client: guardedClient },
+    );
+    assert.equal(ready.ready, true);
+    const bytes = Buffer.concat(
+      encodeModelInferRequest({ modelName: 'half', inputs: [{ name: 'x', tensor: f32(1, 2) }] }),
+    );
+    const response = await raw('ModelInfer', ModelInferResponseSchema, bytes, { client: guardedClient });
+    assert.equal(response.outputs.length, 1);
+  });
+
+  void it('--disable_model_management refuses load and unload even with the token', async () => {
+    const auth = { authorization: `Bearer ${token}` };
+    await rejectsWith(load(disabledClient, auth), grpc.status.PERMISSION_DENIED, /disabled/);
+    await rejectsWith(unload(disabledClient, auth, 'half'), grpc.status.PERMISSION_DENIED, /disabled/);
+    assert.equal(isLoaded('half'), true);
   });
 });

@@ -196,6 +196,7 @@ export function createBatchingSession(session: Session, options: BatchingSession
             p.request.onTimings?.({
               queueMs: batchStart - p.request.queuedAt + t.queueMs,
               computeMs: t.computeMs,
+              batchSize: padded,
             });
           }
         },

@@ -129,6 +129,30 @@ export interface ServerConfig {
    */
   readonly kserveModelControlMode: 'none' | 'explicit';
 
+  // --- operations: metrics, logs, tracing, TLS, management
+  /** TF Serving's MonitoringConfig text file: `prometheus_config { enable: true path: ... }` (`--monitoring_config_file`). Default: no metrics. */
+  readonly monitoringConfigFile: string | undefined;
+  /** Share of successful requests written to the access log, 0..1; failed requests are always logged (`--access_log_sampling_rate`). Default 0 (off). */
+  readonly accessLogSamplingRate: number;
+  /** OTLP/HTTP traces endpoint, e.g. http://collector:4318/v1/traces (`--otlp_traces_endpoint`). Default: no tracing. */
+  readonly otlpTracesEndpoint: string | undefined;
+  /** Share of requests without a sampled `traceparent` that are traced, 0..1 (`--trace_sampling_rate`). Default 0.01. */
+  readonly traceSamplingRate: number;
+  /** TF Serving's SSLConfig text file: TLS (and mTLS with client_verify) on every listener (`--ssl_config_file`). Default: plaintext. */
+  readonly sslConfigFile: string | undefined;
+  /** Re-read the SSL config and its certificate files every N seconds; 0 never (`--ssl_config_poll_seconds`). Default 10. */
+  readonly sslConfigPollSeconds: number;
+  /** CORS on the HTTP APIs, TF Serving's semantics (`--rest_api_enable_cors_support`). Default false. */
+  readonly enableCors: boolean;
+  /** Model management needs `Authorization: Bearer <token in this file>` (`--admin_token_file`). Default: open. */
+  readonly adminTokenFile: string | undefined;
+  /** Client certificate names (CN or SAN) allowed to manage models, with client_verify (`--admin_client_names`). Default: none. */
+  readonly adminClientNames: readonly string[];
+  /** Refuse every model management call (`--disable_model_management`). Default false. */
+  readonly disableModelManagement: boolean;
+  /** On shutdown, answer /readyz 503 for this long before the listeners stop, in ms (`--shutdown_readiness_delay_ms`). Default 0. */
+  readonly shutdownReadinessDelayMs: number;
+
   // --- SageMaker endpoint ---
   /** Model /invocations uses when no `tfs-model-name` is given (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`). Default: the first configured model. */
   readonly sagemakerDefaultModelName: string | undefined;
@@ -198,6 +222,17 @@ export const DEFAULTS = {
   kserveGrpc: true,
   kserveSagemakerPort: false,
   kserveModelControlMode: 'none',
+  monitoringConfigFile: undefined,
+  accessLogSamplingRate: 0,
+  otlpTracesEndpoint: undefined,
+  traceSamplingRate: 0.01,
+  sslConfigFile: undefined,
+  sslConfigPollSeconds: 10,
+  enableCors: false,
+  adminTokenFile: undefined,
+  adminClientNames: [],
+  disableModelManagement: false,
+  shutdownReadinessDelayMs: 0,
   sagemakerDefaultModelName: undefined,
   sagemakerMultiModel: false,
   sagemakerMaxModels: 0,
@@ -268,7 +303,22 @@ export function resolveServerConfig(
   ] as const) {
     if (value < 0) throw new ConfigError(`--${key} must be >= 0, got ${value}`);
   }
-  for (const [key, value] of [['max_queue_wait_ms', config.maxQueueWaitMs]] as const) {
+  for (const [key, value] of [
+    ['access_log_sampling_rate', config.accessLogSamplingRate],
+    ['trace_sampling_rate', config.traceSamplingRate],
+  ] as const) {
+    if (!(value >= 0 && value <= 1)) throw new ConfigError(`--${key} must be between 0 and 1, got ${value}`);
+  }
+  if (config.otlpTracesEndpoint !== undefined && !/^https?:\/\//.test(config.otlpTracesEndpoint)) {
+    throw new ConfigError(
+      `--otlp_traces_endpoint must be an http(s) URL, got "${config.otlpTracesEndpoint}"`,
+    );
+  }
+  for (const [key, value] of [
+    ['max_queue_wait_ms', config.maxQueueWaitMs],
+    ['ssl_config_poll_seconds', config.sslConfigPollSeconds],
+    ['shutdown_readiness_delay_ms', config.shutdownReadinessDelayMs],
+  ] as const) {
     if (value < 0) throw new ConfigError(`--${key} must be >= 0, got ${value}`);
   }
   for (const [key, value] of [

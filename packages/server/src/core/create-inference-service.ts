@@ -2,10 +2,12 @@ import { Code, ServingError, type Tensor, internal } from '@visionserve/protocol
 import type { Logger } from '../util/logger.js';
 import { abortError, raceAbort } from './abort-error.js';
 import { type AdmissionPolicy, checkAdmission } from './admission.js';
+import type { InferenceObserver, PredictEnd } from './inference-observer.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
 import type { InferenceStatistics } from './inference-statistics.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
 import { type RequestStatistics, createRequestStatistics } from './request-statistics.js';
+import type { RunOptions } from './session.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature, batchesAlongDimension0 } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
 
@@ -16,6 +18,8 @@ export interface InferenceServiceOptions<A> {
   readonly logger: Logger;
   /** Load shedding (see AdmissionPolicy). Default: no queue-wait limit; deadlines still apply. */
   readonly admission?: AdmissionPolicy | undefined;
+  /** Told of every predict (metrics, request logs, tracing). Default: none (no cost). */
+  readonly observer?: InferenceObserver | undefined;
   /**
    * Receives the statistics of every request that runs a model (whatever its protocol) and
    * of every model run. Default: none kept.
@@ -47,6 +51,7 @@ function scopedServable<A>(
   admission: AdmissionPolicy,
   runs: Promise<unknown>[],
   isOpen: () => boolean,
+  observer: InferenceObserver | undefined,
   stats: RequestStatistics | undefined,
 ): Servable<A> {
   const { session } = handle;
@@ -64,58 +69,110 @@ function scopedServable<A>(
     signatures,
     assets: handle.assets,
     signature,
-    async predict(request: ServablePredictRequest, options: CallOptions = {}) {
-      if (!isOpen()) throw internal('Servable used after its scope ended');
-      const signal = options.signal ?? scope.signal;
-      // A request counts (success or fail) once it reaches the model: shed or cancelled ones
-      // do, malformed ones do not (Triton counts neither requests it refuses in validation).
-      if (signal?.aborted) {
-        stats?.predicting();
-        throw abortError(signal);
-      }
-      const { signature: sig } = signature(request.signatureName);
+    predict(request: ServablePredictRequest, options: CallOptions = {}) {
+      if (observer === undefined) return run(request, options, undefined);
+      // --- observer hook: told of the start (inputs still intact) and of the outcome.
+      const started = performance.now();
+      let timings: PredictEnd['timings'];
+      const onTimings = (t: NonNullable<PredictEnd['timings']>): void => {
+        timings = t;
+      };
+      let done: ((end: PredictEnd) => void) | undefined;
       try {
-        checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
+        done = observer.predictStarting({
+          model: handle.name,
+          version: handle.version,
+          signatureName: signatureNameOf(request.signatureName),
+          inputs: request.inputs,
+          outputFilter: request.outputFilter ?? [],
+          signal: options.signal ?? scope.signal,
+        });
       } catch (error) {
-        stats?.predicting();
-        throw error;
+        logger.warn('inference observer failed', { error });
       }
-      validateInputs(sig, request.inputs);
-      const aliases = validateOutputFilter(sig, request.outputFilter);
-      stats?.predicting();
-      const inputs: Record<string, Tensor> = {};
-      for (const [alias, tensor] of Object.entries(request.inputs)) inputs[sig.inputs[alias]!.name] = tensor;
-      const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
-      const record = stats?.runStarting(itemsOf(sig, request.inputs));
-      const run = session.run(inputs, {
-        signal,
-        outputNames,
-        transfer: request.ownedBuffers,
-        ...record?.options,
-      });
-      runs.push(
-        run.then(
-          () => record?.ended(),
-          () => record?.ended(),
-        ),
-      );
-      const results = await raceAbort(run, signal);
-      const outputs: Record<string, Tensor> = {};
-      for (const alias of aliases) {
-        const tensor = results[sig.outputs[alias]!.name];
-        if (tensor === undefined) {
-          logger.error('Session did not return a requested output', {
-            model: handle.name,
-            version: handle.version,
-            output: alias,
-          });
-          throw internal(`Model did not produce output ${alias}`);
+      if (done === undefined) return run(request, options, undefined);
+      const report = (code: Code, outputs: Record<string, Tensor> | undefined): void => {
+        try {
+          done({ code, outputs, timings, durationMs: performance.now() - started });
+        } catch (error) {
+          logger.warn('inference observer failed', { error });
         }
-        outputs[alias] = tensor;
-      }
-      return outputs;
+      };
+      return run(request, options, onTimings).then(
+        (outputs) => {
+          report(Code.OK, outputs);
+          return outputs;
+        },
+        (error: unknown) => {
+          report(error instanceof ServingError ? error.code : Code.INTERNAL, undefined);
+          throw error;
+        },
+      );
     },
   };
+
+  async function run(
+    request: ServablePredictRequest,
+    options: CallOptions,
+    onTimings: RunOptions['onTimings'],
+  ): Promise<Record<string, Tensor>> {
+    if (!isOpen()) throw internal('Servable used after its scope ended');
+    const signal = options.signal ?? scope.signal;
+    // A request counts (success or fail) once it reaches the model: shed or cancelled ones
+    // do, malformed ones do not (Triton counts neither requests it refuses in validation).
+    if (signal?.aborted) {
+      stats?.predicting();
+      throw abortError(signal);
+    }
+    const { signature: sig } = signature(request.signatureName);
+    try {
+      checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
+    } catch (error) {
+      stats?.predicting();
+      throw error;
+    }
+    validateInputs(sig, request.inputs);
+    const aliases = validateOutputFilter(sig, request.outputFilter);
+    stats?.predicting();
+    const inputs: Record<string, Tensor> = {};
+    for (const [alias, tensor] of Object.entries(request.inputs)) inputs[sig.inputs[alias]!.name] = tensor;
+    const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
+    const record = stats?.runStarting(itemsOf(sig, request.inputs));
+    const running = session.run(inputs, {
+      signal,
+      outputNames,
+      transfer: request.ownedBuffers,
+      onTimings:
+        record === undefined
+          ? onTimings
+          : (t) => {
+              record.options.onTimings(t);
+              onTimings?.(t);
+            },
+      onExecution: record?.options.onExecution,
+    });
+    runs.push(
+      running.then(
+        () => record?.ended(),
+        () => record?.ended(),
+      ),
+    );
+    const results = await raceAbort(running, signal);
+    const outputs: Record<string, Tensor> = {};
+    for (const alias of aliases) {
+      const tensor = results[sig.outputs[alias]!.name];
+      if (tensor === undefined) {
+        logger.error('Session did not return a requested output', {
+          model: handle.name,
+          version: handle.version,
+          output: alias,
+        });
+        throw internal(`Model did not produce output ${alias}`);
+      }
+      outputs[alias] = tensor;
+    }
+    return outputs;
+  }
 }
 
 /**
@@ -150,7 +207,7 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
     let open = true;
     try {
       const result = await fn(
-        scopedServable(handle, logger, callOptions, admission, runs, () => open, stats),
+        scopedServable(handle, logger, callOptions, admission, runs, () => open, options.observer, stats),
       );
       stats?.finish(true);
       return result;

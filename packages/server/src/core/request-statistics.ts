@@ -5,12 +5,15 @@
  * call the session reports them to (see RunOptions.onExecution).
  */
 import type { InferenceStatistics } from './inference-statistics.js';
-import type { RunOptions } from './session.js';
+import type { RunExecution, RunTimings } from './session.js';
 
 /** One model run of the request, from right before session.run to its settling. */
 export interface RunRecord {
   /** What to pass to session.run. */
-  readonly options: Required<Pick<RunOptions, 'onTimings' | 'onExecution'>>;
+  readonly options: {
+    readonly onTimings: (timings: RunTimings) => void;
+    readonly onExecution: (execution: RunExecution) => void;
+  };
   /** The run settled (resolved or rejected). */
   ended(): void;
 }

@@ -27,6 +27,8 @@ export interface RunTimings {
   readonly queueMs: number;
   /** The model run itself, as the runtime measured it around session.run. */
   readonly computeMs: number;
+  /** Rows in the executed batch (1 without batching); for metrics and traces. */
+  readonly batchSize: number;
 }
 
 /** One model run, in milliseconds. */

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorReason } from '@visionserve/protocol';
+import type { ManagementCredentials } from '../shared/management-guard.js';
 
 /** One request as a route handler sees it. */
 export interface HttpContext {
@@ -22,9 +23,16 @@ export interface HttpContext {
    * ReadBodyOptions). The body's memory belongs to this request alone (see readBody).
    */
   readBody(limitBytes?: number, placement?: { readonly alignAt?: number | undefined }): Promise<Buffer>;
+  /** The caller's token and client certificate, for a ManagementGuard. */
+  credentials(): ManagementCredentials;
 }
 
 export interface HttpRoute {
+  /**
+   * Name of the operation in metrics, logs and spans (bounded: never from the request).
+   * Default: "<METHOD> <path or pattern source>".
+   */
+  readonly name?: string;
   /** Methods this route answers; another method on a matching path gets 405 with Allow. */
   readonly methods: readonly string[];
   /** An exact path, or a pattern tested against the path (anchor it). */

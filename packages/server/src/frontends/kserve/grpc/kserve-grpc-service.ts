@@ -50,12 +50,19 @@ import {
   modelInferRequestRawOffset,
   writeModelInferResponse,
 } from '@visionserve/protocol/kserve-proto';
-import type { GrpcMethod, GrpcService } from '../../grpc/grpc-service.js';
+import type { GrpcCallContext, GrpcMethod, GrpcService } from '../../grpc/grpc-service.js';
+import type { ManagementGuard } from '../../shared/management-guard.js';
 import type { KServeService } from '../kserve-service.js';
 
 export interface KServeGrpcServiceOptions {
   /** The protocol-neutral KServe operations (shared with the HTTP binding). */
   readonly kserve: KServeService;
+  /**
+   * Decides who may call RepositoryModelLoad / RepositoryModelUnload (the same guard as the
+   * HTTP repository extension and TF Serving's HandleReloadConfigRequest); refusals are
+   * PERMISSION_DENIED. Default: none (anyone may, subject to the control mode).
+   */
+  readonly managementGuard?: ManagementGuard | undefined;
 }
 
 /** The service name tritonclient's stubs call (`/inference.GRPCInferenceService/<Method>`). */
@@ -94,14 +101,18 @@ function repositoryParameter(parameter: ModelRepositoryParameter, key: string): 
 
 /** inference.GRPCInferenceService. */
 export function createKServeGrpcService(options: KServeGrpcServiceOptions): GrpcService {
-  const { kserve } = options;
+  const { kserve, managementGuard } = options;
 
   const unary =
     (
-      handler: (bytes: Uint8Array, signal: AbortSignal) => Uint8Array[] | Promise<Uint8Array[]>,
+      handler: (
+        bytes: Uint8Array,
+        signal: AbortSignal,
+        context: GrpcCallContext,
+      ) => Uint8Array[] | Promise<Uint8Array[]>,
     ): GrpcMethod['handler'] =>
-    async (bytes, { signal }) =>
-      handler(bytes, signal);
+    async (bytes, context) =>
+      handler(bytes, context.signal, context);
 
   const methods: Record<string, GrpcMethod> = {
     ServerLive: {
@@ -167,7 +178,9 @@ export function createKServeGrpcService(options: KServeGrpcServiceOptions): Grpc
       }),
     },
     RepositoryModelLoad: {
-      handler: unary(async (bytes) => {
+      handler: unary(async (bytes, _signal, context) => {
+        // Checked before the message is read: a refused caller learns nothing about its content.
+        managementGuard?.check(context.credentials(), 'load model');
         const request = decode(RepositoryModelLoadRequestSchema, bytes);
         repositoryNotSupported(request.repositoryName);
         const parameters: Record<string, unknown> = {};
@@ -179,7 +192,8 @@ export function createKServeGrpcService(options: KServeGrpcServiceOptions): Grpc
       }),
     },
     RepositoryModelUnload: {
-      handler: unary(async (bytes) => {
+      handler: unary(async (bytes, _signal, context) => {
+        managementGuard?.check(context.credentials(), 'unload model');
         const request = decode(RepositoryModelUnloadRequestSchema, bytes);
         repositoryNotSupported(request.repositoryName);
         const dependents = request.parameters['unload_dependents'];
@@ -206,5 +220,5 @@ export function createKServeGrpcService(options: KServeGrpcServiceOptions): Grpc
       },
     },
   };
-  return { name: KSERVE_GRPC_SERVICE, methods };
+  return { name: KSERVE_GRPC_SERVICE, api: 'kserve-grpc', methods };
 }

@@ -16,6 +16,7 @@ import {
   encodeHttpInferResponse,
   outputIsBinary,
 } from '@visionserve/protocol/kserve';
+import type { ManagementGuard } from '../../shared/management-guard.js';
 import type { ContentEncoding, HttpApi, HttpContext, HttpRoute } from '../../http/http-api.js';
 import { compressBody, negotiateEncoding } from '../../http/response-encoding.js';
 import { sendJson, sendJsonError } from '../../http/send.js';
@@ -30,6 +31,8 @@ export interface KServeHttpApiOptions {
   readonly decompressedBodyLimitBytes?: number | undefined;
   /** Deadline of one request in ms, body read included; 0 disables. */
   readonly requestTimeoutMs: number;
+  /** Who may load and unload models through the repository extension. Default: anyone. */
+  readonly managementGuard?: ManagementGuard | undefined;
 }
 
 /** Request and response encodings Triton supports ("deflate" is zlib-wrapped). */
@@ -222,6 +225,7 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
       methods: ['POST'],
       path: REPOSITORY_CONTROL,
       handle: async (ctx) => {
+        options.managementGuard?.check(ctx.credentials(), `${ctx.params![2]!} model`);
         const name = decodeSegment(ctx.params![1]!);
         const parameters = parametersOf(await jsonBody(ctx));
         if (ctx.params![2] === 'load') await kserve.loadModel(name, parameters);
