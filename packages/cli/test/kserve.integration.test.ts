@@ -444,6 +444,19 @@ describe('KServe v2 HTTP API against a real server', () => {
           name,
         );
     }
+    // ONNX string tensors carry text: bytes that are not UTF-8, or hold a NUL, are refused
+    // rather than run altered (over either binding).
+    for (const bad of [Uint8Array.of(0x61, 0, 0x62), Uint8Array.of(0xff, 0xfe)]) {
+      const hostile = { ...inputs, bytes: { dtype: 'string' as const, shape: [1, 2], data: [bad, bad] } };
+      await assert.rejects(
+        grpcClient.infer('dtype_echo', hostile),
+        (e: ServingError) => e.code === Code.INVALID_ARGUMENT && /not UTF-8 text/.test(e.message),
+      );
+      await assert.rejects(
+        client.infer('dtype_echo', hostile),
+        (e: ServingError) => e.code === Code.INVALID_ARGUMENT && /not UTF-8 text/.test(e.message),
+      );
+    }
   });
 
   it('gRPC: health, metadata, configuration, readiness and errors with Triton codes', async () => {

@@ -126,6 +126,35 @@ void describe('batching session (fake session)', () => {
     assert.deepEqual(snap.batchSizes, { 4: 1 });
   });
 
+  void it("refuses inputs the inner session's checkInputs refuses before merging: the rest of the batch runs", async () => {
+    const inner = recordingSession();
+    const refusing: Session = {
+      ...inner,
+      run: (inputs, options) => inner.run(inputs, options),
+      checkInputs(inputs) {
+        if ((inputs['x']!.data as Float32Array).includes(-1))
+          throw new ServingError(Code.INVALID_ARGUMENT, 'no -1');
+      },
+    };
+    const session = createBatchingSession(refusing, {
+      parameters: resolveBatchingParameters(defaultBatchingParameters(1), [{ maxBatchSize: 8 }]),
+      scheduler: createBatchScheduler({ numBatchThreads: 1, logger: silentLogger }),
+      logger: silentLogger,
+    });
+    assert.ok(session.checkInputs !== undefined);
+    const [a, bad, c] = await Promise.allSettled([
+      session.run({ x: rows([[1, 2]]) }),
+      session.run({ x: rows([[-1, 2]]) }),
+      session.run({ x: rows([[3, 4]]) }),
+    ]);
+    assert.equal(a.status, 'fulfilled');
+    assert.equal(c.status, 'fulfilled');
+    assert.equal(bad.status, 'rejected');
+    isCode(Code.INVALID_ARGUMENT, /no -1/)(bad.reason);
+    assert.equal(inner.runs.length, 1);
+    assert.deepEqual(inner.runs[0]!.data, [1, 2, 3, 4]);
+  });
+
   void it('reports each merged run once (to one request) with its batch size, and timings to every request', async () => {
     const { session } = setup({ maxBatchSize: 8, allowedBatchSizes: [4, 8] });
     const executions: { who: string; batchSize: number | undefined }[] = [];

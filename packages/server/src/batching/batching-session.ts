@@ -317,6 +317,7 @@ export function createBatchingSession(session: Session, options: BatchingSession
 
   return {
     signature: session.signature,
+    ...(session.checkInputs === undefined ? {} : { checkInputs: session.checkInputs.bind(session) }),
     pressure() {
       const inner = session.pressure?.() ?? { queued: 0, estimatedWaitMs: 0, runMs: 0 };
       let queued = 0;
@@ -338,6 +339,8 @@ export function createBatchingSession(session: Session, options: BatchingSession
       if (signal?.aborted) return Promise.reject(abortError(signal));
       let size: number;
       try {
+        // Refused here, before the request is merged: one bad request never fails a batch.
+        session.checkInputs?.(inputs);
         size = batchSize(inputs);
       } catch (error) {
         return Promise.reject(asServingError(error));

@@ -64,6 +64,12 @@ export interface Session {
   run(inputs: Readonly<Record<string, Tensor>>, options?: RunOptions): Promise<Record<string, Tensor>>;
   /** The session's current load; sessions that cannot tell leave it out (never shed). */
   pressure?(): SessionPressure;
+  /**
+   * Throws INVALID_ARGUMENT for inputs this session could not run faithfully (beyond the
+   * signature's dtype and shape), so that decorators refuse them before merging them with
+   * other requests. `run` checks them too; sessions without such limits leave it out.
+   */
+  checkInputs?(inputs: Readonly<Record<string, Tensor>>): void;
   /** Releases the session; pending runs are rejected with UNAVAILABLE. */
   close(): Promise<void>;
 }

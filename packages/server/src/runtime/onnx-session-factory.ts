@@ -10,6 +10,7 @@ import { tensorFromWire, toWire } from './wire-tensor.js';
 import type { WorkerInit } from './onnx-worker.js';
 import { abortError } from '../core/abort-error.js';
 import { createWorkerPool } from './worker-pool.js';
+import { checkOnnxStringInput } from './onnx-string-check.js';
 
 export interface OnnxRuntimeOptions {
   /** Worker threads (each with its own onnxruntime session) per model version. Default 1. */
@@ -245,15 +246,20 @@ function createPoolSession(pool: PoolOptions): Session {
   /** Moving average of one run as the main thread sees it (dispatch to result), in ms. */
   let runMs = 0;
   const RUN_MS_WEIGHT = 0.1;
+  const checkInputs = (inputs: Readonly<Record<string, Tensor>>): void => {
+    for (const [name, t] of Object.entries(inputs)) checkOnnxStringInput(name, t);
+  };
   const session: Session & { [WORKER_FAULTS]: { kill(index: number): Promise<number> } } = {
     [WORKER_FAULTS]: {
       kill: (index: number) => terminate(pool.workers[index]!),
     },
     signature,
+    checkInputs,
     async run(inputs: Readonly<Record<string, Tensor>>, runOptions: RunOptions = {}) {
       if (closed) throw new ServingError(Code.UNAVAILABLE, 'Model version is unloading');
       const { signal } = runOptions;
       if (signal?.aborted) throw abortError(signal);
+      checkInputs(inputs);
       const transfer: ArrayBuffer[] = [];
       const owned =
         runOptions.transfer === undefined ? undefined : new Set<ArrayBufferLike>(runOptions.transfer);
