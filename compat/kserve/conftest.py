@@ -30,11 +30,15 @@ def stage(root: Path, name: str, source: Path) -> Path:
     return root / name
 
 
+ALL_MODELS = ("mobilenet", "mnist", "half_plus_two", "dtype_echo")
+
+
 class Server:
     """visionserve with mobilenet (labels for classification), mnist (no batching), half_plus_two,
-    dtype_echo (every datatype) configured, and `spare` (half_plus_two again) only in the model root."""
+    dtype_echo (every datatype) configured, and `spare` (half_plus_two again) only in the model root.
+    `models` picks the configured ones; `extra_args` go to `visionserve serve`."""
 
-    def __init__(self, repo: Path):
+    def __init__(self, repo: Path, models=ALL_MODELS, extra_args=()):
         self.repo = repo
         mobilenet = stage(repo, "mobilenet", MODELS / "mobilenetv2-12-int8.onnx")
         shutil.copyfile(MODELS / "imagenet_synset.txt", mobilenet / "imagenet_synset.txt")
@@ -57,7 +61,7 @@ class Server:
             "model_config_list {\n"
             + "".join(
                 f"  config {{ name: '{m}' base_path: '{repo / m}' model_platform: 'onnx' }}\n"
-                for m in ("mobilenet", "mnist", "half_plus_two", "dtype_echo")
+                for m in models
             )
             + "}\n"
         )
@@ -80,6 +84,7 @@ class Server:
                 f"--model_roots={repo}",
                 "--kserve_model_control_mode=explicit",
                 "--file_system_poll_wait_seconds=0",
+                *extra_args,
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -110,6 +115,21 @@ class Server:
 def server():
     repo = Path(tempfile.mkdtemp(prefix="vs-kserve-compat-"))
     s = Server(repo)
+    yield s
+    s.stop()
+    shutil.rmtree(repo, ignore_errors=True)
+
+
+ADMIN_TOKEN = "compat-admin-token"
+
+
+@pytest.fixture(scope="session")
+def guarded_server():
+    """half_plus_two only, with model management behind --admin_token_file."""
+    repo = Path(tempfile.mkdtemp(prefix="vs-kserve-compat-guard-"))
+    token = repo / "admin.token"
+    token.write_text(ADMIN_TOKEN + "\n")
+    s = Server(repo, models=("half_plus_two",), extra_args=(f"--admin_token_file={token}",))
     yield s
     s.stop()
     shutil.rmtree(repo, ignore_errors=True)
