@@ -1,4 +1,4 @@
-import { Code, ServingError, invalidArgument, notFound } from '@visionserve/protocol';
+import { Code, ServingError, invalidArgument, notFound, readNumericPredictBody } from '@visionserve/protocol';
 import type { HandlerHost } from '../../contracts/handler-host.js';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService } from '../../core/inference-service.js';
@@ -118,13 +118,16 @@ export async function invoke(ctx: HttpContext, deps: InvocationsDeps, pathModel?
       if (kind === 'image') {
         out = await runImageInvocation(servable, image!, body, call, deps.imageDecodes);
       } else {
-        const text = body.toString('utf8');
+        // A TF Serving body of big numeric tensors is read without JSON.parse (same values).
+        const fast = kind === 'json' ? readNumericPredictBody(body) : undefined;
+        const text = fast === undefined ? body.toString('utf8') : '';
         const predictBody =
-          kind === 'csv'
+          fast ??
+          (kind === 'csv'
             ? csvToPredictBody(text)
             : kind === 'jsonlines'
               ? jsonLinesToPredictBody(text)
-              : jsonToPredictBody(text);
+              : jsonToPredictBody(text));
         out = await predictTfsJsonOn(servable, predictBody, call);
       }
       sendBody(

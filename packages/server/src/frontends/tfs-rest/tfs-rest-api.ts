@@ -1,4 +1,4 @@
-import { Code, ServingError, parseTfsJsonText } from '@visionserve/protocol';
+import { Code, ServingError, parseTfsPredictJson } from '@visionserve/protocol';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { HttpApi } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
@@ -74,10 +74,7 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
           sendJson(
             ctx.res,
             200,
-            await predictTfsJson(service, model, parseTfsJsonText(body.toString('utf8')), {
-              ...call,
-              arrivedAt,
-            }),
+            await predictTfsJson(service, model, parseTfsPredictJson(body), { ...call, arrivedAt }),
           );
         },
       },
