@@ -27,6 +27,8 @@ import { createInvocationsRunner } from './invocations-runner.js';
 import { createKServeRunner } from './kserve-runner.js';
 import type { PathRunner, Unavailable } from './path-runner.js';
 import { createRestJsonRunner } from './rest-json-runner.js';
+import { createRestB64Runner } from './rest-b64-runner.js';
+import { cachedTwinName } from './bench-cases.js';
 import { startServerProcess } from './server-process.js';
 
 export interface BenchTargets {
@@ -119,10 +121,14 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
         wants('rest-json') ||
         wants('invocations') ||
         wants('kserve-http') ||
-        wants('kserve-grpc')
+        wants('kserve-grpc') ||
+        wants('rest-b64') ||
+        wants('rest-b64-cached')
       ) {
         o.log('starting server (typed gRPC responses)...');
-        const main = await startServer(o.serverFlags);
+        // Only the cached twins opt in to the response cache; the other paths never hit it.
+        const cache = wants('rest-b64-cached') ? ['--response_cache_bytes=67108864'] : [];
+        const main = await startServer([...o.serverFlags, ...cache]);
         grpcAddress = `127.0.0.1:${main.grpcPort}`;
         restUrl = `http://127.0.0.1:${main.restPort}`;
         if (main.sagemakerPort !== undefined) invocationsUrl = `http://127.0.0.1:${main.sagemakerPort}`;
@@ -249,6 +255,18 @@ export function runnerFor(path: PathId, benchCase: BenchCase, e: LatencyEndpoint
             ...pid(e.invocations),
           })
         : { unavailable: NO_INVOCATIONS };
+    case 'rest-b64':
+    case 'rest-b64-cached':
+      if (benchCase.image === undefined) return { unavailable: benchCase.noImageReason ?? 'no image input' };
+      return e.rest
+        ? createRestB64Runner({
+            client: e.rest.client,
+            model: path === 'rest-b64' ? benchCase.model : cachedTwinName(benchCase.model),
+            benchCase,
+            image: benchCase.image,
+            ...pid(e.rest),
+          })
+        : { unavailable: 'no REST server (pass --rest)' };
     case 'floor':
     case 'image-floor':
       return { unavailable: 'floors are measured by the suite' };
