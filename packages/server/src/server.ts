@@ -30,6 +30,7 @@ import { type StartedHttpServer, startHttpServer } from './frontends/http/start-
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
+import { createGrpcWebApi } from './frontends/grpc-web/grpc-web-api.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
 import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
 import {
@@ -391,6 +392,14 @@ export async function startVisionServer(
   const kserveApi = (bodyLimitBytes: number, requestTimeoutMs: number): HttpApi =>
     createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs, managementGuard: ops.guard });
 
+  // One set of TF Serving gRPC services: the HTTP/2 server and gRPC-web on the REST port share it.
+  const tfsGrpcServices = createTfsGrpcServices({
+    service,
+    logger: logger.child({ component: 'grpc' }),
+    serializeAsTensorContent: config.serializeAsTensorContent,
+    managementGuard: ops.guard,
+  });
+
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
@@ -423,6 +432,22 @@ export async function startVisionServer(
                 requestTimeoutMs: config.restTimeoutMs,
               }),
               ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
+              ...(config.enableGrpcWeb
+                ? [
+                    createGrpcWebApi({
+                      services: tfsGrpcServices,
+                      logger: logger.child({ component: 'grpc-web' }),
+                      maxMessageBytes: config.restMaxBodyBytes,
+                      requestTimeoutMs: config.restTimeoutMs,
+                      corsOrigins:
+                        config.grpcWebCorsOrigins.length > 0
+                          ? config.grpcWebCorsOrigins
+                          : config.enableCors
+                            ? ['*']
+                            : [],
+                    }),
+                  ]
+                : []),
             ],
             logger: logger.child({ component: 'rest' }),
             notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
@@ -442,12 +467,7 @@ export async function startVisionServer(
           bodyTimeoutMs: config.requestBodyTimeoutMs,
           observer: observers.request,
           tls: ops.tls?.listener,
-          services: createTfsGrpcServices({
-            service,
-            logger: logger.child({ component: 'grpc' }),
-            serializeAsTensorContent: config.serializeAsTensorContent,
-            managementGuard: ops.guard,
-          }),
+          services: tfsGrpcServices,
         }),
       );
     }
