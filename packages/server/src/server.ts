@@ -3,6 +3,7 @@
  * core -> frontends). Nothing here is a global; every component gets its
  * dependencies passed in.
  */
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { Code, ServingError } from '@visionserve/protocol';
@@ -31,6 +32,9 @@ import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
 import { createGrpcWebApi } from './frontends/grpc-web/grpc-web-api.js';
+import { type VersionTimes, createConsoleApi } from './frontends/console/console-api.js';
+import { openApiDocument } from './frontends/console/openapi-document.js';
+import { createTrafficSampler } from './observability/traffic-sampler.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
 import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
 import {
@@ -199,6 +203,17 @@ function serverVersion(): string {
   }
 }
 
+/** The built console (@visionserve/console's dist/), or undefined when it is not installed or built. */
+function consoleStaticDir(): string | undefined {
+  try {
+    const pkg = createRequire(import.meta.url).resolve('@visionserve/console/package.json');
+    const dir = join(dirname(pkg), 'dist');
+    return existsSync(join(dir, 'index.html')) ? dir : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** max_batch_size reported for batching models when server-side batching is off: no limit. */
 const NO_BATCH_LIMIT = 2 ** 31 - 1;
 
@@ -283,6 +298,8 @@ export async function startVisionServer(
   });
   let handlerHost: HandlerHost | undefined;
   const statistics = createInferenceStatistics();
+  /** When each version last changed state (the console's Models page). */
+  const versionTimes = new Map<string, VersionTimes>();
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
     loadAssets: async (source) => {
@@ -294,6 +311,11 @@ export async function startVisionServer(
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
     onVersionEvent: (event) => {
       ops.metrics?.versionEvent(event);
+      if (event.type !== 'assets-refreshed') {
+        const key = `${event.model}\u0000${event.version}`;
+        if (event.type === 'unloaded') versionTimes.delete(key);
+        else versionTimes.set(key, { since: Date.now(), loadMs: event.durationMs });
+      }
       // Handler modules are imported once per worker: drop them when their version goes or its assets change.
       if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
       if (event.type === 'unloaded') statistics.forget(event.model, event.version);
@@ -432,6 +454,35 @@ export async function startVisionServer(
                 requestTimeoutMs: config.restTimeoutMs,
               }),
               ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
+              ...(config.enableConsole || config.enableOpenapi
+                ? [
+                    createConsoleApi({
+                      service,
+                      modelConfig: (name) => manager.modelConfig(name),
+                      versionTimes: (model, version) => versionTimes.get(`${model}\u0000${version}`),
+                      batching: {
+                        enabled: config.enableBatching,
+                        maxBatchSize,
+                        instances: config.instances,
+                      },
+                      openApi: config.enableOpenapi
+                        ? openApiDocument({
+                            version: serverVersion(),
+                            metricsPath: ops.metrics === undefined ? undefined : ops.metricsPath,
+                            consolePath: config.consolePath,
+                          })
+                        : undefined,
+                      staticDir: consoleStaticDir(),
+                      consolePath: config.enableConsole ? config.consolePath : undefined,
+                      traffic:
+                        ops.metrics === undefined
+                          ? undefined
+                          : createTrafficSampler({ read: () => metricsOf(ops).values() }),
+                      requestTimeoutMs: config.restTimeoutMs,
+                      logger: logger.child({ component: 'console' }),
+                    }),
+                  ]
+                : []),
               ...(config.enableGrpcWeb
                 ? [
                     createGrpcWebApi({
