@@ -71,6 +71,8 @@ import { type TlsFiles, loadTlsFiles } from './security/tls-files.js';
 import { createManagementPolicy } from './security/management-policy.js';
 import { type WarmupReport, createWarmupSessionFactory } from './warmup/warmup-session-factory.js';
 
+export { openApiDocument, type OpenApiDocumentOptions } from './frontends/console/openapi-document.js';
+
 export interface RunningVisionServer {
   /** Bound ports; a listener that is disabled is absent. */
   readonly ports: { readonly grpc?: number; readonly rest?: number; readonly sagemaker?: number };

@@ -10,6 +10,7 @@ import {
 import { resolveServerConfig, type ServerConfig } from '@visionserve/server';
 import { startVisionServer, type RunningVisionServer, type VisionServerHooks } from '@visionserve/server';
 import { silentLogger } from '@visionserve/server';
+import { assertContract } from './contract.js';
 
 export interface Harness {
   readonly server: RunningVisionServer;
@@ -46,6 +47,7 @@ export async function startHarness(
     async close() {
       grpc.close();
       await server.close();
+      assertContract();
     },
   };
 }

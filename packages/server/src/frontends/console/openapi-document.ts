@@ -364,6 +364,17 @@ function consolePaths(consolePath: string): Json {
     description,
     content: { 'text/html': { schema: { type: 'string' } } },
   });
+  const asset: Json = {
+    description: 'A static file',
+    content: {
+      'text/html': { schema: { type: 'string' } },
+      'text/javascript': { schema: { type: 'string' } },
+      'text/css': { schema: { type: 'string' } },
+      'text/plain': { schema: { type: 'string' } },
+      'application/json': {},
+      'image/*': { schema: { type: 'string' } },
+    },
+  };
   return {
     '/openapi.json': {
       get: {
@@ -387,6 +398,40 @@ function consolePaths(consolePath: string): Json {
         operationId: 'console',
         summary: 'The web console (static single-page app; --console_path, --enable_console)',
         responses: { '200': html('Console page'), '302': { description: 'Redirect to the trailing slash' } },
+      },
+    },
+    '/docs/': {
+      get: {
+        tags,
+        operationId: 'docsPage',
+        summary: 'API docs UI page',
+        responses: { '200': html('Docs page') },
+      },
+    },
+    '/docs/{file}': {
+      get: {
+        tags,
+        operationId: 'docsAsset',
+        summary: 'Docs UI assets (swagger-ui-dist, bundled)',
+        parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
+        responses: { '200': asset, '404': error('No such file') },
+      },
+    },
+    [`${consolePath}/`]: {
+      get: {
+        tags,
+        operationId: 'consolePage',
+        summary: 'The console page',
+        responses: { '200': html('Console page') },
+      },
+    },
+    [`${consolePath}/{file}`]: {
+      get: {
+        tags,
+        operationId: 'consoleAsset',
+        summary: 'Console assets (bundled at build)',
+        parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
+        responses: { '200': asset, '404': error('No such file') },
       },
     },
     [`${consolePath}/api/models`]: {
@@ -453,8 +498,34 @@ function grpcWebPaths(): Json {
   ];
   const out: Json = {};
   const frames = { type: 'string', contentMediaType: 'application/grpc-web+proto' };
+  const preflight = (operationId: string): Json => ({
+    tags: ['gRPC-web'],
+    operationId,
+    summary: 'CORS preflight (origins from --grpc_web_cors_origins)',
+    responses: {
+      '204': { description: 'Allowed: Access-Control-Allow-* headers' },
+      '403': { description: 'Origin not allowed' },
+    },
+  });
+  for (const service of ['tensorflow.serving.PredictionService', 'tensorflow.serving.ModelService']) {
+    const short = service.split('.').at(-1)!;
+    out[`/${service}/{method}`] = {
+      post: {
+        tags: ['gRPC-web'],
+        operationId: `grpcWebUnknown${short}`,
+        summary: `A method ${service} does not have: trailers-only UNIMPLEMENTED`,
+        parameters: [{ name: 'method', in: 'path', required: true, schema: { type: 'string' } }],
+        responses: {
+          '200': { description: 'Trailers only (grpc-status 12)' },
+          '405': error('Not POST'),
+        },
+      },
+      options: preflight(`grpcWebPreflightUnknown${short}`),
+    };
+  }
   for (const [service, method] of methods) {
     out[`/${service}/${method}`] = {
+      options: preflight(`grpcWebPreflight${method}`),
       post: {
         tags: ['gRPC-web'],
         operationId: `grpcWeb${method}`,
@@ -479,8 +550,6 @@ function grpcWebPaths(): Json {
               'application/grpc-web-text+proto': { schema: { type: 'string' } },
             },
           },
-          '204': { description: 'CORS preflight allowed' },
-          '403': { description: 'CORS preflight from an origin not allowed' },
           '405': error('Not POST'),
           '413': error('Body over the limit'),
           '415': error('Not a gRPC-web content type'),
@@ -533,8 +602,16 @@ function sageMakerPaths(): Json {
         summary: 'Health check (the default model has an AVAILABLE version)',
         responses: {
           '200': json(
-            { type: 'object', required: ['status'], properties: { status: { const: 'healthy' } } },
-            'Healthy',
+            {
+              type: 'object',
+              required: ['status'],
+              properties: {
+                status: { type: 'string' },
+                model: { type: 'string' },
+                version: { type: 'string' },
+              },
+            },
+            'Healthy: "healthy", or the default model\'s AVAILABLE version',
           ),
           '503': error('Not healthy'),
         },
