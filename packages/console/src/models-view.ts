@@ -58,9 +58,9 @@ function modelCard(model: ModelJson): HTMLElement {
             `Label file: ${v.labels === null || v.labels === undefined ? 'none' : `${v.labels} labels`}; handler: ${v.assets?.handler ?? 'none'}`,
           ),
           h('p', {}, 'Image preprocessing'),
-          h('pre', {}, JSON.stringify(v.assets?.image ?? null, null, 2)),
+          h('pre', { tabindex: '0' }, JSON.stringify(v.assets?.image ?? null, null, 2)),
           h('p', {}, 'Post-processing'),
-          h('pre', {}, JSON.stringify(v.assets?.postprocess ?? null, null, 2)),
+          h('pre', { tabindex: '0' }, JSON.stringify(v.assets?.postprocess ?? null, null, 2)),
         ),
       ];
     }),

@@ -77,7 +77,7 @@ function jsonEditor(model: ModelJson, out: HTMLElement): HTMLElement {
         const text = await res.text();
         out.replaceChildren(
           h('p', {}, `HTTP ${res.status} in ${formatMs(performance.now() - started)}`),
-          h('pre', {}, text.slice(0, 20_000)),
+          h('pre', { tabindex: '0' }, text.slice(0, 20_000)),
         );
       })
       .catch((error: unknown) => {
@@ -196,7 +196,11 @@ export async function renderTry(view: HTMLElement): Promise<void> {
       await drawDetections(canvas, file, answer, minScore);
       canvas.dataset['drawn'] = String(shown.length);
     } else {
-      result.replaceChildren(header, h('pre', {}, JSON.stringify(answer.outputs, null, 1)), timings);
+      result.replaceChildren(
+        header,
+        h('pre', { tabindex: '0' }, JSON.stringify(answer.outputs, null, 1)),
+        timings,
+      );
     }
   };
   const start = (file: File | undefined): void => {

@@ -470,6 +470,30 @@ function consolePaths(consolePath: string): Json {
         },
       },
     },
+    ...Object.fromEntries(
+      [
+        [`${consolePath}/api/try/{model}`, [modelParam], ''],
+        [`${consolePath}/api/try/{model}/versions/{version}`, [modelParam, versionParam], 'Version'],
+      ].map(([path, parameters, suffix]) => [
+        path as string,
+        {
+          post: {
+            tags,
+            operationId: `consoleTry${suffix as string}`,
+            summary: 'Try it: an image in, top-k classes or detections out, with the timing breakdown',
+            parameters,
+            requestBody: {
+              required: true,
+              content: {
+                'image/*': { schema: { type: 'string', contentMediaType: 'image/*' } },
+                'application/octet-stream': { schema: { type: 'string' } },
+              },
+            },
+            responses: modelErrors({ '200': json(ref('ConsoleTryResult'), 'Predictions and timings') }),
+          },
+        },
+      ]),
+    ),
     [`${consolePath}/api/traffic`]: {
       get: {
         tags,
@@ -901,6 +925,34 @@ const schemas: Json = {
       reason: { type: 'string' },
     },
   },
+  ConsoleTryResult: {
+    type: 'object',
+    required: ['model', 'version', 'width', 'height', 'kind', 'timings'],
+    properties: {
+      model: { type: 'string' },
+      version: { type: 'integer' },
+      width: { type: 'integer' },
+      height: { type: 'integer' },
+      kind: { enum: ['classification', 'detection', 'raw'] },
+      predictions: {
+        description: 'Top-k classes (classification) or {num_detections, detections} (detection)',
+      },
+      outputs: {
+        type: 'object',
+        description: 'Raw outputs (dtype, shape, first values) without post-processing',
+      },
+      timings: {
+        type: 'object',
+        required: ['decodeMs', 'predictMs', 'postprocessMs', 'totalMs'],
+        properties: {
+          decodeMs: { type: 'number' },
+          predictMs: { type: 'number' },
+          postprocessMs: { type: 'number' },
+          totalMs: { type: 'number' },
+        },
+      },
+    },
+  },
   ConsoleModel: {
     type: 'object',
     required: ['name', 'versions'],
@@ -938,7 +990,7 @@ export function openApiDocument(options: OpenApiDocumentOptions): Json {
       version: options.version,
       summary: 'TF Serving REST, KServe v2, SageMaker, health, metrics, the console and gRPC-web',
       description:
-        'Every HTTP API of a visionserve server. The REST port (--rest_api_port, default 8501) serves TF Serving REST, KServe v2, health, metrics, gRPC-web, the console and this document; the SageMaker-style endpoint has its own port (--sagemaker_port, default 8080). Errors are `{"error": "..."}` with TF Serving\'s HTTP status mapping unless a protocol says otherwise.',
+        'Every HTTP API of a visionserve server. The REST port (--rest_api_port, default 8501) serves TF Serving REST, KServe v2, health, metrics, gRPC-web, the console and this document; the SageMaker-style endpoint has its own port (--sagemaker_port, default 8080). Errors are `{"error": "..."}` with TF Serving\'s HTTP status mapping unless a protocol says otherwise; a path no API knows is answered 404 with that shape. With --rest_api_enable_cors_support every path answers OPTIONS preflights (200, empty body; 400 without an Origin).',
       license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
     },
     servers: [
