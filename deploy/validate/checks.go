@@ -29,6 +29,9 @@ const (
 	defaultTerminationSec = 30
 	kserveModelDir        = "/mnt/models"
 	kserveHTTPPort        = 8080
+	defaultInflightBytes  = 512 << 20
+	// The server's own resident set with models loaded (docs/scaling.md: ~250-340 MiB).
+	minResidentBytes = 384 << 20
 )
 
 // ParseServerArgs reads a container's args: "serve" first, then --flag=value only (the
@@ -222,8 +225,12 @@ func checkServerContainer(c corev1.Container, pod podContext, facts *ServerFacts
 	if _, ok := c.Resources.Requests[corev1.ResourceMemory]; !ok {
 		fail("no memory request")
 	}
-	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
+	if limit, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
 		fail("no memory limit")
+	} else if budget, err := args.intFlag("max_inflight_request_bytes", defaultInflightBytes); err != nil {
+		fail("%v", err)
+	} else if limit.Value() < int64(budget)+minResidentBytes {
+		fail("memory limit %s leaves less than %d MiB beside --max_inflight_request_bytes=%d (request bodies held at once)", limit.String(), minResidentBytes>>20, budget)
 	}
 
 	// Files and directories the flags name must be mounted; config files must exist in their

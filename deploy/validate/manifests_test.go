@@ -324,3 +324,43 @@ func TestWrongManifestsFail(t *testing.T) {
 		})
 	}
 }
+
+// The README's own-overlay example (namespace, image, a variant) renders and validates, so the
+// documented way to customise keeps working.
+func TestReadmeOverlayExample(t *testing.T) {
+	v, facts := validator(t)
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "cat > my-visionserve/kustomization.yaml <<'YAML'\n")
+	body, _, ok2 := strings.Cut(after, "\nYAML\n")
+	if !ok || !ok2 {
+		t.Fatal("README: the my-visionserve/kustomization.yaml example is gone; update this test")
+	}
+	dir := t.TempDir()
+	abs, _ := filepath.Abs(filepath.Join(repoRoot, "deploy"))
+	if err := os.Symlink(abs, filepath.Join(dir, "deploy")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "my-visionserve/kustomization.yaml"), body+"\n")
+	out, err := RenderKustomization(filepath.Join(dir, "my-visionserve"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, _ := v.ValidateStream("README overlay", bytes.NewReader(out))
+	for _, e := range errs {
+		t.Error(e)
+	}
+	var o Objects
+	if err := o.Add(out); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range CheckObjects(&o, facts) {
+		t.Error(e)
+	}
+	d := o.Deployments[0]
+	if d.Namespace != "visionserve" || !strings.HasPrefix(d.Spec.Template.Spec.Containers[0].Image, "my-registry.example.com/visionserve:") {
+		t.Errorf("namespace %q, image %q", d.Namespace, d.Spec.Template.Spec.Containers[0].Image)
+	}
+}
