@@ -25,5 +25,5 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 export VISIONSERVE_REQUIRE_SERVER_SMOKE="${VISIONSERVE_REQUIRE_SERVER_SMOKE:-1}"
 cd "$root/deploy/validate"
 start=$(date +%s)
-go test -count=1 "$@" ./...
+go test -count=1 -parallel 4 "$@" ./...
 echo "deploy validation: $(($(date +%s) - start)) s" >&2
