@@ -29,3 +29,5 @@ export * from './invocations-client.js';
 export * from './kserve-http-client.js';
 export { parseClassificationEntry, type ClassificationEntry } from '@visionserve/protocol/kserve';
 export * from './kserve-grpc-client.js';
+export * from './grpc-web-channel.js';
+export { createTfsGrpcWebClient, type TfsGrpcWebClientOptions } from './grpc-web.js';
