@@ -125,7 +125,11 @@ function parseOneConfig(config: PbMessageReader, configDir: string, source: stri
   const logging = loggingReader === undefined ? undefined : parseLogging(loggingReader, name, configDir);
   return {
     name,
-    basePath: isAbsolute(basePath) ? basePath : resolve(configDir, basePath),
+    // URIs (s3://...) are kept as they are; the storage layer reads them.
+    basePath:
+      isAbsolute(basePath) || /^[a-z][a-z0-9+.-]*:\/\//i.test(basePath)
+        ? basePath
+        : resolve(configDir, basePath),
     versionPolicy,
     versionLabels,
     ...(logging === undefined ? {} : { logging }),
