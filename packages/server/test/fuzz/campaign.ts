@@ -52,10 +52,15 @@ export function targetOptions(name: string, timeoutMs = 120_000): { skip?: strin
   return { timeout };
 }
 
-/** fast-check parameters for a target whose short campaign tries `shortRuns` inputs. */
-function parameters<T>(shortRuns: number): fc.Parameters<T> {
+/**
+ * fast-check parameters for a target whose short campaign tries `shortRuns` inputs.
+ * `shrink` false reports the first counterexample as found (for targets whose inputs take
+ * seconds each, where shrinking would take minutes); the seed and path still replay it.
+ */
+function parameters<T>(shortRuns: number, shrink = true): fc.Parameters<T> {
   const long = CAMPAIGN.seconds !== undefined;
   return {
+    ...(shrink ? {} : { endOnFailure: true }),
     numRuns: long ? 2 ** 31 - 1 : Math.max(1, Math.round(shortRuns * CAMPAIGN.scale)),
     ...(long ? { plugins: [fc.interruptAfterTimeLimit(CAMPAIGN.seconds! * 1000) as fc.Plugin<T>] } : {}),
     ...(CAMPAIGN.seed !== undefined ? { seed: CAMPAIGN.seed } : {}),
@@ -106,8 +111,9 @@ export async function fuzzAsync<T>(
   property: fc.IAsyncProperty<T>,
   shortRuns: number,
   extra: () => string = () => '',
+  shrink = true,
 ): Promise<void> {
-  conclude(t, target, await fc.check(property, parameters<T>(shortRuns)), extra());
+  conclude(t, target, await fc.check(property, parameters<T>(shortRuns, shrink)), extra());
 }
 
 /** Longest time one input may take in a synchronous decoder before it counts as a hang, in ms. */

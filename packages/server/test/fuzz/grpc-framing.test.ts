@@ -271,7 +271,18 @@ describe('fuzz: gRPC length-prefixed framing', () => {
           ),
           async ({ headers, normal }, body, cuts, pauses, end) => {
             const writes = split(body.bytes, cuts).map((bytes, i) => ({ bytes, pauseMs: pauses[i] ?? 0 }));
-            const result = await call(connect(), { headers, writes, end }, end === 'open' ? 300 : 5_000);
+            // Calls we reset or abandon get a session of their own: node's http2 *client* can
+            // spin (event loop stuck, memory growing) when a stream is cancelled right after the
+            // server reset an earlier stream of the same session (the server, in its own
+            // process, stays healthy). See docs/fuzzing.md.
+            const own = end === 'end' ? undefined : http2.connect(`http://127.0.0.1:${server.port}`);
+            own?.on('error', () => undefined);
+            const result = await call(
+              own ?? connect(),
+              { headers, writes, end },
+              end === 'open' ? 300 : 3_000,
+            );
+            own?.destroy();
             if (end !== 'end') return; // we reset or abandoned it: any outcome is fine, the server must live on
             if (result.status !== 200) {
               if (!(result.status === 415 && !normal)) throw new Error(`HTTP status ${result.status}`);
@@ -308,6 +319,7 @@ describe('fuzz: gRPC length-prefixed framing', () => {
         250,
         () =>
           `; ${internalIncomplete} calls cut short answered INTERNAL "Incomplete request message" (gRPC's convention)`,
+        false,
       );
       // The server is still there and serves a normal call.
       const ok = await call(
