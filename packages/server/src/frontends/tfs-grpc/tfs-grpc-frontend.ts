@@ -30,6 +30,7 @@ import {
 import type { InferenceService } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import type { GrpcMethod, GrpcService } from '../grpc/grpc-service.js';
+import type { ManagementGuard } from '../shared/management-guard.js';
 import {
   modelConfigsFromProto,
   modelSpecFromProto,
@@ -49,6 +50,8 @@ export interface TfsGrpcFrontendOptions {
    * Default false.
    */
   readonly serializeAsTensorContent?: boolean | undefined;
+  /** Who may call HandleReloadConfigRequest. Default: anyone (TF Serving's behaviour). */
+  readonly managementGuard?: ManagementGuard | undefined;
 }
 
 export const PREDICTION_SERVICE = 'tensorflow.serving.PredictionService';
@@ -175,7 +178,8 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
   };
 
   const handleReloadConfigRequest: GrpcMethod = {
-    async handler(bytes) {
+    async handler(bytes, context) {
+      options.managementGuard?.check(context.credentials(), 'HandleReloadConfigRequest');
       const request = decode(ReloadConfigRequestSchema, bytes);
       const configs = modelConfigsFromProto(request.config);
       await service.reloadConfig(configs);
@@ -190,6 +194,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
   return [
     {
       name: PREDICTION_SERVICE,
+      api: 'tfs-grpc',
       methods: {
         Classify: notSupported('Classify'),
         Regress: notSupported('Regress'),
@@ -200,6 +205,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
     },
     {
       name: MODEL_SERVICE,
+      api: 'tfs-grpc',
       methods: { GetModelStatus: getModelStatus, HandleReloadConfigRequest: handleReloadConfigRequest },
     },
   ];
