@@ -149,7 +149,12 @@ function echoPredict(): { method: GrpcMethod; seen: CorePredictRequest[] } {
   return { method: services[0]!.methods['Predict']!, seen };
 }
 
-const context = { signal: new AbortController().signal, deadline: undefined, metadata: {} };
+const context = {
+  signal: new AbortController().signal,
+  deadline: undefined,
+  metadata: {},
+  credentials: () => ({ authorization: undefined, peer: () => undefined }),
+};
 
 describe('fuzz: TensorProto and PredictRequest decoding', () => {
   it(
