@@ -1,4 +1,7 @@
-/** IEEE 754 half precision (FP16) from numbers; the reverse is `halfToNumber` in dtype.ts. */
+/**
+ * IEEE 754 half precision (FP16) and bfloat16 (BF16) from numbers; the reverses are
+ * `halfToNumber` and `bfloat16ToNumber` in dtype.ts.
+ */
 
 /** Rounds to the nearest integer, ties to even (x >= 0). */
 function roundHalfEven(x: number): number {
@@ -35,4 +38,31 @@ export function numberToHalf(value: number): number {
   }
   if (exponent > 15) return sign | 0x7c00;
   return sign | ((exponent + 15) << 10) | mantissa;
+}
+
+/**
+ * The bfloat16 bit pattern nearest to `value` (round to nearest, ties to even, rounding
+ * once from the double): overflow gives infinity, tiny values subnormals or zero, NaN a
+ * quiet NaN (0x7fc0).
+ */
+export function numberToBfloat16(value: number): number {
+  if (Number.isNaN(value)) return 0x7fc0;
+  const sign = value < 0 || Object.is(value, -0) ? 0x8000 : 0;
+  const a = Math.abs(value);
+  // Halfway between the largest bfloat16, (2 - 2^-7) * 2^127, and 2^128.
+  if (a >= (2 - 2 ** -8) * 2 ** 127) return sign | 0x7f80;
+  if (a < 2 ** -126) {
+    // Subnormal: units of 2^-133; 128 units is the smallest normal, which the encoding absorbs.
+    return sign | roundHalfEven(a * 2 ** 133);
+  }
+  let exponent = Math.floor(Math.log2(a));
+  if (2 ** exponent > a) exponent--;
+  else if (2 ** (exponent + 1) <= a) exponent++;
+  let mantissa = roundHalfEven((a / 2 ** exponent - 1) * 128);
+  if (mantissa === 128) {
+    mantissa = 0;
+    exponent++;
+  }
+  if (exponent > 127) return sign | 0x7f80;
+  return sign | ((exponent + 127) << 7) | mantissa;
 }
