@@ -1,7 +1,6 @@
 /**
- * Campaign settings and reporting shared by the decoder-level fuzz targets (a copy for the
- * CLI's real-server campaign lives in packages/cli/test/helpers/fuzz-campaign.ts; keep the
- * two in step). Not a test file itself.
+ * Campaign settings and reporting shared by the fuzz targets in this folder. Not a test
+ * file itself.
  *
  * Environment (set by `npm run fuzz`, see docs/fuzzing.md):
  * - VISIONSERVE_FUZZ_SCALE: multiplies every target's short-campaign run count. Default 1.
