@@ -62,7 +62,7 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
     return 0;
   } catch (error) {
     if (error instanceof ConfigError) {
-      console.error(`visionserve: ${error.message}\n\n${SERVE_HELP}`);
+      console.error(`visionserve: ${error.message}\n(visionserve serve --help lists the flags)`);
       return 2;
     }
     console.error(`visionserve: ${error instanceof Error ? error.message : String(error)}`);

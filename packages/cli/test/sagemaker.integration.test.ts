@@ -1,13 +1,15 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { buildOnnxModel } from '../src/tools/onnx-builder.js';
 import { MOBILENET_V2_VISION_CONFIG } from '@visionserve/vision';
 import { imageToTensor } from '@visionserve/vision/image';
 import { allScores, assertSameTopK, runReference } from './helpers/reference.js';
-import { image, sharedModel } from './helpers/shared.js';
+import { IMAGES, REPO_ROOT, image, sharedModel } from './helpers/shared.js';
 import { placeModel, tempRepo } from './helpers/model-repo.js';
 import { type Harness, startHarness } from './helpers/server-harness.js';
 import { type HttpResult, placeDetector, placeMobilenet, request } from './helpers/sagemaker-models.js';
@@ -41,6 +43,9 @@ interface Detection {
   box: { ymin: number; xmin: number; ymax: number; xmax: number };
   box_pixels: { ymin: number; xmin: number; ymax: number; xmax: number };
 }
+
+const CLI = join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js');
+const runFile = promisify(execFile);
 
 const attrs = (value: string): Record<string, string> => ({ 'X-Amzn-SageMaker-Custom-Attributes': value });
 
@@ -164,6 +169,29 @@ describe('SageMaker endpoint on real models (no user code)', () => {
     // Pixel boxes are in the 1280x853 source image.
     assert.ok(Math.abs(ball.box_pixels.xmin - 0.752 * 1280) < 26);
     for (const d of result.detections) assert.ok(d.score >= 0.5);
+  });
+
+  it('`visionserve predict --protocol invocations` prints the detections as a short table', async () => {
+    const { stdout, stderr } = await runFile(
+      process.execPath,
+      [
+        CLI,
+        'predict',
+        join(IMAGES, 'scene_soccer.jpg'),
+        '--protocol',
+        'invocations',
+        '--invocations',
+        url,
+        '--model',
+        'detector',
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    const lines = stdout.trimEnd().split('\n');
+    assert.match(lines[0]!, /^\/invocations: 4 detections$/, stdout + stderr);
+    assert.equal(lines.length, 5, stdout);
+    assert.equal(lines.filter((l) => /^\s+person\s+0\.\d\d\s/.test(l)).length, 3, stdout);
+    assert.equal(lines.filter((l) => /^\s+sports ball\s+0\.\d\d\s/.test(l)).length, 1, stdout);
   });
 
   it('application/json: TF Serving bodies pass through, bare values are wrapped as instances', async () => {

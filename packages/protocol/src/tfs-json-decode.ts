@@ -311,10 +311,23 @@ const INT_RANGES: Partial<Record<DType, readonly [number, number]>> = {
   uint64: [0, Number.MAX_SAFE_INTEGER],
 };
 
+/**
+ * Base64 sent to a numeric input is usually an encoded image: TF Serving's message alone
+ * does not say where images go.
+ */
+function b64Hint(leaf: unknown, dtype: DType): string {
+  if (dtype === 'string' || typeof leaf !== 'object' || leaf === null || !('b64' in leaf)) return '';
+  return (
+    ` ({"b64": ...} is bytes, for string inputs; this input takes ${dtype} values. To send an encoded` +
+    ' image, post its bytes to /invocations with Content-Type: image/jpeg or image/png (decoded per the' +
+    " model's visionserve.json), or decode and resize it on the client into a tensor)"
+  );
+}
+
 function leafWriter(dtype: DType, what: string, count: number): LeafWriter {
   const bad = (leaf: unknown, extra = ''): ServingError =>
     invalidArgument(
-      `${what}: JSON Value: ${describe(leaf)} not formatted correctly for type: ${dtype}${extra}`,
+      `${what}: JSON Value: ${describe(leaf)} not formatted correctly for type: ${dtype}${extra || b64Hint(leaf, dtype)}`,
     );
   switch (dtype) {
     case 'float32':

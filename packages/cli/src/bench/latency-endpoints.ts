@@ -14,6 +14,7 @@ import {
 } from '@visionserve/client';
 import type { BenchCase } from './bench-cases.js';
 import type { PathId } from './bench-paths.js';
+import type { GcTotals } from './server-gc.js';
 import type { ExitCleanup } from './exit-cleanup.js';
 import { createGrpcRunner } from './grpc-runner.js';
 import { type InProcessProbe, startInProcessProbe } from './in-process-probe.js';
@@ -40,6 +41,8 @@ interface Endpoint<C> {
   readonly client: C;
   /** Server process, for server CPU; undefined when unknown. */
   readonly pid: number | undefined;
+  /** The server's GC totals (servers started here); undefined when unknown. */
+  readonly gc?: (() => GcTotals) | undefined;
 }
 
 export interface LatencyEndpoints {
@@ -95,6 +98,8 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
     let invocationsUrl: string | undefined;
     let mainPid: number | undefined;
     let tcPid: number | undefined;
+    let mainGc: (() => GcTotals) | undefined;
+    let tcGc: (() => GcTotals) | undefined;
     if (o.targets) {
       ({ grpc: grpcAddress, grpcTensorContent: grpcTcAddress, rest: restUrl } = o.targets);
       invocationsUrl = o.targets.invocations;
@@ -107,40 +112,53 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
         restUrl = `http://127.0.0.1:${main.restPort}`;
         if (main.sagemakerPort !== undefined) invocationsUrl = `http://127.0.0.1:${main.sagemakerPort}`;
         mainPid = main.pid;
+        mainGc = main.gc;
       }
       if (wants('grpc-tensor-content')) {
         o.log('starting server (--enable_serialization_as_tensor_content)...');
         const tc = await startServer([...o.serverFlags, '--enable_serialization_as_tensor_content']);
         grpcTcAddress = `127.0.0.1:${tc.grpcPort}`;
         tcPid = tc.pid;
+        tcGc = tc.gc;
       }
     }
     const clientOptions = { defaultTimeoutMs: o.timeoutMs };
-    const closing = <C extends { close(): void }>(client: C, pid: number | undefined): Endpoint<C> => {
+    const closing = <C extends { close(): void }>(
+      client: C,
+      pid: number | undefined,
+      gc: (() => GcTotals) | undefined,
+    ): Endpoint<C> => {
       closers.push(() => {
         client.close();
       });
-      return { client, pid };
+      return { client, pid, gc };
     };
     const grpcTyped = grpcAddress
-      ? closing(createTfsGrpcClient({ address: grpcAddress, encoding: 'typed', ...clientOptions }), mainPid)
+      ? closing(
+          createTfsGrpcClient({ address: grpcAddress, encoding: 'typed', ...clientOptions }),
+          mainPid,
+          mainGc,
+        )
       : undefined;
     const grpcTensorContent = grpcTcAddress
       ? closing(
           createTfsGrpcClient({ address: grpcTcAddress, encoding: 'tensor_content', ...clientOptions }),
           tcPid,
+          tcGc,
         )
       : undefined;
     const rest = restUrl
       ? closing(
           createTfsRestClient({ baseUrl: restUrl, maxSockets: o.concurrency, ...clientOptions }),
           mainPid,
+          mainGc,
         )
       : undefined;
     const invocations = invocationsUrl
       ? closing(
           createInvocationsClient({ baseUrl: invocationsUrl, maxSockets: o.concurrency, ...clientOptions }),
           mainPid,
+          mainGc,
         )
       : undefined;
     let probe: InProcessProbe | undefined;
@@ -159,8 +177,10 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
 
 /** The runner of a served path for one case, or why it cannot run. */
 export function runnerFor(path: PathId, benchCase: BenchCase, e: LatencyEndpoints): PathRunner | Unavailable {
-  const pid = (endpoint: { pid: number | undefined }) =>
-    endpoint.pid !== undefined ? { serverPid: endpoint.pid } : {};
+  const pid = (endpoint: Endpoint<unknown>) => ({
+    ...(endpoint.pid !== undefined ? { serverPid: endpoint.pid } : {}),
+    ...(endpoint.gc !== undefined ? { serverGc: endpoint.gc } : {}),
+  });
   switch (path) {
     case 'in-process':
       return e.probe

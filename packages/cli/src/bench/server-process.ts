@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ExitCleanup } from './exit-cleanup.js';
+import { type GcTotals, createGcTrace } from './server-gc.js';
 
 const CLI = fileURLToPath(new URL('../../../bin/visionserve.js', import.meta.url));
 
@@ -14,11 +15,14 @@ export interface ServerProcess {
   readonly restPort: number;
   /** Undefined when the server has no SageMaker-style listener (frontend not present). */
   readonly sagemakerPort: number | undefined;
+  /** Garbage collection in the server so far (it runs with `--trace-gc`), every isolate. */
+  readonly gc: () => GcTotals;
   stop(): Promise<void>;
 }
 
 /**
- * Resolves once the server logged "visionserve ready"; rejects if it exits first or after
+ * Resolves once the server logged "visionserve ready" (on stderr; its stdout carries V8's
+ * `--trace-gc` lines, which are counted); rejects if it exits first or after
  * `startTimeoutMs` (then it is killed). With `cleanup`, the child is sent SIGTERM if this
  * process is interrupted while the child runs.
  */
@@ -31,6 +35,7 @@ export function startServerProcess(
     const proc: ChildProcess = spawn(
       process.execPath,
       [
+        '--trace-gc',
         CLI,
         'serve',
         '--host=127.0.0.1',
@@ -53,13 +58,18 @@ export function startServerProcess(
     proc.once('exit', unregister);
     let log = '';
     let ready = false;
+    const gc = createGcTrace();
+    proc.stdout?.setEncoding('utf8');
+    proc.stdout?.on('data', (chunk: string) => {
+      gc.feed(chunk);
+    });
     const timer = setTimeout(() => {
       proc.kill('SIGKILL');
       reject(new Error(`server did not become ready within ${startTimeoutMs} ms:\n${log.slice(-2000)}`));
     }, startTimeoutMs);
-    const onData = (chunk: Buffer): void => {
+    const onData = (chunk: Buffer | string): void => {
       if (ready) return;
-      log += chunk.toString('utf8');
+      log += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
       for (const line of log.split('\n')) {
         if (!line.includes('"visionserve ready"')) continue;
         let record: { grpc?: number; rest?: number; sagemaker?: number };
@@ -70,9 +80,7 @@ export function startServerProcess(
         }
         ready = true;
         clearTimeout(timer);
-        proc.stdout?.off('data', onData);
         proc.stderr?.off('data', onData);
-        proc.stdout?.resume();
         proc.stderr?.resume();
         proc.removeAllListeners('exit');
         proc.once('exit', unregister);
@@ -81,6 +89,7 @@ export function startServerProcess(
           grpcPort: record.grpc!,
           restPort: record.rest!,
           sagemakerPort: record.sagemaker,
+          gc: () => gc.totals(),
           stop: () =>
             new Promise<void>((done) => {
               if (proc.exitCode !== null || proc.signalCode !== null) {
@@ -96,7 +105,6 @@ export function startServerProcess(
         return;
       }
     };
-    proc.stdout?.on('data', onData);
     proc.stderr?.on('data', onData);
     proc.on('exit', (code) => {
       clearTimeout(timer);

@@ -310,7 +310,12 @@ export function parseFlags(argv: readonly string[]): Partial<ServerConfig> {
     const eq = arg.indexOf('=');
     const name = (eq >= 0 ? arg.slice(2, eq) : arg.slice(2)).replaceAll('-', '_');
     const spec = FLAGS[name];
-    if (!spec) throw new ConfigError(`unknown flag --${name}`);
+    if (!spec) {
+      const near = closestFlag(name);
+      throw new ConfigError(
+        `unknown flag --${name}${near === undefined ? '' : ` (did you mean --${near}?)`}`,
+      );
+    }
     let raw: string;
     if (eq >= 0) raw = arg.slice(eq + 1);
     else if (spec.type === 'bool' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--')))
@@ -324,4 +329,52 @@ export function parseFlags(argv: readonly string[]): Partial<ServerConfig> {
     (out as Record<string, unknown>)[spec.key] = parseValue(name, spec, raw);
   }
   return out;
+}
+
+/** Names other servers use for our flags. */
+const COMMON_MISSPELLINGS: Readonly<Record<string, string>> = {
+  grpc_port: 'port',
+  http_port: 'rest_api_port',
+  model_path: 'model_base_path',
+  model_repository: 'model_config_file',
+};
+
+/** The known flag a mistyped one most likely meant: containing it, sharing most words, or a near spelling. */
+function closestFlag(name: string): string | undefined {
+  const known = COMMON_MISSPELLINGS[name];
+  if (known !== undefined) return known;
+  const names = Object.keys(FLAGS);
+  const containing = names.filter((n) => n.includes(name));
+  if (containing.length === 1) return containing[0];
+  const words = new Set(name.split('_'));
+  let best: string | undefined;
+  let bestScore = 0;
+  for (const n of names) {
+    const theirs = n.split('_');
+    const shared = theirs.filter((w) => words.has(w)).length;
+    const score = shared / new Set([...words, ...theirs]).size - editDistance(name, n) / 1000;
+    if (score > bestScore) {
+      best = n;
+      bestScore = score;
+    }
+  }
+  if (best !== undefined && bestScore >= 0.5) return best;
+  const maxDistance = Math.max(2, Math.floor(name.length / 4));
+  return names.find((n) => editDistance(name, n) <= maxDistance);
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(
+        previous[j]! + 1,
+        current[j - 1]! + 1,
+        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
 }
