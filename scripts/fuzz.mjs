@@ -88,7 +88,7 @@ let total = 0;
 for (const r of rows) {
   total += r.inputs;
   console.log(
-    `${r.target.padEnd(width)}  ${String(r.inputs).padStart(10)}  ${r.ok ? 'ok' : `FAILED (seed ${r.seed})`}${r.note ? `  ${r.note.replace(/^;\s*/, '')}` : ''}`,
+    `${r.target.padEnd(width)}  ${String(r.inputs).padStart(10)}  ${r.ok ? 'ok' : `FAILED: npm run fuzz -- --target ${JSON.stringify(r.target)} --seed ${r.seed}${r.path ? ` --path ${JSON.stringify(r.path)}` : ''}`}${r.note ? `  ${r.note.replace(/^;\s*/, '')}` : ''}`,
   );
 }
 const failed = rows.filter((r) => !r.ok).length;

@@ -75,7 +75,7 @@ function conclude<T>(t: TestContext, target: string, details: fc.RunDetails<T>, 
   if (CAMPAIGN.report !== undefined) {
     appendFileSync(
       CAMPAIGN.report,
-      `${JSON.stringify({ target, inputs: details.numRuns, ok, seed: details.seed, note: extra.trim() })}\n`,
+      `${JSON.stringify({ target, inputs: details.numRuns, ok, seed: details.seed, path: details.counterexamplePath, note: extra.trim() })}\n`,
     );
   }
   if (!ok) {
