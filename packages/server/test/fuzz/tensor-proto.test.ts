@@ -29,7 +29,8 @@ import { validateConfigs } from '../../src/core/validate-configs.js';
 import { createTfsGrpcServices } from '../../src/frontends/tfs-grpc/index.js';
 import type { GrpcMethod } from '../../src/frontends/grpc/index.js';
 import { silentLogger } from '../../src/util/logger.js';
-import { FAKE_SIGNATURE, fakeInferenceService } from '../fakes.js';
+import { FAKE_SIGNATURE, NO_ASSETS, fakeInferenceService } from '../fakes.js';
+import type { ServableAssets } from '../../src/contracts/servable-assets.js';
 import { NUMERIC_DTYPES, aliasArb, mutatedBytesArb, sameTensor, tensorArb } from './arbitraries.js';
 import { fuzzAsync, fuzzSync, outcome, outcomeAsync, targetOptions } from './campaign.js';
 
@@ -133,8 +134,8 @@ function sameInputs(a: Record<string, Tensor>, b: Record<string, Tensor>): strin
 /** A Predict handler over a fake core that echoes its inputs as outputs. */
 function echoPredict(): { method: GrpcMethod; seen: CorePredictRequest[] } {
   const seen: CorePredictRequest[] = [];
-  const service = fakeInferenceService({
-    resolve: () => ({ version: 1, signature: FAKE_SIGNATURE }),
+  const service = fakeInferenceService<ServableAssets>({
+    resolve: () => ({ version: 1, signature: FAKE_SIGNATURE, assets: NO_ASSETS }),
     run(request) {
       seen.push(request);
       return Promise.resolve({
@@ -394,8 +395,8 @@ describe('fuzz: TensorProto and PredictRequest decoding', () => {
     'grpc-model-service/hostile: GetModelStatus, GetModelMetadata and HandleReloadConfigRequest refuse bad bytes cleanly',
     targetOptions('grpc-model-service/hostile'),
     async (t) => {
-      const service = fakeInferenceService({
-        resolve: () => ({ version: 1, signature: FAKE_SIGNATURE }),
+      const service = fakeInferenceService<ServableAssets>({
+        resolve: () => ({ version: 1, signature: FAKE_SIGNATURE, assets: NO_ASSETS }),
         run: () => Promise.reject(new Error('not used')),
         status: () => [{ version: 1, state: 'AVAILABLE' }],
         reloadConfig: (configs) => {
