@@ -17,6 +17,8 @@ import {
   encodeTfsPredictResponse,
   parseTfsJsonText,
   parseTfsPredictBody,
+  parseTfsPredictJson,
+  readNumericPredictBody,
   shortestFloat32Slow,
   tfsJsonToTensors,
 } from '@visionserve/protocol';
@@ -191,6 +193,145 @@ const predictTextArb: fc.Arbitrary<string> = fc.oneof(
       .map(([depth, key, leaf]) => `{"${key}":${'['.repeat(depth)}${leaf}${']'.repeat(depth)}}`),
   },
   { weight: 1, arbitrary: hostileStringArb },
+);
+
+/** Number texts: every JSON form (signs, exponents, long mantissas, float32 reprs) and near misses. */
+const numberTextArb: fc.Arbitrary<string> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc
+      .double({ noNaN: true, noDefaultInfinity: true })
+      .map((v) => (Object.is(v, -0) ? '-0' : String(v))),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.float({ noNaN: true, noDefaultInfinity: true }).map((v) => String(Math.fround(v))),
+  },
+  {
+    weight: 3,
+    arbitrary: fc
+      .tuple(
+        fc.boolean(),
+        fc.oneof(
+          { weight: 4, arbitrary: fc.stringMatching(/^(0|[1-9][0-9]{0,11})$/) },
+          { weight: 1, arbitrary: fc.stringMatching(/^[1-9][0-9]{12,24}$/) },
+        ),
+        fc.option(fc.stringMatching(/^[0-9]{1,19}$/), { nil: undefined }),
+        fc.option(fc.tuple(fc.constantFrom('e', 'E', 'e+', 'e-', 'E-'), fc.integer({ min: 0, max: 400 })), {
+          nil: undefined,
+        }),
+      )
+      .map(
+        ([neg, int, frac, exp]) =>
+          `${neg ? '-' : ''}${int}${frac === undefined ? '' : `.${frac}`}${exp === undefined ? '' : `${exp[0]}${exp[1]}`}`,
+      ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      '0',
+      '-0',
+      '0.0',
+      '0e0',
+      '1e-400',
+      '1e400',
+      '-1e309',
+      '3.4028235677973366e38',
+      '3.4028234663852886e38',
+      '1.1754943508222875e-38',
+      '1.401298464324817e-45',
+      '0.1',
+      '16777217',
+      '9007199254740993',
+      '123456789012345678',
+      '01',
+      '1.',
+      '.5',
+      '+1',
+      '1e',
+      '--1',
+      '0x10',
+      'NaN',
+      'Infinity',
+      '-Infinity',
+      'true',
+      'null',
+      '"1"',
+    ),
+  },
+);
+
+/** A rectangular nested list of number texts, with odd whitespace between tokens. */
+const numericListArb: fc.Arbitrary<string> = fc
+  .tuple(
+    fc.array(fc.integer({ min: 0, max: 5 }), { maxLength: 3 }),
+    fc.constantFrom('', ' ', '\n', '\t', '\r\n  '),
+  )
+  .chain(([shape, ws]) => {
+    const n = shape.reduce((a, b) => a * b, 1);
+    return fc.array(numberTextArb, { minLength: n, maxLength: n }).map((numbers) => {
+      let at = 0;
+      const build = (depth: number): string =>
+        depth === shape.length
+          ? numbers[at++]!
+          : `[${ws}${Array.from({ length: shape[depth]! }, () => build(depth + 1)).join(`${ws},${ws}`)}${ws}]`;
+      return build(0);
+    });
+  });
+
+/** Predict bodies of the shapes the fast reader takes, near misses of them, and edits of both. */
+const numericBodyShapesArb: fc.Arbitrary<string> = fc.oneof(
+  { weight: 3, arbitrary: numericListArb.map((x) => `{"instances": ${x}}`) },
+  { weight: 3, arbitrary: numericListArb.map((x) => `{"inputs":${x}}`) },
+  {
+    weight: 3,
+    arbitrary: fc.tuple(numericListArb, numericListArb).map(([a, b]) => `{"inputs": {"a": ${a}, "b": ${b}}}`),
+  },
+  fc
+    .tuple(numericListArb, fc.constantFrom('"serving_default"', '"x\\u0041"', '1', 'null'))
+    .map(([x, name]) => `{"signature_name": ${name}, "instances": ${x}}`),
+  fc.tuple(numericListArb, numericListArb).map(([a, b]) => `{"inputs": ${a}, "inputs": ${b}}`),
+  fc.tuple(numericListArb, numericListArb).map(([a, b]) => `{"instances": ${a}, "inputs": ${b}}`),
+  numericListArb.map((x) => `{"inputs": {"a\\"b": ${x}, "__proto__": ${x}}}`),
+  numericListArb.map((x) => `\uFEFF{"instances": ${x}} `),
+);
+/** The reader only takes bodies of 256 bytes and more: most bodies get JSON whitespace around them. */
+const paddedBodyArb: fc.Arbitrary<string> = fc
+  .tuple(numericBodyShapesArb, fc.constantFrom(0, 1, 2, 3), fc.integer({ min: 0, max: 300 }))
+  .map(([body, where, n]) =>
+    where === 0
+      ? body
+      : where === 1
+        ? body + ' '.repeat(n)
+        : where === 2
+          ? '\n'.repeat(n) + body
+          : `\t${body}${' '.repeat(256)}`,
+  );
+const numericBodyArb: fc.Arbitrary<string> = fc.oneof(
+  { weight: 2, arbitrary: paddedBodyArb },
+  {
+    weight: 1,
+    arbitrary: mutatedTextArb(paddedBodyArb, [
+      ',',
+      ']',
+      '[',
+      '-',
+      '.',
+      'e',
+      '0',
+      ' ',
+      '"',
+      '}',
+      '{',
+      '\u0000',
+      '1e999',
+    ]),
+  },
+);
+
+const numericSpecsArb = fc.array(
+  fc.constantFrom<DType>('float32', 'float64', 'int32', 'int64', 'uint8', 'float16'),
+  { minLength: 1, maxLength: 2 },
 );
 
 describe('fuzz: TF Serving REST JSON', () => {
@@ -425,6 +566,56 @@ describe('fuzz: TF Serving REST JSON', () => {
           },
         ),
         600,
+      );
+    },
+  );
+
+  it(
+    'rest-json/numeric-reader: the fast numeric reader gives what JSON.parse and the general codec give, or steps aside',
+    targetOptions('rest-json/numeric-reader'),
+    (t) => {
+      let taken = 0;
+      fuzzSync(
+        t,
+        'rest-json/numeric-reader',
+        fc.property(numericBodyArb, numericSpecsArb, (text, dtypes) => {
+          const bytes = new Uint8Array(Buffer.from(text, 'utf8'));
+          // Never throws: it reads a body or answers undefined.
+          const fast = readNumericPredictBody(bytes);
+          if (fast !== undefined) taken++;
+          const tensors = (json: () => unknown) =>
+            outcome(() => {
+              const body = parseTfsPredictBody(json());
+              const aliases =
+                body.format === 'columnar' &&
+                typeof body.value === 'object' &&
+                body.value !== null &&
+                !Array.isArray(body.value) &&
+                Object.getPrototypeOf(body.value) === Object.prototype
+                  ? Object.keys(body.value)
+                  : ['x'];
+              const specs = Object.fromEntries(
+                aliases.map((alias, i) => [alias, { dtype: dtypes[i % dtypes.length]! }]),
+              );
+              return tfsJsonToTensors(body.format, body.value, specs);
+            }, [Code.INVALID_ARGUMENT, Code.UNIMPLEMENTED]);
+          const general = tensors(() => parseTfsJsonText(text));
+          const served = tensors(() => parseTfsPredictJson(bytes));
+          if (!general.ok || !served.ok) {
+            const a = general.ok ? 'decoded' : general.error.message;
+            const b = served.ok ? 'decoded' : served.error.message;
+            if (a !== b) throw new Error(`general: ${a}; with the fast reader: ${b}`);
+            return;
+          }
+          const keys = Object.keys(general.value).sort();
+          if (keys.join() !== Object.keys(served.value).sort().join()) throw new Error('aliases differ');
+          for (const alias of keys) {
+            const diff = sameTensor(served.value[alias]!, general.value[alias]!);
+            if (diff !== undefined) throw new Error(`${alias}: ${diff}`);
+          }
+        }),
+        600,
+        () => `; ${taken} bodies taken by the fast reader`,
       );
     },
   );
