@@ -41,7 +41,8 @@ def summarize(results, index):
     s = results["servers"][index]
     floors = floor_around(results, index)
     floor_p50 = _mean([f["p50_ms"] for f in floors])
-    g1, g8, r1 = _phase(s, "grpc", 1), _phase(s, "grpc", results["settings"]["high_concurrency"]), _phase(s, "rest", 1)
+    hc = results["settings"]["high_concurrency"]
+    g1, g8, r1 = _phase(s, "grpc", 1), _phase(s, "grpc", hc), _phase(s, "rest", 1)
     return {
         "name": s["name"],
         "grpc_kind": s.get("grpc_kind"),
@@ -90,7 +91,8 @@ def main_table(results):
 
     lines.append(_row("gRPC c=1 p50 / onnxruntime floor", cells(
         lambda s: "–" if s["grpc1_ratio"] is None else
-        f"{s['grpc1_ratio']:.2f}× ({_num(s['grpc1_p50_ms'])} / {_num(s['floor_p50_ms'])} ms){_errors(s['phases']['grpc1'])}")))
+        f"{s['grpc1_ratio']:.2f}× ({_num(s['grpc1_p50_ms'])} / {_num(s['floor_p50_ms'])} ms)"
+        + _errors(s["phases"]["grpc1"]))))
     lines.append(_row("gRPC c=1 p99 (ms)", cells(lambda s: _num(s["grpc1_p99_ms"]))))
     lines.append(_row(f"gRPC c={hc} throughput (req/s)", cells(
         lambda s: _num(s["grpc8_rps"]) + _errors(s["phases"]["grpc8"]))))
@@ -131,7 +133,8 @@ def detail_table(results):
             f"({_num(g8.get('server_cpu_cores'), 2)})")
         rest = "–" if not r1 else f"{lat(r1, ('p50_ms', 'p99_ms'))} ({_num(r1.get('server_cpu_ms_per_req'))})"
         lines.append(
-            f"| {s['name']} | {s.get('versions', '')} | {ans.get('grpc_argmax', '–')}, {ans.get('grpc_max_abs_diff', '–')} "
+            f"| {s['name']} | {s.get('versions', '')} "
+            f"| {ans.get('grpc_argmax', '–')}, {ans.get('grpc_max_abs_diff', '–')} "
             f"| {lat(g1, ('p50_ms', 'p90_ms', 'p99_ms'))} | {lat(g8, ('p50_ms', 'p99_ms'))} | {cpu} "
             f"| {_num(g1 and g1.get('client_cpu_ms_per_req'), 2)} | {rest} "
             f"| {_num(cs.get('port_open_s'), 2)} / {_num(cs.get('first_answer_s'), 2)} | {_num(s.get('rss_mb'))} |")

@@ -225,7 +225,8 @@ def bench_server(a, name, x, ref, model_dir, run_dir):
             res["answer"]["rest_argmax"] = int(rout.argmax())
             phases += loadgen.drive(rest, [1], a.seconds, a.warmup, proc.pid)
         for p in phases:
-            print(f"[{name}] {p['kind']} c={p['concurrency']}: {p['rps']} req/s, p50 {p['p50_ms']} p99 {p['p99_ms']} ms, "
+            print(f"[{name}] {p['kind']} c={p['concurrency']}: {p['rps']} req/s, "
+                  f"p50 {p['p50_ms']} p99 {p['p99_ms']} ms, "
                   f"server {p.get('server_cpu_ms_per_req')} ms CPU/req, {p['errors']} errors", flush=True)
         res["phases"] = phases
         res["rss_mb"] = loadgen.tree_rss_mb(proc.pid)

@@ -6,8 +6,9 @@
 
 Every kserve.ModelServer flag is accepted: kserve parses sys.argv at import time
 (kserve.model_server.parser), so ours are added through a parent parser and unknown flags are
-ignored silently. Both listeners are bound to 127.0.0.1 (bind_loopback). Defaults that matter: --workers 1 (uvicorn REST processes; gRPC always stays in
-the main process), --max_threads 4, --enable_latency_logging True (one log line per request).
+ignored silently. Both listeners are bound to 127.0.0.1 (bind_loopback). Defaults that matter:
+--workers 1 (uvicorn REST processes; gRPC always stays in the main process), --max_threads 4,
+--enable_latency_logging True (one log line per request).
 
 --predict_mode sync   (default) a plain `def predict`, the pattern of KServe's custom-model docs;
                       KServe calls it on the asyncio event loop, so inference is serialised.
@@ -41,7 +42,7 @@ def bind_loopback():
 
     add_port = _server.Server.add_insecure_port
     uvicorn.Config.__init__ = loopback_config
-    _server.Server.add_insecure_port = lambda self, address: add_port(self, address.replace("[::]:", "127.0.0.1:", 1))
+    _server.Server.add_insecure_port = lambda self, addr: add_port(self, addr.replace("[::]:", "127.0.0.1:", 1))
 
 
 def session_options(intra):
