@@ -6,7 +6,7 @@ Same model, same session settings as every server in the comparison (1 intra-op 
 p50/p90/p99 ms, CPU ms per run (this process, all threads), runs, session creation seconds and
 the argmax; --ref-out saves the output (float32 .npy) to compare the servers' answers with.
 
-  .venv-client/bin/python floor.py --model M.onnx --tensor results/<run>/request --seconds 5
+  .venv-client/bin/python floor.py --model M.onnx --tensor ../results/peers/latest/request --seconds 5
 """
 import argparse
 import json

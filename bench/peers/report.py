@@ -1,7 +1,7 @@
 """Formats a peer benchmark run (results.json written by run_peers.py) as Markdown.
 
 Standard library only, so that it (and test_report.py) runs on any python3:
-  python3 bench/peers/report.py bench/peers/results/<run>/results.json
+  python3 bench/peers/report.py bench/results/peers/latest/results.json
 """
 import json
 import sys

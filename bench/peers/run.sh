@@ -4,7 +4,8 @@
 #   bench/peers/run.sh [run_peers.py options, e.g. --servers visionserve,kserve --seconds 10]
 # Also `npm run bench:peers -- [options]`. Creates the venvs on first use (setup.sh, several
 # minutes), builds visionserve (tsc -b), preprocesses the image once, then runs run_peers.py.
-# Results: bench/peers/results/<time>/{results.md,results.json,<server>.log}; results/latest links to it.
+# Results: bench/results/peers/<time>/{results.md,results.json,<server>.log} (not committed, as `npm run
+# bench`'s bench/results/latest); bench/results/peers/latest links to the newest.
 # Environment: VISIONSERVE_SHARED (default <repo>/../shared: models/ and images/).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -19,12 +20,12 @@ done
 "$HERE/setup.sh"
 (cd "$ROOT" && npx tsc -b packages/cli)
 
-OUT=$HERE/results/$(date +%Y%m%d-%H%M%S)
+OUT=$ROOT/bench/results/peers/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 node "$HERE/request-tensor.mjs" "$IMAGE" "$OUT/request"
 status=0
 "$HERE/.venv-client/bin/python" "$HERE/run_peers.py" --model-path "$MODEL" --tensor "$OUT/request" \
   --out "$OUT" "$@" || status=$?
-ln -sfn "$OUT" "$HERE/results/latest"
+ln -sfn "$OUT" "$ROOT/bench/results/peers/latest"
 echo "results: $OUT/results.md"
 exit $status
