@@ -214,7 +214,7 @@ describe('SageMaker endpoint on real models (no user code)', () => {
     assert.deepEqual((await post('7')).json(), { predictions: [5.5] });
     // JSON Lines sent as application/json are detected.
     assert.deepEqual((await post('1.0\n2.0\n')).json(), { predictions: [2.5, 3] });
-    // Routing by custom attributes; a missing version is 404; classify is not supported.
+    // Routing by custom attributes; a missing version is 404; classify takes tf.Examples, as TF Serving's :classify.
     const rows = await post('[[1, 2, 3], [4, 5, 6]]', attrs('tfs-model-name=rows'));
     assert.deepEqual(rows.json(), {
       predictions: [
@@ -225,7 +225,9 @@ describe('SageMaker endpoint on real models (no user code)', () => {
     const v7 = await post('1', attrs('tfs-model-name=half_plus_two, tfs-model-version=7'));
     assert.equal(v7.status, 404);
     assert.match(v7.text, /Specific\(half_plus_two, 7\)/);
-    assert.equal((await post('1', attrs('tfs-method=classify'))).status, 501);
+    const classify = await post('1', attrs('tfs-method=classify'));
+    assert.equal(classify.status, 400);
+    assert.match(classify.text, /key 'examples' is expected and was not found/);
     assert.equal((await post('1', attrs('tfs-model-version=x1'))).status, 400);
     assert.equal((await post('1', attrs('tfs-model-name=nope'))).status, 404);
     const bad = await post('{"instances": [1.0,');

@@ -9,3 +9,5 @@ export * from './tfs-json-decode.js';
 export * from './numeric-json.js';
 export * from './tfs-json-encode.js';
 export * from './records.js';
+export * from './tf-example.js';
+export * from './tfs-json-examples.js';

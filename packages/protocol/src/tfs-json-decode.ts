@@ -3,14 +3,15 @@
  * frontend and the client.
  *
  * Contracts:
- * - Every malformed input throws a ServingError (INVALID_ARGUMENT, or UNIMPLEMENTED for
- *   dtypes TF Serving cannot express in JSON); nothing recurses deeper than MAX_JSON_RANK,
+ * - Every malformed input throws a ServingError (INVALID_ARGUMENT); nothing recurses deeper than MAX_JSON_RANK,
  *   and no tensor is allocated before the nesting has been checked to hold its elements.
+ * - float16 / bfloat16 inputs take JSON numbers, rounded to the nearest 16-bit value (TF
+ *   Serving answers UNIMPLEMENTED for them).
  * - JSON numbers pass through float64 (JSON.parse): int64/uint64 values outside
  *   +-(2^53 - 1) cannot be read exactly and are refused rather than silently rounded.
  */
-import { type DType, allocate } from './dtype.js';
-import { Code, ServingError, invalidArgument } from './errors.js';
+import { type DType, allocate, numberToBfloat16, numberToHalf } from './dtype.js';
+import { type ServingError, invalidArgument } from './errors.js';
 import { type Tensor, checkShape } from './tensor.js';
 import { PackedNumbers, readNumericPredictBody } from './numeric-json.js';
 
@@ -253,12 +254,6 @@ export function tfsJsonToTensors(
 /** Converts one nested-list JSON value to a tensor of `dtype`; shape comes from the nesting. */
 export function jsonToTensor(value: unknown, dtype: DType, alias: string): Tensor {
   const what = `Input "${preview(alias)}"`;
-  if (dtype === 'float16' || dtype === 'bfloat16') {
-    throw new ServingError(
-      Code.UNIMPLEMENTED,
-      `${what}: Conversion of JSON Value to type: ${dtype === 'float16' ? 'half' : 'bfloat16'} is not supported`,
-    );
-  }
   if (value instanceof PackedNumbers) return packedToTensor(value, dtype, what);
   const shape: number[] = [];
   for (let v = value; Array.isArray(v); v = v[0] as unknown) {
@@ -448,8 +443,23 @@ function leafWriter(dtype: DType, what: string, count: number): LeafWriter {
       };
     }
     case 'float16':
-    case 'bfloat16':
-      throw new ServingError(Code.UNIMPLEMENTED, `${what}: Conversion of JSON Value to type: ${dtype}`);
+    case 'bfloat16': {
+      // TF Serving refuses these in JSON; numbers round to the nearest 16-bit value here.
+      const data = allocate(dtype, count);
+      const toBits = dtype === 'float16' ? numberToHalf : numberToBfloat16;
+      return {
+        data,
+        set(i, leaf) {
+          let n: number;
+          if (typeof leaf === 'number') n = leaf;
+          else if (leaf === NAN_TOKEN) n = NaN;
+          else if (leaf === POS_INF_TOKEN) n = Infinity;
+          else if (leaf === NEG_INF_TOKEN) n = -Infinity;
+          else throw bad(leaf);
+          data[i] = toBits(n);
+        },
+      };
+    }
   }
 }
 

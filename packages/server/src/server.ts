@@ -21,7 +21,7 @@ import type { ModelConfig } from './core/model-config.js';
 import { DEFAULT_VERSION_POLICY } from './core/model-config.js';
 import { createModelManager } from './core/model-manager.js';
 import type { ModelManager } from './core/model-manager.js';
-import { createInferenceService } from './core/create-inference-service.js';
+import { type InputAdapter, createInferenceService } from './core/create-inference-service.js';
 import type { InferenceService } from './core/inference-service.js';
 import type { ModelSource, SessionFactory } from './core/session.js';
 import type { HttpApi } from './frontends/http/http-api.js';
@@ -43,7 +43,7 @@ import { findModelDirectory, listModelDirectories } from './repository/model-roo
 import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
-import { MODEL_FILE_NAME, listVersions } from './repository/list-versions.js';
+import { MODEL_FILE_NAME, SAVED_MODEL_FILES, listVersions } from './repository/list-versions.js';
 import { describeModelLayoutProblem } from './repository/model-layout.js';
 import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
 import { createInflightBudget } from './frontends/shared/inflight-budget.js';
@@ -51,6 +51,12 @@ import { ConfigError } from './config/config-error.js';
 import { readOptionalFile } from './repository/optional-file.js';
 import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
+import { createModelFilesResolver } from './repository/model-files.js';
+import { createSavedModelConverter } from './repository/saved-model-converter.js';
+import { type ResponseCache, createResponseCache } from './core/response-cache.js';
+import { createConcurrencyLimit } from './frontends/shared/concurrency-limit.js';
+import { extendSignatures, imageBytesSignatureName } from './frontends/shared/image-bytes-signature.js';
+import { createInputAdapter } from './frontends/shared/input-adapters.js';
 import type { Logger } from './util/logger.js';
 import { WARMUP_FILE_PATH } from './warmup/warmup-file.js';
 import type { InferenceObserver } from './core/inference-observer.js';
@@ -73,6 +79,11 @@ export interface RunningVisionServer {
   readonly manager: ModelManager<ServableAssets>;
   /** Batching counters per batched model version; absent when batching is off. */
   readonly batching?: BatchingStats;
+  /**
+   * The response cache (hits, misses, evictions, bytes; per model too) for metrics; absent
+   * when --response_cache_bytes is 0.
+   */
+  readonly responseCache?: ResponseCache;
   /** Per-version inference statistics (KServe statistics extension). */
   readonly statistics: InferenceStatistics;
   /** The Prometheus metrics, when --monitoring_config_file enables them. */
@@ -124,12 +135,26 @@ async function createSessionFactory(
   config: ServerConfig,
   logger: Logger,
   hooks: VisionServerHooks,
+  adaptInputs: InputAdapter<ServableAssets>,
 ): Promise<{
   factory: SessionFactory;
   batching: BatchingStats | undefined;
   maxBatchSize: number | undefined;
 }> {
+  const converter = createSavedModelConverter({
+    python: config.savedModelConverterPython,
+    cacheDir: config.savedModelCacheDir,
+    timeoutMs: config.savedModelConversionTimeoutSeconds * 1000,
+    logger: logger.child({ component: 'savedmodel' }),
+  });
   let factory: SessionFactory = createOnnxSessionFactory({
+    resolveModelFiles: createModelFilesResolver({
+      converter,
+      servedElsewhere: async (basePath) => {
+        const name = imageBytesSignatureName(await readModelAssets(basePath));
+        return new Set(name === undefined ? [] : [name]);
+      },
+    }),
     instances: config.instances,
     intraOpThreads: config.intraOpThreads,
     interOpThreads: config.interOpThreads,
@@ -144,6 +169,14 @@ async function createSessionFactory(
       readWarmupFile: (source) => readOptionalFile(join(source.path, WARMUP_FILE_PATH)),
       iterations: config.numRequestIterationsForWarmup,
       concurrency: config.instances,
+      // Records for the signatures clients see (the encoded-image one too) replay as requests do.
+      servedSignatures: async (source, signatures) => {
+        const assets = await readModelAssets(source.basePath);
+        return {
+          signatures: extendSignatures(signatures, assets).signatures,
+          adaptInputs: (signature, inputs) => adaptInputs(signature, inputs, assets, undefined),
+        };
+      },
       onWarmup: hooks.onWarmup,
       logger: logger.child({ component: 'warmup' }),
     });
@@ -265,27 +298,42 @@ export async function startVisionServer(
   }
   // --- operations: metrics, access log, request log, tracing, TLS, management guard
   const ops = await createOperations(config, logger);
+  // Image decodes in flight at once, across every protocol and warmup (each holds the full-size pixels).
+  const imageDecodes = createConcurrencyLimit(Math.max(2, availableParallelism()));
+  const adaptInputs = createInputAdapter({ imageDecodes });
   const {
     factory: sessionFactory,
     batching,
     maxBatchSize,
-  } = await createSessionFactory(config, logger, {
-    ...hooks,
-    onWarmup: (report) => {
-      ops.metrics?.warmup(report);
-      hooks.onWarmup?.(report);
+  } = await createSessionFactory(
+    config,
+    logger,
+    {
+      ...hooks,
+      onWarmup: (report) => {
+        ops.metrics?.warmup(report);
+        hooks.onWarmup?.(report);
+      },
+      onWorkerExit: () => {
+        ops.metrics?.workerExited();
+        hooks.onWorkerExit?.();
+      },
     },
-    onWorkerExit: () => {
-      ops.metrics?.workerExited();
-      hooks.onWorkerExit?.();
-    },
-  });
+    adaptInputs,
+  );
   let handlerHost: HandlerHost | undefined;
+  const responseCache =
+    config.responseCacheBytes > 0 ? createResponseCache({ maxBytes: config.responseCacheBytes }) : undefined;
   const statistics = createInferenceStatistics();
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
     loadAssets: async (source) => {
-      if (source.confined === true) await checkVersionConfined(source.basePath, source.path, MODEL_FILE_NAME);
+      if (source.confined === true) {
+        // A SavedModel's files count too: the converter reads them.
+        for (const file of [MODEL_FILE_NAME, ...SAVED_MODEL_FILES, 'variables', 'assets']) {
+          await checkVersionConfined(source.basePath, source.path, file);
+        }
+      }
       return readModelAssets(source.basePath);
     },
     listVersions,
@@ -295,6 +343,8 @@ export async function startVisionServer(
       ops.metrics?.versionEvent(event);
       // Handler modules are imported once per worker: drop them when their version goes or its assets change.
       if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
+      // Cached responses belong to one version and the assets it ran with (image settings).
+      if (event.type !== 'loaded') responseCache?.invalidate(event.model, event.version);
       if (event.type === 'unloaded') statistics.forget(event.model, event.version);
     },
   });
@@ -308,6 +358,12 @@ export async function startVisionServer(
     manager,
     logger: logger.child({ component: 'core' }),
     admission: { maxQueueWaitMs: config.maxQueueWaitMs },
+    extendSignatures,
+    adaptInputs,
+    responseCache:
+      responseCache === undefined
+        ? undefined
+        : { cache: responseCache, enabledFor: (assets) => assets.vision.config?.responseCache === true },
     observer: observers.inference,
   });
   const budget = createInflightBudget({
@@ -327,6 +383,10 @@ export async function startVisionServer(
     queueDepths: () => queueDepths(manager),
     batching: batching === undefined ? undefined : () => batching.snapshot(),
     inflight: () => ({ bytes: budget.usedBytes, requests: budget.requests, shed: budget.shed }),
+    responseCache:
+      responseCache === undefined
+        ? undefined
+        : () => ({ ...responseCache.stats(), models: responseCache.modelStats() }),
   });
   let draining = false;
   /** Models of the initial config while it loads (not ready until it settled); undefined afterwards. */
@@ -419,6 +479,7 @@ export async function startVisionServer(
               opsApi(true),
               createTfsRestApi({
                 service,
+                imageDecodes,
                 bodyLimitBytes: config.restMaxBodyBytes,
                 requestTimeoutMs: config.restTimeoutMs,
               }),
@@ -444,6 +505,7 @@ export async function startVisionServer(
           tls: ops.tls?.listener,
           services: createTfsGrpcServices({
             service,
+            imageDecodes,
             logger: logger.child({ component: 'grpc' }),
             serializeAsTensorContent: config.serializeAsTensorContent,
             managementGuard: ops.guard,
@@ -471,6 +533,7 @@ export async function startVisionServer(
               opsApi(true),
               createSageMakerApi({
                 service,
+                imageDecodes,
                 registry: manager,
                 logger: logger.child({ component: 'sagemaker' }),
                 handlerHost: host,
@@ -568,6 +631,7 @@ export async function startVisionServer(
     service,
     manager,
     ...(batching ? { batching } : {}),
+    ...(responseCache ? { responseCache } : {}),
     statistics,
     ...(ops.metrics ? { metrics: ops.metrics } : {}),
     reloadTls: () => ops.tls?.reload() ?? Promise.resolve(false),
@@ -623,7 +687,7 @@ async function createOperations(config: ServerConfig, logger: Logger): Promise<O
       );
     }
     if (monitoring.prometheusEnabled) {
-      metrics = createLateBoundMetrics(config.enableBatching);
+      metrics = createLateBoundMetrics(config.enableBatching, config.responseCacheBytes > 0);
       metricsPath = monitoring.prometheusPath;
     }
   }
@@ -690,13 +754,14 @@ async function createOperations(config: ServerConfig, logger: Logger): Promise<O
 }
 
 /** Metrics whose scrape-time sources (manager, budget, batching) are attached once they exist. */
-function createLateBoundMetrics(batchingOn: boolean): NonNullable<Operations['metrics']> {
+function createLateBoundMetrics(batchingOn: boolean, cacheOn: boolean): NonNullable<Operations['metrics']> {
   let sources: MetricSources = {};
   const metrics = createServingMetrics({
     versionStates: () => sources.versionStates?.() ?? [],
     queueDepths: () => sources.queueDepths?.() ?? [],
     batching: batchingOn ? () => sources.batching?.() ?? [] : undefined,
     inflight: () => sources.inflight?.() ?? { bytes: 0, requests: 0, shed: 0 },
+    responseCache: cacheOn ? () => sources.responseCache?.() : undefined,
   });
   return Object.assign(metrics, {
     attach(next: MetricSources) {

@@ -3,6 +3,7 @@
  * timing and failures, an in-memory "disk" for listVersions, and a logger that
  * records what it is told. Not a test file itself.
  */
+import type { ServableAssets } from '../src/contracts/servable-assets.js';
 import { Code, ServingError, type Tensor } from '@visionserve/protocol';
 import type {
   CallOptions,
@@ -188,6 +189,12 @@ export function createMemoryLogger(): MemoryLogger {
 export function floatInput(rows: number[][]): Tensor {
   return { dtype: 'float32', shape: [rows.length, 2], data: Float32Array.from(rows.flat()) };
 }
+
+/** Assets of a version without visionserve.json, labels or handler. */
+export const NO_ASSETS: ServableAssets = {
+  vision: { config: undefined, labels: undefined },
+  handlerModulePath: undefined,
+};
 
 /** What a fake InferenceService needs to know of its models. */
 export interface FakeModels<A = undefined> {

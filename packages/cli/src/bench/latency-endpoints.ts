@@ -22,6 +22,8 @@ import { createInProcessRunner } from './in-process-runner.js';
 import { createInvocationsRunner } from './invocations-runner.js';
 import type { PathRunner, Unavailable } from './path-runner.js';
 import { createRestJsonRunner } from './rest-json-runner.js';
+import { createRestB64Runner } from './rest-b64-runner.js';
+import { cachedTwinName } from './bench-cases.js';
 import { startServerProcess } from './server-process.js';
 
 export interface BenchTargets {
@@ -105,9 +107,17 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
       invocationsUrl = o.targets.invocations;
       mainPid = tcPid = o.targets.serverPid;
     } else {
-      if (wants('grpc-typed') || wants('rest-json') || wants('invocations')) {
+      if (
+        wants('grpc-typed') ||
+        wants('rest-json') ||
+        wants('invocations') ||
+        wants('rest-b64') ||
+        wants('rest-b64-cached')
+      ) {
         o.log('starting server (typed gRPC responses)...');
-        const main = await startServer(o.serverFlags);
+        // Only the cached twins opt in to the response cache; the other paths never hit it.
+        const cache = wants('rest-b64-cached') ? ['--response_cache_bytes=67108864'] : [];
+        const main = await startServer([...o.serverFlags, ...cache]);
         grpcAddress = `127.0.0.1:${main.grpcPort}`;
         restUrl = `http://127.0.0.1:${main.restPort}`;
         if (main.sagemakerPort !== undefined) invocationsUrl = `http://127.0.0.1:${main.sagemakerPort}`;
@@ -216,6 +226,18 @@ export function runnerFor(path: PathId, benchCase: BenchCase, e: LatencyEndpoint
             ...pid(e.invocations),
           })
         : { unavailable: NO_INVOCATIONS };
+    case 'rest-b64':
+    case 'rest-b64-cached':
+      if (benchCase.image === undefined) return { unavailable: benchCase.noImageReason ?? 'no image input' };
+      return e.rest
+        ? createRestB64Runner({
+            client: e.rest.client,
+            model: path === 'rest-b64' ? benchCase.model : cachedTwinName(benchCase.model),
+            benchCase,
+            image: benchCase.image,
+            ...pid(e.rest),
+          })
+        : { unavailable: 'no REST server (pass --rest)' };
     case 'floor':
     case 'image-floor':
       return { unavailable: 'floors are measured by the suite' };

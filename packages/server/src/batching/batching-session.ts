@@ -308,6 +308,7 @@ export function createBatchingSession(session: Session, options: BatchingSession
 
   return {
     signature: session.signature,
+    ...(session.signatures === undefined ? {} : { signatures: session.signatures }),
     pressure() {
       const inner = session.pressure?.() ?? { queued: 0, estimatedWaitMs: 0, runMs: 0 };
       let queued = 0;
@@ -333,8 +334,15 @@ export function createBatchingSession(session: Session, options: BatchingSession
       } catch (error) {
         return Promise.reject(asServingError(error));
       }
-      // Nothing to batch: an empty request (or one without inputs) runs as is.
-      if (size === 0) return session.run(inputs, runOptions);
+      // Nothing to batch: an empty request (or one without inputs) runs as is; so do runs of
+      // signatures other than the default one (batching parameters describe that one).
+      if (
+        size === 0 ||
+        (runOptions.signatureName !== undefined &&
+          session.signatures?.[runOptions.signatureName] !== session.signature)
+      ) {
+        return session.run(inputs, runOptions);
+      }
       if (size > params.maxBatchSize) {
         return Promise.reject(
           invalidArgument(

@@ -139,6 +139,27 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'bool',
     help: 'start even if a base path is missing or empty, and poll for it (default false)',
   },
+  // --- TensorFlow SavedModels and the response cache ---
+  saved_model_converter_python: {
+    key: 'savedModelConverterPython',
+    type: 'string',
+    help: 'Python with tensorflow + tf2onnx for SavedModels (default: the one `visionserve convert --setup` made)',
+  },
+  saved_model_cache_dir: {
+    key: 'savedModelCacheDir',
+    type: 'string',
+    help: 'SavedModel conversion cache (default ~/.cache/visionserve)',
+  },
+  saved_model_conversion_timeout_seconds: {
+    key: 'savedModelConversionTimeoutSeconds',
+    type: 'int',
+    help: 'longest SavedModel conversion (default 600)',
+  },
+  response_cache_bytes: {
+    key: 'responseCacheBytes',
+    type: 'int',
+    help: 'response cache size for models with "responseCache": true in visionserve.json (default 0: off)',
+  },
   model_roots: {
     key: 'modelRoots',
     type: 'paths',

@@ -124,6 +124,26 @@ export interface ServerConfig {
    */
   readonly kserveModelControlMode: 'none' | 'explicit';
 
+  // --- TensorFlow SavedModels and the response cache ---
+  /**
+   * Python with tensorflow, tf2onnx and onnx that converts SavedModel versions to ONNX on load
+   * (`--saved_model_converter_python`, `VISIONSERVE_CONVERTER_PYTHON`). Default: the environment
+   * `visionserve convert --setup` made in the cache directory, when it exists.
+   */
+  readonly savedModelConverterPython: string | undefined;
+  /**
+   * Where conversions (and the converter environment) live (`--saved_model_cache_dir`,
+   * `VISIONSERVE_CACHE_DIR`). Default: $XDG_CACHE_HOME/visionserve or ~/.cache/visionserve.
+   */
+  readonly savedModelCacheDir: string | undefined;
+  /** One conversion may take this long before it is killed, in s (`--saved_model_conversion_timeout_seconds`). Default 600. */
+  readonly savedModelConversionTimeoutSeconds: number;
+  /**
+   * Bytes of predict responses cached for models whose visionserve.json sets
+   * `"responseCache": true` (`--response_cache_bytes`); 0 disables the cache. Default 0.
+   */
+  readonly responseCacheBytes: number;
+
   // --- operations: metrics, logs, tracing, TLS, management
   /** TF Serving's MonitoringConfig text file: `prometheus_config { enable: true path: ... }` (`--monitoring_config_file`). Default: no metrics. */
   readonly monitoringConfigFile: string | undefined;
@@ -213,6 +233,10 @@ export const DEFAULTS = {
   httpHeadersTimeoutMs: 20_000,
   requestBodyTimeoutMs: 60_000,
   waitForModels: false,
+  savedModelConverterPython: undefined,
+  savedModelCacheDir: undefined,
+  savedModelConversionTimeoutSeconds: 600,
+  responseCacheBytes: 0,
   kserveRest: true,
   kserveSagemakerPort: false,
   kserveModelControlMode: 'none',
@@ -310,6 +334,7 @@ export function resolveServerConfig(
   }
   for (const [key, value] of [
     ['max_queue_wait_ms', config.maxQueueWaitMs],
+    ['response_cache_bytes', config.responseCacheBytes],
     ['ssl_config_poll_seconds', config.sslConfigPollSeconds],
     ['shutdown_readiness_delay_ms', config.shutdownReadinessDelayMs],
   ] as const) {
@@ -325,6 +350,7 @@ export function resolveServerConfig(
     ['sagemaker_max_body_bytes', config.sagemakerMaxBodyBytes],
     ['sagemaker_handler_workers', config.sagemakerHandlerWorkers],
     ['sagemaker_model_load_timeout_ms', config.sagemakerModelLoadTimeoutMs],
+    ['saved_model_conversion_timeout_seconds', config.savedModelConversionTimeoutSeconds],
   ] as const) {
     if (value < 1) throw new ConfigError(`--${key} must be >= 1, got ${value}`);
   }

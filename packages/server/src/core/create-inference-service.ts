@@ -4,10 +4,32 @@ import { abortError, raceAbort } from './abort-error.js';
 import { type AdmissionPolicy, checkAdmission } from './admission.js';
 import type { InferenceObserver, PredictEnd } from './inference-observer.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
-import type { RunOptions } from './session.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
+import { type ResponseCache, responseCacheKey } from './response-cache.js';
+import { type RunOptions, type Session, sessionSignatures } from './session.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
+
+/**
+ * Turns the inputs clients send to an adapted signature (`Signature.adapter`) into the
+ * model's inputs: parses tf.Examples, decodes images. Errors are ServingErrors.
+ */
+export type InputAdapter<A> = (
+  signature: Signature,
+  inputs: Readonly<Record<string, Tensor>>,
+  assets: A,
+  signal: AbortSignal | undefined,
+) => Promise<Record<string, Tensor>>;
+
+/**
+ * The signatures a version serves, from its session's and its assets: may add signatures
+ * (e.g. an encoded-image one) or replace them. `problems` are logged once per version and
+ * asset set (e.g. a visionserve.json setting that does not fit the model).
+ */
+export type SignatureExtender<A> = (
+  signatures: Readonly<Record<string, Signature>>,
+  assets: A,
+) => { readonly signatures: Readonly<Record<string, Signature>>; readonly problems?: readonly string[] };
 
 export interface InferenceServiceOptions<A> {
   /** Owns the model versions; the service acquires/releases one version per call. */
@@ -16,6 +38,17 @@ export interface InferenceServiceOptions<A> {
   readonly logger: Logger;
   /** Load shedding (see AdmissionPolicy). Default: no queue-wait limit; deadlines still apply. */
   readonly admission?: AdmissionPolicy | undefined;
+  /** Derives the signatures clients see. Default: the session's signatures as they are. */
+  readonly extendSignatures?: SignatureExtender<A> | undefined;
+  /** Runs for signatures with an adapter. Default: such requests fail with UNIMPLEMENTED. */
+  readonly adaptInputs?: InputAdapter<A> | undefined;
+  /**
+   * Answers repeated predicts of opted-in versions from a cache (`enabledFor` their
+   * assets). The caller invalidates entries when versions unload or change assets.
+   * Default: no cache.
+   */
+  readonly responseCache?:
+    { readonly cache: ResponseCache; readonly enabledFor: (assets: A) => boolean } | undefined;
   /** Told of every predict (metrics, request logs, tracing). Default: none (no cost). */
   readonly observer?: InferenceObserver | undefined;
 }
@@ -25,6 +58,15 @@ function signatureNameOf(name: string | undefined): string {
   return name === undefined || name === '' ? DEFAULT_SIGNATURE_NAME : name;
 }
 
+/** What scopedServable needs from its service. */
+interface ServableContext<A> {
+  readonly logger: Logger;
+  readonly admission: AdmissionPolicy;
+  readonly signatures: Readonly<Record<string, Signature>>;
+  readonly adaptInputs: InputAdapter<A>;
+  readonly cache: ResponseCache | undefined;
+}
+
 /**
  * The servable a `withServable` callback sees. Runs it starts are recorded so that the
  * version is released only after the last one settles, even when the caller was
@@ -32,15 +74,14 @@ function signatureNameOf(name: string | undefined): string {
  */
 function scopedServable<A>(
   handle: ServableHandle<A>,
-  logger: Logger,
+  context: ServableContext<A>,
   scope: CallOptions,
-  admission: AdmissionPolicy,
   runs: Promise<unknown>[],
   isOpen: () => boolean,
   observer: InferenceObserver | undefined,
 ): Servable<A> {
   const { session } = handle;
-  const signatures: Readonly<Record<string, Signature>> = { [DEFAULT_SIGNATURE_NAME]: session.signature };
+  const { logger, admission, signatures, cache } = context;
   const signature = (name?: string): { name: string; signature: Signature } => {
     const resolved = signatureNameOf(name);
     if (!Object.hasOwn(signatures, resolved)) {
@@ -104,14 +145,46 @@ function scopedServable<A>(
     if (!isOpen()) throw internal('Servable used after its scope ended');
     const signal = options.signal ?? scope.signal;
     if (signal?.aborted) throw abortError(signal);
-    const { signature: sig } = signature(request.signatureName);
+    const { name, signature: sig } = signature(request.signatureName);
     checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
-    validateInputs(sig, request.inputs);
+    const adapted = sig.adapter !== undefined && request.modelInputs !== true;
+    const modelSignature: Signature = { ...sig, inputs: sig.modelInputs ?? sig.inputs };
+    validateInputs(adapted ? sig : modelSignature, request.inputs);
     const aliases = validateOutputFilter(sig, request.outputFilter);
+    const key =
+      cache === undefined
+        ? undefined
+        : responseCacheKey(
+            handle.name,
+            handle.version,
+            `${name}${request.modelInputs === true ? '#model' : ''}`,
+            aliases,
+            request.inputs,
+          );
+    if (key !== undefined) {
+      const cached = cache!.lookup(key, handle.name);
+      if (cached !== undefined) return cached;
+    }
+    let byAlias = request.inputs;
+    if (adapted) {
+      byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
+      validateInputs(modelSignature, byAlias);
+    }
     const inputs: Record<string, Tensor> = {};
-    for (const [alias, tensor] of Object.entries(request.inputs)) inputs[sig.inputs[alias]!.name] = tensor;
+    for (const [alias, tensor] of Object.entries(byAlias)) {
+      inputs[modelSignature.inputs[alias]!.name] = tensor;
+    }
     const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
-    const running = session.run(inputs, { signal, outputNames, transfer: request.ownedBuffers, onTimings });
+    const runs_ = sig.runs ?? name;
+    const running = session.run(inputs, {
+      signal,
+      outputNames,
+      transfer: adapted ? undefined : request.ownedBuffers,
+      onTimings,
+      ...(runs_ === DEFAULT_SIGNATURE_NAME && session.signatures === undefined
+        ? {}
+        : { signatureName: runs_ }),
+    });
     runs.push(running.catch(() => undefined));
     const results = await raceAbort(running, signal);
     const outputs: Record<string, Tensor> = {};
@@ -127,6 +200,7 @@ function scopedServable<A>(
       }
       outputs[alias] = tensor;
     }
+    if (key !== undefined) cache!.insert(key, handle.name, handle.version, outputs);
     return outputs;
   }
 }
@@ -139,6 +213,36 @@ function scopedServable<A>(
 export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
   const { manager, logger } = options;
   const admission: AdmissionPolicy = options.admission ?? { maxQueueWaitMs: 0 };
+  const adaptInputs: InputAdapter<A> =
+    options.adaptInputs ??
+    (() => Promise.reject(new ServingError(Code.UNIMPLEMENTED, 'This signature needs an input adapter')));
+  /** Public signatures per session, for the assets they were derived from. */
+  const derived = new WeakMap<Session, { assets: A; signatures: Readonly<Record<string, Signature>> }>();
+
+  function signaturesOf(handle: ServableHandle<A>): Readonly<Record<string, Signature>> {
+    const base = sessionSignatures(handle.session);
+    const extend = options.extendSignatures;
+    if (extend === undefined) return base;
+    const memo = derived.get(handle.session);
+    if (memo !== undefined && memo.assets === handle.assets) return memo.signatures;
+    const { signatures, problems } = extend(base, handle.assets);
+    for (const problem of problems ?? []) {
+      logger.warn('signature not offered', { model: handle.name, version: handle.version, problem });
+    }
+    derived.set(handle.session, { assets: handle.assets, signatures });
+    return signatures;
+  }
+
+  function contextFor(handle: ServableHandle<A>): ServableContext<A> {
+    const rc = options.responseCache;
+    return {
+      logger,
+      admission,
+      signatures: signaturesOf(handle),
+      adaptInputs,
+      cache: rc !== undefined && rc.enabledFor(handle.assets) ? rc.cache : undefined,
+    };
+  }
 
   function toClientError(error: unknown, model: string): ServingError {
     if (error instanceof ServingError) return error;
@@ -158,7 +262,7 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
     let open = true;
     try {
       return await fn(
-        scopedServable(handle, logger, callOptions, admission, runs, () => open, options.observer),
+        scopedServable(handle, contextFor(handle), callOptions, runs, () => open, options.observer),
       );
     } catch (error) {
       throw toClientError(error, spec.name);

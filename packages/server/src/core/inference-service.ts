@@ -58,6 +58,12 @@ export interface ServablePredictRequest {
    * moved to the runtime with it instead of copied. The caller must not touch them again.
    */
   readonly ownedBuffers?: readonly ArrayBuffer[] | undefined;
+  /**
+   * The inputs are the model's own (`Signature.modelInputs`) rather than what clients
+   * send to an adapted signature (e.g. Classify builds feature tensors from tf.Examples
+   * itself). Default false.
+   */
+  readonly modelInputs?: boolean | undefined;
 }
 
 /**
@@ -67,7 +73,10 @@ export interface ServablePredictRequest {
 export interface Servable<A> {
   readonly name: string;
   readonly version: number;
-  /** Signature name -> signature. */
+  /**
+   * Signature name -> signature, as clients see them: the session's signatures plus those
+   * derived from the version's assets (e.g. an encoded-image signature).
+   */
   readonly signatures: Readonly<Record<string, Signature>>;
   /** The assets the version was loaded with (labels, image settings, handler module). */
   readonly assets: A;

@@ -1,5 +1,5 @@
 import { type Tensor } from '@visionserve/protocol';
-import type { Signature } from './signature.js';
+import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
 
 export interface RunOptions {
   /** Aborts queued work; work already running in a worker finishes but its result is dropped. */
@@ -11,6 +11,11 @@ export interface RunOptions {
    * travel with the buffer (moved, not copied). Decorators that copy inputs ignore it.
    */
   readonly transfer?: readonly ArrayBuffer[] | undefined;
+  /**
+   * Which of the session's signatures runs (see `Session.signatures`). Default: the
+   * session's `signature`.
+   */
+  readonly signatureName?: string | undefined;
   /** Told how the run went once it has finished (queue wait and compute time). */
   readonly onTimings?: ((timings: RunTimings) => void) | undefined;
 }
@@ -43,12 +48,23 @@ export interface SessionPressure {
 }
 
 export interface Session {
+  /** The default signature (serving_default), the one `run` uses without `signatureName`. */
   readonly signature: Signature;
+  /**
+   * Every signature the session can run, by name (a converted SavedModel has one per
+   * SignatureDef); absent: `signature` alone, as serving_default.
+   */
+  readonly signatures?: Readonly<Record<string, Signature>> | undefined;
   run(inputs: Readonly<Record<string, Tensor>>, options?: RunOptions): Promise<Record<string, Tensor>>;
   /** The session's current load; sessions that cannot tell leave it out (never shed). */
   pressure?(): SessionPressure;
   /** Releases the session; pending runs are rejected with UNAVAILABLE. */
   close(): Promise<void>;
+}
+
+/** The signatures a session can run, by name. */
+export function sessionSignatures(session: Session): Readonly<Record<string, Signature>> {
+  return session.signatures ?? { [DEFAULT_SIGNATURE_NAME]: session.signature };
 }
 
 /** Where a model version lives and what to call it. */

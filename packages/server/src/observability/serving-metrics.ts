@@ -23,6 +23,19 @@ export interface BatchingSample {
   readonly queuedTasks: number;
 }
 
+/** The response cache's counters (core's ResponseCache stats have this shape). */
+export interface ResponseCacheSample {
+  /** Bytes and entries held now, and the byte bound. */
+  readonly bytes: number;
+  readonly entries: number;
+  readonly maxBytes: number;
+  /** Monotonic counters per model that opted in. */
+  readonly models: ReadonlyMap<
+    string,
+    { readonly hits: number; readonly misses: number; readonly evictions: number }
+  >;
+}
+
 /** A warmup that finished (the warmup layer's report has this shape). */
 export interface WarmupSample {
   readonly modelName: string;
@@ -39,6 +52,8 @@ export interface ServingMetricsOptions {
   readonly queueDepths?: (() => readonly { model: string; version: number; queued: number }[]) | undefined;
   /** Batching counters, read at scrape time; undefined when batching is off. */
   readonly batching?: (() => readonly BatchingSample[]) | undefined;
+  /** The response cache, read at scrape time; undefined when it is off (--response_cache_bytes=0). */
+  readonly responseCache?: (() => ResponseCacheSample | undefined) | undefined;
   /** The in-flight budget, read at scrape time. Default: none. */
   readonly inflight?: (() => { bytes: number; requests: number; shed: number }) | undefined;
   /** Export process metrics (CPU, memory, event-loop lag, GC) with the `visionserve_` prefix. Default true. */
@@ -348,6 +363,44 @@ export function createServingMetrics(options: ServingMetricsOptions = {}): Servi
         }
       },
     });
+  }
+
+  if (options.responseCache !== undefined) {
+    const read = options.responseCache;
+    // Each series reads the cache's counters when scraped (monotonic per model: added as deltas).
+    const perModel = (field: 'hits' | 'misses' | 'evictions', help: string): void => {
+      const seen = new Map<string, number>();
+      new Counter({
+        name: `visionserve_response_cache_${field}_total`,
+        help,
+        labelNames: ['model'],
+        registers,
+        collect() {
+          for (const [model, now] of read()?.models ?? []) {
+            const delta = now[field] - (seen.get(model) ?? 0);
+            if (delta > 0) this.labels({ model }).inc(delta);
+            seen.set(model, now[field]);
+          }
+        },
+      });
+    };
+    const gauge = (name: string, field: 'bytes' | 'entries' | 'maxBytes', help: string): void => {
+      new Gauge({
+        name: `visionserve_response_cache_${name}`,
+        help,
+        registers,
+        collect() {
+          const sample = read();
+          if (sample !== undefined) this.set(sample[field]);
+        },
+      });
+    };
+    perModel('hits', 'Predicts answered from the response cache (Triton: nv_cache_num_hits_per_model).');
+    perModel('misses', 'Predicts of opted-in models that were not in the response cache and ran.');
+    perModel('evictions', 'Response cache entries dropped to stay within --response_cache_bytes.');
+    gauge('bytes', 'bytes', 'Bytes held by the response cache (outputs plus a fixed overhead per entry).');
+    gauge('entries', 'entries', 'Responses held by the response cache.');
+    gauge('max_bytes', 'maxBytes', 'The response cache bound (--response_cache_bytes).');
   }
 
   const predictObserver = (start: PredictStart) => {
