@@ -61,6 +61,14 @@ def summarize(results, index):
     }
 
 
+def _over(s, phase):
+    """Server CPU per request minus the floor's CPU per run (the floors on both sides), signed."""
+    p = s["phases"][phase]
+    if not p or p.get("server_cpu_ms_per_req") is None or s["floor_cpu_ms"] is None:
+        return "–"
+    return f"{p['server_cpu_ms_per_req'] - s['floor_cpu_ms']:+.1f}"
+
+
 def _column_title(s):
     title = s["title"]
     if s["name"] == "visionserve" and s.get("grpc_kind"):
@@ -100,6 +108,8 @@ def main_table(results):
                       cells(lambda s: _num(s["grpc8_cpu_ms"]))))
     lines.append(_row("server CPU per request at c=1 (ms)", cells(
         lambda s: _num(s["phases"]["grpc1"] and s["phases"]["grpc1"].get("server_cpu_ms_per_req")))))
+    lines.append(_row(f"server CPU over the floor's, c=1 / c={hc} (ms per request)", cells(
+        lambda s: f"{_over(s, 'grpc1')} / {_over(s, 'grpc8')}")))
     lines.append(_row(f"REST JSON c=1 p50 (ms, {rest_mb:.1f} MB body)", cells(
         lambda s: _num(s["rest1_p50_ms"]) + _errors(s["phases"]["rest1"]))))
     lines.append(_row("cold start to first answer (s)", cells(lambda s: _num(s["cold_start_s"], 2))))

@@ -60,6 +60,7 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| gRPC c=8 throughput (req/s) | 140.0 |", t)
         self.assertIn("| server CPU per request at c=8 (ms; floor ≈ 10.0) | 14.4 |", t)
         self.assertIn("| REST JSON c=1 p50 (ms, 3.1 MB body) | 33.3 (2 errors) |", t)
+        self.assertIn("| server CPU over the floor's, c=1 / c=8 (ms per request) | +4.0 / +5.4 |", t)
         self.assertIn("| cold start to first answer (s) | 0.78 |", t)
         self.assertIn("| load average (1 min) before → after | 1.0 → 1.2 |", t)
         # a failed server keeps its column, with the reason in every figure's cell
