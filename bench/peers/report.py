@@ -121,7 +121,7 @@ def main_table(results):
 def detail_table(results):
     hc = results["settings"]["high_concurrency"]
     lines = [
-        "| server | versions | answer (argmax, max abs diff vs floor) | gRPC c=1 req/s, p50/p90/p99 ms "
+        "| server | versions | answer: gRPC argmax, max abs diff vs floor; REST argmax | gRPC c=1 req/s, p50/p90/p99 ms "
         f"| gRPC c={hc} req/s, p50/p99 ms | server CPU ms/req c=1 / c={hc} (cores used) | client CPU ms/req c=1 "
         "| REST c=1 req/s, p50/p99 ms (server CPU ms/req) | port open / first answer s | RSS MB |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -144,7 +144,7 @@ def detail_table(results):
         rest = "–" if not r1 else f"{lat(r1, ('p50_ms', 'p99_ms'))} ({_num(r1.get('server_cpu_ms_per_req'))})"
         lines.append(
             f"| {s['name']} | {s.get('versions', '')} "
-            f"| {ans.get('grpc_argmax', '–')}, {ans.get('grpc_max_abs_diff', '–')} "
+            f"| {ans.get('grpc_argmax', '–')}, {ans.get('grpc_max_abs_diff', '–')}; {ans.get('rest_argmax', '–')} "
             f"| {lat(g1, ('p50_ms', 'p90_ms', 'p99_ms'))} | {lat(g8, ('p50_ms', 'p99_ms'))} | {cpu} "
             f"| {_num(g1 and g1.get('client_cpu_ms_per_req'), 2)} | {rest} "
             f"| {_num(cs.get('port_open_s'), 2)} / {_num(cs.get('first_answer_s'), 2)} | {_num(s.get('rss_mb'))} |")

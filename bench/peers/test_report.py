@@ -72,7 +72,7 @@ class ReportTest(unittest.TestCase):
         md = report.markdown(results())
         self.assertIn("602,112 B", md)
         self.assertIn("REST JSON body 3,090,999 B", md)
-        self.assertIn("| visionserve | v | 281, – |", md)
+        self.assertIn("| visionserve | v | 281, –; – |", md)
         self.assertIn("| kserve | ", md)
         self.assertIn("| after | 100 | 20.0 | 40.0 | 12.0 | 1.0 → 1.5 |", md)
 
