@@ -3,7 +3,7 @@
 # loopback, driven by one Python grpcio client with the same request; see README.md.
 #   bench/peers/run.sh [run_peers.py options, e.g. --servers visionserve,kserve --seconds 10]
 # Also `npm run bench:peers -- [options]`. Creates the venvs on first use (setup.sh, several
-# minutes), builds visionserve (tsc -b), preprocesses the image once, then runs run_peers.py.
+# minutes), builds visionserve (npm run build), preprocesses the image once, then runs run_peers.py.
 # Results: bench/results/peers/<time>/{results.md,results.json,<server>.log} (not committed, as `npm run
 # bench`'s bench/results/latest); bench/results/peers/latest links to the newest.
 # Environment: VISIONSERVE_SHARED (default <repo>/../shared: models/ and images/).
@@ -18,7 +18,7 @@ for f in "$MODEL" "$IMAGE"; do
 done
 
 "$HERE/setup.sh"
-(cd "$ROOT" && npx tsc -b packages/cli)
+(cd "$ROOT" && npm run --silent build)
 
 OUT=$ROOT/bench/results/peers/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"

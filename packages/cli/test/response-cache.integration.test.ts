@@ -46,7 +46,10 @@ describe('response cache', () => {
       }`,
     );
     const monitoring = join(root, 'monitoring.config');
-    await writeFile(monitoring, 'prometheus_config { enable: true path: "/metrics" }\n');
+    await writeFile(
+      monitoring,
+      'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }\n',
+    );
     h = await startHarness({
       modelConfigFile: config,
       fileSystemPollSeconds: 0,
@@ -62,7 +65,7 @@ describe('response cache', () => {
 
   /** One sample of the Prometheus exposition on the REST port (undefined when absent). */
   async function metric(name: string, labels = ''): Promise<number | undefined> {
-    const text = (await request(`${h.rest}/metrics`)).text;
+    const text = (await request(`${h.rest}/monitoring/prometheus/metrics`)).text;
     const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
     return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
   }

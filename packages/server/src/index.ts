@@ -2,7 +2,7 @@
 // A deliberate surface: start a server from a config, or compose core with your own frontends.
 
 // Starting a server.
-export { startVisionServer } from './server.js';
+export { startVisionServer, openApiDocument, type OpenApiDocumentOptions } from './server.js';
 export type { RunningVisionServer, VisionServerHooks } from './server.js';
 export { resolveServerConfig, DEFAULTS } from './config/server-config.js';
 export { parseFlags, FLAGS } from './config/flags.js';

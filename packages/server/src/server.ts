@@ -3,6 +3,7 @@
  * core -> frontends). Nothing here is a global; every component gets its
  * dependencies passed in.
  */
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { Code, ServingError } from '@visionserve/protocol';
@@ -30,6 +31,10 @@ import { type StartedHttpServer, startHttpServer } from './frontends/http/start-
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
+import { createGrpcWebApi } from './frontends/grpc-web/grpc-web-api.js';
+import { type VersionTimes, createConsoleApi } from './frontends/console/console-api.js';
+import { openApiDocument } from './frontends/console/openapi-document.js';
+import { createTrafficSampler } from './observability/traffic-sampler.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
 import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
 import {
@@ -71,6 +76,8 @@ import type { RequestTracer } from './observability/tracing.js';
 import { type TlsFiles, loadTlsFiles } from './security/tls-files.js';
 import { createManagementPolicy } from './security/management-policy.js';
 import { type WarmupReport, createWarmupSessionFactory } from './warmup/warmup-session-factory.js';
+
+export { openApiDocument, type OpenApiDocumentOptions } from './frontends/console/openapi-document.js';
 
 export interface RunningVisionServer {
   /** Bound ports; a listener that is disabled is absent. */
@@ -231,6 +238,17 @@ function serverVersion(): string {
   }
 }
 
+/** The built console (@visionserve/console's dist/), or undefined when it is not installed or built. */
+function consoleStaticDir(): string | undefined {
+  try {
+    const pkg = createRequire(import.meta.url).resolve('@visionserve/console/package.json');
+    const dir = join(dirname(pkg), 'dist');
+    return existsSync(join(dir, 'index.html')) ? dir : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** max_batch_size reported for batching models when server-side batching is off: no limit. */
 const NO_BATCH_LIMIT = 2 ** 31 - 1;
 
@@ -325,6 +343,8 @@ export async function startVisionServer(
   const responseCache =
     config.responseCacheBytes > 0 ? createResponseCache({ maxBytes: config.responseCacheBytes }) : undefined;
   const statistics = createInferenceStatistics();
+  /** When each version last changed state (the console's Models page). */
+  const versionTimes = new Map<string, VersionTimes>();
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
     loadAssets: async (source) => {
@@ -341,6 +361,11 @@ export async function startVisionServer(
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
     onVersionEvent: (event) => {
       ops.metrics?.versionEvent(event);
+      if (event.type !== 'assets-refreshed') {
+        const key = `${event.model}\u0000${event.version}`;
+        if (event.type === 'unloaded') versionTimes.delete(key);
+        else versionTimes.set(key, { since: Date.now(), loadMs: event.durationMs });
+      }
       // Handler modules are imported once per worker: drop them when their version goes or its assets change.
       if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
       // Cached responses belong to one version and the assets it ran with (image settings).
@@ -451,6 +476,15 @@ export async function startVisionServer(
   const kserveApi = (bodyLimitBytes: number, requestTimeoutMs: number): HttpApi =>
     createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs, managementGuard: ops.guard });
 
+  // One set of TF Serving gRPC services: the HTTP/2 server and gRPC-web on the REST port share it.
+  const tfsGrpcServices = createTfsGrpcServices({
+    service,
+    imageDecodes,
+    logger: logger.child({ component: 'grpc' }),
+    serializeAsTensorContent: config.serializeAsTensorContent,
+    managementGuard: ops.guard,
+  });
+
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
@@ -484,6 +518,51 @@ export async function startVisionServer(
                 requestTimeoutMs: config.restTimeoutMs,
               }),
               ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
+              ...(config.enableConsole || config.enableOpenapi
+                ? [
+                    createConsoleApi({
+                      service,
+                      modelConfig: (name) => manager.modelConfig(name),
+                      versionTimes: (model, version) => versionTimes.get(`${model}\u0000${version}`),
+                      batching: {
+                        enabled: config.enableBatching,
+                        maxBatchSize,
+                        instances: config.instances,
+                      },
+                      openApi: config.enableOpenapi
+                        ? openApiDocument({
+                            version: serverVersion(),
+                            metricsPath: ops.metrics === undefined ? undefined : ops.metricsPath,
+                            consolePath: config.consolePath,
+                          })
+                        : undefined,
+                      staticDir: consoleStaticDir(),
+                      consolePath: config.enableConsole ? config.consolePath : undefined,
+                      traffic:
+                        ops.metrics === undefined
+                          ? undefined
+                          : createTrafficSampler({ read: () => metricsOf(ops).values() }),
+                      requestTimeoutMs: config.restTimeoutMs,
+                      logger: logger.child({ component: 'console' }),
+                    }),
+                  ]
+                : []),
+              ...(config.enableGrpcWeb
+                ? [
+                    createGrpcWebApi({
+                      services: tfsGrpcServices,
+                      logger: logger.child({ component: 'grpc-web' }),
+                      maxMessageBytes: config.restMaxBodyBytes,
+                      requestTimeoutMs: config.restTimeoutMs,
+                      corsOrigins:
+                        config.grpcWebCorsOrigins.length > 0
+                          ? config.grpcWebCorsOrigins
+                          : config.enableCors
+                            ? ['*']
+                            : [],
+                    }),
+                  ]
+                : []),
             ],
             logger: logger.child({ component: 'rest' }),
             notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
@@ -503,13 +582,7 @@ export async function startVisionServer(
           bodyTimeoutMs: config.requestBodyTimeoutMs,
           observer: observers.request,
           tls: ops.tls?.listener,
-          services: createTfsGrpcServices({
-            service,
-            imageDecodes,
-            logger: logger.child({ component: 'grpc' }),
-            serializeAsTensorContent: config.serializeAsTensorContent,
-            managementGuard: ops.guard,
-          }),
+          services: tfsGrpcServices,
         }),
       );
     }

@@ -283,6 +283,32 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'POST /models load timeout (default 300000)',
   },
+  // --- browser: gRPC-web, OpenAPI, console ---
+  enable_grpc_web: {
+    key: 'enableGrpcWeb',
+    type: 'bool',
+    help: 'gRPC-web (PredictionService, ModelService) on the REST port (default true)',
+  },
+  grpc_web_cors_origins: {
+    key: 'grpcWebCorsOrigins',
+    type: 'list',
+    help: 'comma-separated origins allowed to call gRPC-web cross-origin ("*": any; default none, or any with --rest_api_enable_cors_support)',
+  },
+  enable_openapi: {
+    key: 'enableOpenapi',
+    type: 'bool',
+    help: 'serve the OpenAPI 3.1 document at /openapi.json and its docs UI at /docs (default true)',
+  },
+  enable_console: {
+    key: 'enableConsole',
+    type: 'bool',
+    help: 'serve the web console on the REST port (default true)',
+  },
+  console_path: {
+    key: 'consolePath',
+    type: 'string',
+    help: 'URL path of the web console (default /console)',
+  },
 };
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };

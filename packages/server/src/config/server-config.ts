@@ -168,6 +168,21 @@ export interface ServerConfig {
   /** On shutdown, answer /readyz 503 for this long before the listeners stop, in ms (`--shutdown_readiness_delay_ms`). Default 0. */
   readonly shutdownReadinessDelayMs: number;
 
+  // --- browser: gRPC-web, OpenAPI, console ---
+  /** gRPC-web for PredictionService and ModelService on the REST port (`--enable_grpc_web`). Default true. */
+  readonly enableGrpcWeb: boolean;
+  /**
+   * Origins allowed to call gRPC-web cross-origin; "*" any (`--grpc_web_cors_origins`).
+   * Default: none, or any with `--rest_api_enable_cors_support`.
+   */
+  readonly grpcWebCorsOrigins: readonly string[];
+  /** The OpenAPI 3.1 document at /openapi.json and its docs UI at /docs (`--enable_openapi`). Default true. */
+  readonly enableOpenapi: boolean;
+  /** The web console on the REST port (`--enable_console`). Default true. */
+  readonly enableConsole: boolean;
+  /** URL path of the web console, e.g. "/console" (`--console_path`). Default "/console". */
+  readonly consolePath: string;
+
   // --- SageMaker endpoint ---
   /** Model /invocations uses when no `tfs-model-name` is given (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`). Default: the first configured model. */
   readonly sagemakerDefaultModelName: string | undefined;
@@ -251,6 +266,11 @@ export const DEFAULTS = {
   adminClientNames: [],
   disableModelManagement: false,
   shutdownReadinessDelayMs: 0,
+  enableGrpcWeb: true,
+  grpcWebCorsOrigins: [],
+  enableOpenapi: true,
+  enableConsole: true,
+  consolePath: '/console',
   sagemakerDefaultModelName: undefined,
   sagemakerMultiModel: false,
   sagemakerMaxModels: 0,
@@ -353,6 +373,11 @@ export function resolveServerConfig(
     ['saved_model_conversion_timeout_seconds', config.savedModelConversionTimeoutSeconds],
   ] as const) {
     if (value < 1) throw new ConfigError(`--${key} must be >= 1, got ${value}`);
+  }
+  if (!/^\/[A-Za-z0-9._~-]+(?:\/[A-Za-z0-9._~-]+)*$/.test(config.consolePath)) {
+    throw new ConfigError(
+      `--console_path must be an absolute URL path such as /console (letters, digits, . _ ~ -), got "${config.consolePath}"`,
+    );
   }
   return Object.freeze(config);
 }

@@ -6,6 +6,17 @@ import type { VersionEvent } from '../core/version-entry.js';
 import type { RequestEnd } from '../frontends/shared/request-observer.js';
 import type { RequestRecord, RequestSink } from './request-hub.js';
 
+/** One metric's values as prom-client reports them (histograms: `_bucket` with `le`, `_sum`, `_count`). */
+export interface MetricValues {
+  readonly name: string;
+  readonly type: string;
+  readonly values: readonly {
+    readonly value: number;
+    readonly labels: Readonly<Record<string, string | number>>;
+    readonly metricName?: string;
+  }[];
+}
+
 /** One loaded version's state, for the model_state gauge. */
 export interface VersionStateSample {
   readonly model: string;
@@ -71,6 +82,8 @@ export interface ServingMetrics extends RequestSink, InferenceObserver {
   requestLogged(model: string, outcome: 'written' | 'dropped'): void;
   /** The Prometheus text exposition. */
   render(): Promise<string>;
+  /** Every metric's current values (scrape-time sources are read, as for `render`). */
+  values(): Promise<MetricValues[]>;
   readonly contentType: string;
 }
 
@@ -424,6 +437,7 @@ export function createServingMetrics(options: ServingMetricsOptions = {}): Servi
   return {
     contentType: registry.contentType,
     render: () => registry.metrics(),
+    values: () => registry.getMetricsAsJSON() as unknown as Promise<MetricValues[]>,
 
     requestStarted(record) {
       inFlight(record.api).inc();

@@ -59,6 +59,12 @@ export interface HttpApi {
    */
   readonly owns?: RegExp;
   readonly unmatched?: (ctx: HttpContext) => Promise<void> | void;
+  /**
+   * Paths on which this API answers CORS itself (preflights included, e.g. gRPC-web's own
+   * headers): the edge's `--rest_api_enable_cors_support` headers are not added there.
+   * Default: none.
+   */
+  readonly corsPaths?: RegExp;
   /** Protocol-specific statuses for error reasons (e.g. 415 for unsupported-media-type). */
   readonly statusOverrides?: Partial<Readonly<Record<ErrorReason, number>>>;
   /** Deadline of one request in ms, body read and handler included; 0 disables. */

@@ -185,7 +185,7 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
     });
     const method = req.method ?? '';
     const path = (req.url ?? '/').split('?', 1)[0]!;
-    if (options.cors === true) {
+    if (options.cors === true && !apis.some((a) => a.corsPaths?.test(path) === true)) {
       for (const [name, value] of Object.entries(CORS_HEADERS)) res.setHeader(name, value);
       if (method === 'OPTIONS') {
         const origin = req.headers.origin;
