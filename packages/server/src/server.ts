@@ -36,11 +36,12 @@ import { type VersionTimes, createConsoleApi } from './frontends/console/console
 import { openApiDocument } from './frontends/console/openapi-document.js';
 import { createTrafficSampler } from './observability/traffic-sampler.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
-import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
 import {
-  type InferenceStatistics,
-  createInferenceStatistics,
-} from './frontends/shared/inference-statistics.js';
+  createKServeGrpcService,
+  createKServeHttpApi,
+  createKServeService,
+} from './frontends/kserve/index.js';
+import { type InferenceStatistics, createInferenceStatistics } from './core/inference-statistics.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
 import { checkVersionConfined, resolveModelLocation } from './repository/confined-path.js';
@@ -383,6 +384,7 @@ export async function startVisionServer(
     manager,
     logger: logger.child({ component: 'core' }),
     admission: { maxQueueWaitMs: config.maxQueueWaitMs },
+    statistics,
     extendSignatures,
     adaptInputs,
     responseCache:
@@ -582,7 +584,10 @@ export async function startVisionServer(
           bodyTimeoutMs: config.requestBodyTimeoutMs,
           observer: observers.request,
           tls: ops.tls?.listener,
-          services: tfsGrpcServices,
+          services: [
+            ...tfsGrpcServices,
+            ...(config.kserveGrpc ? [createKServeGrpcService({ kserve, managementGuard: ops.guard })] : []),
+          ],
         }),
       );
     }

@@ -102,6 +102,8 @@ export function createFakeSessionFactory(): FakeSessionFactory {
             if (factory.runDelayMs > 0) await sleep(factory.runDelayMs);
             if (options?.signal?.aborted) throw options.signal.reason;
             if (factory.runFailure !== undefined) throw factory.runFailure;
+            options?.onExecution?.({ computeMs: factory.runDelayMs });
+            options?.onTimings?.({ queueMs: 0, computeMs: factory.runDelayMs, batchSize: 1 });
             const x = inputs.x;
             const outputs: Record<string, Tensor> = {
               version: { dtype: 'int32', shape: [1], data: Int32Array.of(source.version) },
@@ -247,6 +249,7 @@ export function fakeInferenceService<A = undefined>(
             model: { name: spec.name, version, signatureName: name },
             inputs: request.inputs,
             outputFilter: request.outputFilter,
+            ownedBuffers: request.ownedBuffers,
           },
           options,
         );

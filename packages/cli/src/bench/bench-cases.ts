@@ -117,6 +117,8 @@ export const CASES: Readonly<Record<CaseId, CaseSpec>> = {
       'in-process': 45,
       'grpc-tensor-content': 250,
       'grpc-typed': 350,
+      'kserve-http': 250,
+      'kserve-grpc': 250,
       'rest-json': 4000,
     },
     async stage(dir) {

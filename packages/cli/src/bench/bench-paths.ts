@@ -6,6 +6,8 @@ export type PathId =
   | 'in-process'
   | 'grpc-tensor-content'
   | 'grpc-typed'
+  | 'kserve-http'
+  | 'kserve-grpc'
   | 'rest-json'
   | 'invocations'
   | 'rest-b64'
@@ -56,6 +58,19 @@ export const PATHS: readonly PathInfo[] = [
     label: 'gRPC typed (float_val)',
     description:
       'Predict with typed values both ways (int_val/float_val requests, float_val responses: TF Serving defaults)',
+  },
+  {
+    id: 'kserve-http',
+    kind: 'served',
+    label: 'KServe v2 HTTP binary',
+    description:
+      'POST /v2/models/{m}/infer with the binary tensor data extension both ways (JSON header, raw tensor bytes after it)',
+  },
+  {
+    id: 'kserve-grpc',
+    kind: 'served',
+    label: 'KServe v2 gRPC',
+    description: 'inference.GRPCInferenceService/ModelInfer with raw_input_contents / raw_output_contents',
   },
   {
     id: 'rest-json',

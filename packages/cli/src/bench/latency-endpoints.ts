@@ -6,9 +6,13 @@
  */
 import {
   createInvocationsClient,
+  createKServeGrpcClient,
+  createKServeHttpClient,
   createTfsGrpcClient,
   createTfsRestClient,
   type InvocationsClient,
+  type KServeGrpcClient,
+  type KServeHttpClient,
   type TfsGrpcClient,
   type TfsRestClient,
 } from '@visionserve/client';
@@ -20,6 +24,7 @@ import { createGrpcRunner } from './grpc-runner.js';
 import { type InProcessProbe, startInProcessProbe } from './in-process-probe.js';
 import { createInProcessRunner } from './in-process-runner.js';
 import { createInvocationsRunner } from './invocations-runner.js';
+import { createKServeRunner } from './kserve-runner.js';
 import type { PathRunner, Unavailable } from './path-runner.js';
 import { createRestJsonRunner } from './rest-json-runner.js';
 import { createRestB64Runner } from './rest-b64-runner.js';
@@ -31,7 +36,7 @@ export interface BenchTargets {
   readonly grpc?: string;
   /** gRPC address of a running server started with --enable_serialization_as_tensor_content. */
   readonly grpcTensorContent?: string;
-  /** REST base URL of a running server. */
+  /** REST base URL of a running server (also its KServe v2 HTTP API, /v2). */
   readonly rest?: string;
   /** /invocations base URL of a running server. */
   readonly invocations?: string;
@@ -51,6 +56,10 @@ export interface LatencyEndpoints {
   readonly grpcTyped: Endpoint<TfsGrpcClient> | undefined;
   readonly grpcTensorContent: Endpoint<TfsGrpcClient> | undefined;
   readonly rest: Endpoint<TfsRestClient> | undefined;
+  /** KServe v2 HTTP with binary tensor data, on the REST port. */
+  readonly kserveHttp: Endpoint<KServeHttpClient> | undefined;
+  /** KServe v2 gRPC, on the gRPC port (the typed-response server: KServe ignores that flag). */
+  readonly kserveGrpc: Endpoint<KServeGrpcClient> | undefined;
   readonly invocations: Endpoint<InvocationsClient> | undefined;
   readonly probe: InProcessProbe | undefined;
   /** Closes the clients, stops the servers and the probe this module started. */
@@ -111,6 +120,8 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
         wants('grpc-typed') ||
         wants('rest-json') ||
         wants('invocations') ||
+        wants('kserve-http') ||
+        wants('kserve-grpc') ||
         wants('rest-b64') ||
         wants('rest-b64-cached')
       ) {
@@ -164,6 +175,16 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
           mainGc,
         )
       : undefined;
+    const kserveHttp = restUrl
+      ? closing(
+          createKServeHttpClient({ baseUrl: restUrl, maxSockets: o.concurrency, ...clientOptions }),
+          mainPid,
+          mainGc,
+        )
+      : undefined;
+    const kserveGrpc = grpcAddress
+      ? closing(createKServeGrpcClient({ address: grpcAddress, ...clientOptions }), mainPid, mainGc)
+      : undefined;
     const invocations = invocationsUrl
       ? closing(
           createInvocationsClient({ baseUrl: invocationsUrl, maxSockets: o.concurrency, ...clientOptions }),
@@ -178,7 +199,7 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
       closers.push(() => started.close());
       probe = started;
     }
-    return { grpcTyped, grpcTensorContent, rest, invocations, probe, close };
+    return { grpcTyped, grpcTensorContent, rest, kserveHttp, kserveGrpc, invocations, probe, close };
   } catch (error) {
     await close();
     throw error;
@@ -211,6 +232,14 @@ export function runnerFor(path: PathId, benchCase: BenchCase, e: LatencyEndpoint
     case 'grpc-typed':
       return e.grpcTyped
         ? createGrpcRunner({ client: e.grpcTyped.client, benchCase, encoding: 'typed', ...pid(e.grpcTyped) })
+        : { unavailable: 'no gRPC server (pass --grpc)' };
+    case 'kserve-http':
+      return e.kserveHttp
+        ? createKServeRunner({ client: e.kserveHttp.client, benchCase, ...pid(e.kserveHttp) })
+        : { unavailable: 'no REST server (pass --rest)' };
+    case 'kserve-grpc':
+      return e.kserveGrpc
+        ? createKServeRunner({ client: e.kserveGrpc.client, benchCase, ...pid(e.kserveGrpc) })
         : { unavailable: 'no gRPC server (pass --grpc)' };
     case 'rest-json':
       return e.rest

@@ -171,6 +171,11 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'bool',
     help: 'KServe v2 HTTP API (/v2) on the REST port (default true)',
   },
+  kserve_grpc: {
+    key: 'kserveGrpc',
+    type: 'bool',
+    help: 'KServe v2 gRPC API (inference.GRPCInferenceService) on the gRPC port (default true)',
+  },
   kserve_sagemaker_port: {
     key: 'kserveSagemakerPort',
     type: 'bool',

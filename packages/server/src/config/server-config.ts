@@ -115,6 +115,11 @@ export interface ServerConfig {
   // --- KServe v2 / Open Inference Protocol ---
   /** Serve the KServe v2 HTTP API (`/v2/...`) on the REST port (`--kserve_rest`). Default true. */
   readonly kserveRest: boolean;
+  /**
+   * Serve the KServe v2 gRPC API (`inference.GRPCInferenceService`) on the gRPC port, beside
+   * TF Serving's services (`--kserve_grpc`). Default true.
+   */
+  readonly kserveGrpc: boolean;
   /** Also serve it on the SageMaker-style port (`--kserve_sagemaker_port`). Default false. */
   readonly kserveSagemakerPort: boolean;
   /**
@@ -253,6 +258,7 @@ export const DEFAULTS = {
   savedModelConversionTimeoutSeconds: 600,
   responseCacheBytes: 0,
   kserveRest: true,
+  kserveGrpc: true,
   kserveSagemakerPort: false,
   kserveModelControlMode: 'none',
   monitoringConfigFile: undefined,

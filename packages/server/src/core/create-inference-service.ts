@@ -4,10 +4,12 @@ import { abortError, raceAbort } from './abort-error.js';
 import { type AdmissionPolicy, checkAdmission } from './admission.js';
 import type { InferenceObserver, PredictEnd } from './inference-observer.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
+import type { InferenceStatistics } from './inference-statistics.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
+import { type RequestStatistics, createRequestStatistics } from './request-statistics.js';
 import { type ResponseCache, responseCacheKey } from './response-cache.js';
 import { type RunOptions, type Session, sessionSignatures } from './session.js';
-import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
+import { DEFAULT_SIGNATURE_NAME, type Signature, batchesAlongDimension0 } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
 
 /**
@@ -51,11 +53,24 @@ export interface InferenceServiceOptions<A> {
     { readonly cache: ResponseCache; readonly enabledFor: (assets: A) => boolean } | undefined;
   /** Told of every predict (metrics, request logs, tracing). Default: none (no cost). */
   readonly observer?: InferenceObserver | undefined;
+  /**
+   * Receives the statistics of every request that runs a model (whatever its protocol) and
+   * of every model run; answers from the response cache run no model and are not counted.
+   * Default: none kept.
+   */
+  readonly statistics?: InferenceStatistics | undefined;
 }
 
 /** Signature name of a request: "" and undefined mean the default, as in TF Serving. */
 function signatureNameOf(name: string | undefined): string {
   return name === undefined || name === '' ? DEFAULT_SIGNATURE_NAME : name;
+}
+
+/** Batch items of a request: dimension 0 of its first input for a model that batches, else 1. */
+function itemsOf(signature: Signature, inputs: Readonly<Record<string, Tensor>>): number {
+  if (!batchesAlongDimension0(signature)) return 1;
+  for (const tensor of Object.values(inputs)) return tensor.shape[0] ?? 1;
+  return 1;
 }
 
 /** What scopedServable needs from its service. */
@@ -79,6 +94,7 @@ function scopedServable<A>(
   runs: Promise<unknown>[],
   isOpen: () => boolean,
   observer: InferenceObserver | undefined,
+  stats: RequestStatistics | undefined,
 ): Servable<A> {
   const { session } = handle;
   const { logger, admission, signatures, cache } = context;
@@ -144,9 +160,19 @@ function scopedServable<A>(
   ): Promise<Record<string, Tensor>> {
     if (!isOpen()) throw internal('Servable used after its scope ended');
     const signal = options.signal ?? scope.signal;
-    if (signal?.aborted) throw abortError(signal);
+    // A request counts (success or fail) once it reaches the model: shed or cancelled ones
+    // do, malformed ones do not (Triton counts neither requests it refuses in validation).
+    if (signal?.aborted) {
+      stats?.predicting();
+      throw abortError(signal);
+    }
     const { name, signature: sig } = signature(request.signatureName);
-    checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
+    try {
+      checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
+    } catch (error) {
+      stats?.predicting();
+      throw error;
+    }
     const adapted = sig.adapter !== undefined && request.modelInputs !== true;
     const modelSignature: Signature = { ...sig, inputs: sig.modelInputs ?? sig.inputs };
     validateInputs(adapted ? sig : modelSignature, request.inputs);
@@ -170,22 +196,36 @@ function scopedServable<A>(
       byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
       validateInputs(modelSignature, byAlias);
     }
+    stats?.predicting();
     const inputs: Record<string, Tensor> = {};
     for (const [alias, tensor] of Object.entries(byAlias)) {
       inputs[modelSignature.inputs[alias]!.name] = tensor;
     }
     const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
     const runs_ = sig.runs ?? name;
+    const record = stats?.runStarting(itemsOf(modelSignature, byAlias));
     const running = session.run(inputs, {
       signal,
       outputNames,
       transfer: adapted ? undefined : request.ownedBuffers,
-      onTimings,
+      onTimings:
+        record === undefined
+          ? onTimings
+          : (t) => {
+              record.options.onTimings(t);
+              onTimings?.(t);
+            },
+      onExecution: record?.options.onExecution,
       ...(runs_ === DEFAULT_SIGNATURE_NAME && session.signatures === undefined
         ? {}
         : { signatureName: runs_ }),
     });
-    runs.push(running.catch(() => undefined));
+    runs.push(
+      running.then(
+        () => record?.ended(),
+        () => record?.ended(),
+      ),
+    );
     const results = await raceAbort(running, signal);
     const outputs: Record<string, Tensor> = {};
     for (const alias of aliases) {
@@ -211,7 +251,7 @@ function scopedServable<A>(
  * an unloading version is closed only after its last request.
  */
 export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
-  const { manager, logger } = options;
+  const { manager, logger, statistics } = options;
   const admission: AdmissionPolicy = options.admission ?? { maxQueueWaitMs: 0 };
   const adaptInputs: InputAdapter<A> =
     options.adaptInputs ??
@@ -257,14 +297,22 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
   ): Promise<T> {
     const { signal } = callOptions;
     if (signal?.aborted) throw abortError(signal);
+    const arrivedAt = callOptions.arrivedAt ?? process.hrtime.bigint();
     const handle = manager.acquire(spec);
+    const stats =
+      statistics === undefined
+        ? undefined
+        : createRequestStatistics(statistics, handle.name, handle.version, arrivedAt);
     const runs: Promise<unknown>[] = [];
     let open = true;
     try {
-      return await fn(
-        scopedServable(handle, contextFor(handle), callOptions, runs, () => open, options.observer),
+      const result = await fn(
+        scopedServable(handle, contextFor(handle), callOptions, runs, () => open, options.observer, stats),
       );
+      stats?.finish(true);
+      return result;
     } catch (error) {
+      stats?.finish(false);
       throw toClientError(error, spec.name);
     } finally {
       open = false;

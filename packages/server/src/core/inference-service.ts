@@ -42,6 +42,11 @@ export interface CallOptions {
    * occupying the queue. The signal still enforces it.
    */
   readonly deadline?: number | undefined;
+  /**
+   * process.hrtime.bigint() when the request arrived (its body read), for the statistics:
+   * success and fail durations and compute_input start here. Default: when the core call started.
+   */
+  readonly arrivedAt?: bigint | undefined;
 }
 
 /** A predict against one pinned version. */

@@ -16,18 +16,35 @@ export interface RunOptions {
    * session's `signature`.
    */
   readonly signatureName?: string | undefined;
-  /** Told how the run went once it has finished (queue wait and compute time). */
+  /** Told, before the call resolves, how long it waited and ran (once per call that succeeds). */
   readonly onTimings?: ((timings: RunTimings) => void) | undefined;
+  /**
+   * Told of each model run that served this call as it finishes, for exactly one of the
+   * calls a run served: a batching layer that merges calls into one run reports that run to
+   * one of them (the first that asked). Summed over calls, every run is reported once.
+   */
+  readonly onExecution?: ((execution: RunExecution) => void) | undefined;
 }
 
-/** Where a run's time went, in milliseconds. */
+/** Where a call's time went, in milliseconds. */
 export interface RunTimings {
   /** Waiting for a free instance (and, with batching, for the batch to form). */
   readonly queueMs: number;
   /** The model run itself, as the runtime measured it around session.run. */
   readonly computeMs: number;
-  /** Rows in the executed batch (1 without batching); for statistics. */
+  /** Rows in the executed batch (1 without batching); for metrics and traces. */
   readonly batchSize: number;
+}
+
+/** One model run, in milliseconds. */
+export interface RunExecution {
+  /**
+   * Rows the run executed when a batching layer merged calls into it (padding included);
+   * undefined when the run was the reporting call's alone.
+   */
+  readonly batchSize?: number | undefined;
+  /** The model's own compute time (session.run in the worker). */
+  readonly computeMs: number;
 }
 
 /**
@@ -58,6 +75,12 @@ export interface Session {
   run(inputs: Readonly<Record<string, Tensor>>, options?: RunOptions): Promise<Record<string, Tensor>>;
   /** The session's current load; sessions that cannot tell leave it out (never shed). */
   pressure?(): SessionPressure;
+  /**
+   * Throws INVALID_ARGUMENT for inputs this session could not run faithfully (beyond the
+   * signature's dtype and shape), so that decorators refuse them before merging them with
+   * other requests. `run` checks them too; sessions without such limits leave it out.
+   */
+  checkInputs?(inputs: Readonly<Record<string, Tensor>>): void;
   /** Releases the session; pending runs are rejected with UNAVAILABLE. */
   close(): Promise<void>;
 }

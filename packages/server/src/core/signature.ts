@@ -52,3 +52,17 @@ export const DEFAULT_SIGNATURE_NAME = 'serving_default';
 export const PREDICT_METHOD_NAME = 'tensorflow/serving/predict';
 export const CLASSIFY_METHOD_NAME = 'tensorflow/serving/classify';
 export const REGRESS_METHOD_NAME = 'tensorflow/serving/regress';
+
+/**
+ * True when the model batches along dimension 0: every input and output has rank >= 2
+ * and a variable dimension 0 (e.g. [-1, 3, 224, 224] -> [-1, 1000]). A request's batch
+ * items are then its dimension 0; otherwise a request is one item. (Rank-1 tensors are
+ * not treated as batched: their per-item shape would be empty.) KServe reports such models
+ * with max_batch_size > 0, and statistics count their items.
+ */
+export function batchesAlongDimension0(signature: Signature): boolean {
+  const all = [...Object.values(signature.inputs), ...Object.values(signature.outputs)];
+  return (
+    all.length > 0 && all.every((t) => t.shape !== undefined && t.shape.length >= 2 && t.shape[0] === -1)
+  );
+}

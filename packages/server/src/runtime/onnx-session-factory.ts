@@ -16,6 +16,7 @@ import { tensorFromWire, toWire } from './wire-tensor.js';
 import type { WorkerInit } from './onnx-worker.js';
 import { abortError } from '../core/abort-error.js';
 import { createWorkerPool } from './worker-pool.js';
+import { checkOnnxStringInput } from './onnx-string-check.js';
 
 export interface OnnxRuntimeOptions {
   /** Worker threads (each with its own onnxruntime session) per model version. Default 1. */
@@ -375,16 +376,21 @@ function createPoolSession(pool: PoolOptions): Session {
   /** Moving average of one run as the main thread sees it (dispatch to result), in ms. */
   let runMs = 0;
   const RUN_MS_WEIGHT = 0.1;
+  const checkInputs = (inputs: Readonly<Record<string, Tensor>>): void => {
+    for (const [name, t] of Object.entries(inputs)) checkOnnxStringInput(name, t);
+  };
   const session: Session & { [WORKER_FAULTS]: { kill(index: number): Promise<number> } } = {
     [WORKER_FAULTS]: {
       kill: (index: number) => terminate(pool.workers[index]!),
     },
     signature,
+    checkInputs,
     ...(pool.signatures === undefined ? {} : { signatures: pool.signatures }),
     async run(inputs: Readonly<Record<string, Tensor>>, runOptions: RunOptions = {}) {
       if (closed) throw new ServingError(Code.UNAVAILABLE, 'Model version is unloading');
       const { signal } = runOptions;
       if (signal?.aborted) throw abortError(signal);
+      checkInputs(inputs);
       const wanted = runOptions.signatureName;
       const model = wanted === undefined ? undefined : pool.modelOf[wanted];
       if (wanted !== undefined && model === undefined) {
@@ -407,6 +413,7 @@ function createPoolSession(pool: PoolOptions): Session {
       );
       const took = performance.now() - dispatched;
       runMs = runMs === 0 ? took : runMs + RUN_MS_WEIGHT * (took - runMs);
+      runOptions.onExecution?.({ computeMs: result.computeMs });
       runOptions.onTimings?.({ queueMs: dispatched - submitted, computeMs: result.computeMs, batchSize: 1 });
       return result.outputs;
     },

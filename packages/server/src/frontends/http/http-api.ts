@@ -19,9 +19,10 @@ export interface HttpContext {
   /**
    * Reads the whole body within the API's limits, or within `limitBytes` (before and
    * after decompression) when given. Over a limit it rejects with a `body-too-large` ServingError,
-   * which the edge answers 413.
+   * which the edge answers 413. `alignAt`: a byte of the body to place 8-byte aligned (see
+   * ReadBodyOptions). The body's memory belongs to this request alone (see readBody).
    */
-  readBody(limitBytes?: number): Promise<Buffer>;
+  readBody(limitBytes?: number, placement?: { readonly alignAt?: number | undefined }): Promise<Buffer>;
   /** The caller's token and client certificate, for a ManagementGuard. */
   credentials(): ManagementCredentials;
 }

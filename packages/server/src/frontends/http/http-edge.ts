@@ -248,8 +248,9 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
       signal: watch.signal,
       deadline: api.requestTimeoutMs > 0 ? Date.now() + api.requestTimeoutMs : undefined,
       credentials: () => credentialsOf(req.headers, req.socket),
-      readBody: (limitBytes) =>
+      readBody: (limitBytes, placement) =>
         readBody(req, {
+          alignAt: placement?.alignAt,
           limitBytes: limitBytes ?? api.bodyLimitBytes,
           decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
           encodings: api.contentEncodings,

@@ -226,6 +226,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
   const predict: GrpcMethod = {
     alignment: predictRequestTensorOffset,
     async handler(bytes, { signal, deadline, messageBuffer }) {
+      const arrivedAt = process.hrtime.bigint();
       const request = decodePredictRequest(bytes);
       const model = modelSpecFromProto(request.modelSpec);
       const inputs: Record<string, Tensor> = {};
@@ -234,7 +235,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       }
       const result = await service.predict(
         { model, inputs, outputFilter: request.outputFilter, ownedBuffers: [messageBuffer] },
-        { signal, deadline },
+        { signal, deadline, arrivedAt },
       );
       return writePredictResponse(
         result.outputs,

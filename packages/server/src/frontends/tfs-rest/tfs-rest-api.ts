@@ -81,8 +81,10 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
           // Shed before reading the body when the model's queue is already too long.
           service.admit(model, call);
           const bytes = await ctx.readBody();
+          // Statistics time the request from here (the body is in).
+          const timed = { ...call, arrivedAt: process.hrtime.bigint() };
           if (method === 'predict') {
-            sendJson(ctx.res, 200, await predictTfsJson(service, model, parseTfsPredictJson(bytes), call));
+            sendJson(ctx.res, 200, await predictTfsJson(service, model, parseTfsPredictJson(bytes), timed));
             return;
           }
           const { signatureName, input } = parseTfsExamplesBody(parseTfsJsonText(bytes.toString('utf8')));
@@ -96,7 +98,7 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
                 : encodeTfsRegressResponse(
                     (await regressOn(servable, signatureName, input, examples, call)).values,
                   ),
-            call,
+            timed,
           );
           sendJson(ctx.res, 200, answer);
         },
