@@ -71,7 +71,7 @@ def _over(s, phase):
 
 def _column_title(s):
     title = s["title"]
-    if s["name"] == "visionserve" and s.get("grpc_kind"):
+    if s["name"].startswith("visionserve") and s.get("grpc_kind"):
         title += f" ({GRPC_LABELS.get(s['grpc_kind'], s['grpc_kind'])})"
     return title
 

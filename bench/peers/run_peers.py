@@ -59,7 +59,7 @@ def free_ports(n):
 
 
 # Each spec returns (title, command, grpc port, rest port, gRPC request kind, versions).
-def spec_visionserve(a, model_dir, run_dir):
+def spec_visionserve(a, model_dir, _run_dir, grpc_kind=None, extra=()):
     g, r = free_ports(2)
     node = shutil.which("node") or "node"
     cmd = [node, os.path.join(ROOT, "packages", "cli", "bin", "visionserve.js"), "serve", "--host=127.0.0.1",
@@ -68,12 +68,13 @@ def spec_visionserve(a, model_dir, run_dir):
            # answers as bytes, as the peers' raw_output_contents (TF Serving's default is float_val)
            "--enable_serialization_as_tensor_content=true",
            # the peers queue without limit; visionserve would refuse work queued over 250 ms on a busy box
-           "--max_queue_wait_ms=0"] + a.visionserve_args.split()
+           "--max_queue_wait_ms=0"] + list(extra) + a.visionserve_args.split()
     ver = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True)
     with open(os.path.join(ROOT, "node_modules", "onnxruntime-node", "package.json")) as f:
         ortn = json.load(f)["version"]
     versions = f"{ver.stdout.strip()}, node {platform_node()}, onnxruntime-node {ortn}"
-    return "visionserve", cmd, g, r, a.visionserve_grpc, versions
+    title = "visionserve" + "".join(f" {e}" for e in extra)
+    return title, cmd, g, r, grpc_kind or a.visionserve_grpc, versions
 
 
 def platform_node():
@@ -115,6 +116,8 @@ def spec_pytriton(a, _model_dir, _run_dir, max_batch=0):
 
 SPECS = {
     "visionserve": spec_visionserve,
+    "visionserve-tfs": lambda a, d, r: spec_visionserve(a, d, r, "tfs"),
+    "visionserve-1i": lambda a, d, r: spec_visionserve(a, d, r, None, ["--model_instances=1"]),
     "kserve": spec_kserve,
     "kserve-thread": lambda a, d, r: spec_kserve(a, d, r, "thread"),
     "mlserver": spec_mlserver,
@@ -285,7 +288,7 @@ def main():
 
     x, meta = loadgen.load_tensor(a.tensor)
     model_dir = os.path.join(a.out, "visionserve-model")  # a version directory for visionserve
-    if "visionserve" in names:
+    if any(n.startswith("visionserve") for n in names):
         os.makedirs(os.path.join(model_dir, "1"), exist_ok=True)
         shutil.copyfile(a.model_path, os.path.join(model_dir, "1", "model.onnx"))
     cpu, simd = cpu_description()
