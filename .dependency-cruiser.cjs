@@ -113,7 +113,8 @@ module.exports = {
       from: { path: S + 'core/' },
       to: {
         path: [
-          S + '(frontends|runtime|batching|warmup|repository|config|contracts|observability|security)/',
+          S +
+            '(frontends|runtime|batching|warmup|repository|config|contracts|observability|security|storage)/',
           S + '(server|index)\\.ts$',
           '^packages/vision/',
           '@bufbuild/protobuf',
@@ -140,7 +141,9 @@ module.exports = {
         'runtime implements core.Session and the handler contract; it knows no frontend, decorator, repository or config',
       severity: 'error',
       from: { path: S + 'runtime/' },
-      to: { path: [S + '(frontends|batching|warmup|repository|config)/', S + '(server|index)\\.ts$'] },
+      to: {
+        path: [S + '(frontends|batching|warmup|repository|config|storage)/', S + '(server|index)\\.ts$'],
+      },
     },
     {
       name: 'batching-knows-only-core-session',
@@ -179,7 +182,7 @@ module.exports = {
       from: { path: S + 'repository/' },
       to: {
         path: [
-          S + '(core|frontends|runtime|batching|warmup|config)/',
+          S + '(core|frontends|runtime|batching|warmup|config|storage)/',
           S + '(server|index)\\.ts$',
           ...NATIVE,
           WORKERS,
@@ -188,13 +191,36 @@ module.exports = {
       },
     },
     {
+      name: 'storage-knows-only-the-repository',
+      comment:
+        'storage turns model locations (s3://, archives) into local directories; it reads them with the repository and knows no serving layer',
+      severity: 'error',
+      from: { path: S + 'storage/' },
+      to: {
+        path: [
+          S + '(core|frontends|runtime|batching|warmup|config|contracts|observability|security)/',
+          S + '(server|index)\\.ts$',
+          ...NATIVE,
+          WORKERS,
+        ],
+      },
+    },
+    {
+      name: 'only-storage-talks-to-s3',
+      comment:
+        'the AWS SDK is loaded lazily in one place (storage/s3-store.ts); everything else uses that store',
+      severity: 'error',
+      from: { path: '^packages/(server|cli)/src/', pathNot: S + 'storage/' },
+      to: { path: '(^|/)node_modules/@aws-sdk/' },
+    },
+    {
       name: 'config-is-a-leaf',
       comment: 'config parses flags, files and environment into one frozen schema',
       severity: 'error',
       from: { path: S + 'config/' },
       to: {
         path: [
-          S + '(core|frontends|runtime|batching|warmup|repository|contracts)/',
+          S + '(core|frontends|runtime|batching|warmup|repository|contracts|storage)/',
           S + '(server|index)\\.ts$',
           ...NATIVE,
         ],
@@ -222,7 +248,7 @@ module.exports = {
       from: { path: S + 'frontends/' },
       to: {
         path: [
-          S + '(runtime|batching|warmup|repository|config|observability|security)/',
+          S + '(runtime|batching|warmup|repository|config|observability|security|storage)/',
           S + '(server|index)\\.ts$',
           'onnxruntime-node',
           WORKERS,
@@ -274,7 +300,7 @@ module.exports = {
       from: { path: S + 'observability/' },
       to: {
         path: [
-          S + '(runtime|batching|repository|config|contracts|security)/',
+          S + '(runtime|batching|repository|config|contracts|security|storage)/',
           S + 'frontends/(?!shared/)',
           S + 'warmup/(?!(tfrecord|warmup-file|crc32c)\\.ts$)',
           S + '(server|index)\\.ts$',
@@ -292,7 +318,7 @@ module.exports = {
       from: { path: S + 'security/' },
       to: {
         path: [
-          S + '(core|runtime|batching|warmup|config|contracts|observability)/',
+          S + '(core|runtime|batching|warmup|config|contracts|observability|storage)/',
           S + 'frontends/(?!shared/)',
           S + '(server|index)\\.ts$',
           ...NATIVE,

@@ -86,6 +86,16 @@ const PLANTS = {
     '../core/model-manager.js',
     'packages/server/src/core/model-manager.ts',
   ],
+  'storage-knows-only-the-repository': [
+    'packages/server/src/storage/s3-mirror.ts',
+    '../core/model-state.js',
+    'packages/server/src/core/model-state.ts',
+  ],
+  'only-storage-talks-to-s3': [
+    'packages/server/src/repository/optional-file.ts',
+    '@aws-sdk/client-s3',
+    'node_modules/@aws-sdk/client-s3',
+  ],
   'config-is-a-leaf': [
     'packages/server/src/config/server-config.ts',
     '../core/signature.js',

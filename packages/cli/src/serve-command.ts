@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, FLAGS, configFromEnv, parseFlags, resolveServerConfig } from '@visionserve/server';
@@ -12,14 +12,27 @@ export const SERVE_HELP = `Usage: visionserve serve [flags]
 Starts the TF Serving compatible gRPC (:8500) and REST (:8501) APIs and the
 SageMaker-style endpoint (:8080: /ping, /invocations, multi-model /models with
 SAGEMAKER_MULTI_MODEL=true; --sagemaker_port=-1 disables it).
-With neither --model_base_path nor --model_config_file, serves a generated
-demo model, half_plus_two (y = 0.5 * x + 2), so this works with no arguments.
+With no model flag, serves /opt/ml/model when it holds anything (the SageMaker
+layout: <version>/model.onnx at its top, or <model>/<version>/model.onnx, plus
+code/), else a generated demo model, half_plus_two (y = 0.5 * x + 2), so this
+works with no arguments.
 
 Flags (TF Serving names; --flag=value or --flag value):
 ${Object.entries(FLAGS)
   .map(([name, spec]) => `  --${name.padEnd(44)} ${spec.help}`)
   .join('\n')}
 `;
+
+/** Where SageMaker puts the model (model.tar.gz unpacked). */
+const SAGEMAKER_MODEL_DIR = '/opt/ml/model';
+
+async function holdsAnything(dir: string): Promise<boolean> {
+  try {
+    return (await readdir(dir)).length > 0;
+  } catch {
+    return false;
+  }
+}
 
 /** Runs the server until SIGINT/SIGTERM; resolves with the exit code. */
 export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -28,7 +41,15 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
     const flags = parseFlags(argv);
     let config = resolveServerConfig(flags, configFromEnv(env));
     const logger = createJsonLogger({ level: config.logLevel });
-    if (config.modelBasePath === undefined && config.modelConfigFile === undefined) {
+    const noModel = (): boolean =>
+      config.modelBasePath === undefined &&
+      config.modelConfigFile === undefined &&
+      config.sagemakerModelDir === undefined;
+    if (noModel() && (await holdsAnything(SAGEMAKER_MODEL_DIR))) {
+      logger.info('serving the SageMaker model directory', { dir: SAGEMAKER_MODEL_DIR });
+      config = resolveServerConfig({ ...flags, sagemakerModelDir: SAGEMAKER_MODEL_DIR }, configFromEnv(env));
+    }
+    if (noModel()) {
       demoRoot = await mkdtemp(join(tmpdir(), 'visionserve-demo-'));
       const demo = await writeDemoRepository(demoRoot);
       logger.info('no model given: serving the generated demo model', {

@@ -41,6 +41,7 @@ describe('OpenAPI 3.1 contract', () => {
       '/v2/models/{model}/infer',
       '/v2/repository/models/{model}/load',
       '/ping',
+      '/execution-parameters',
       '/invocations',
       '/models/{model}',
       '/healthz',

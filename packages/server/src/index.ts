@@ -45,6 +45,18 @@ export type { WarmupRecord } from './warmup/warmup-file.js';
 export type { WarmupReport } from './warmup/warmup-session-factory.js';
 export type { BatchingCounters, BatchingStats } from './batching/batching-stats.js';
 
+// SageMaker: in-process invocations (visionserve transform) and S3 access.
+export type {
+  ExecutionParameters,
+  InvocationCall,
+  InvocationRequest,
+  InvocationResponse,
+} from './frontends/sagemaker/index.js';
+export { createS3Store, describeS3Error, formatS3Uri, isS3Uri, parseS3Uri } from './storage/s3-store.js';
+export type { S3Location, S3Object, S3Store, S3StoreOptions } from './storage/s3-store.js';
+export { extractModelArchive, DEFAULT_ARCHIVE_LIMITS } from './repository/model-archive.js';
+export type { ArchiveLimits, ArchiveSummary } from './repository/model-archive.js';
+export { findSageMakerModels } from './repository/sagemaker-model-dir.js';
 // TensorFlow SavedModels: the converter (`visionserve convert`), and the response cache.
 export {
   CONVERTER_REQUIREMENTS,

@@ -17,7 +17,7 @@ import {
 } from './batching/batching-parameters.js';
 import { createBatchingSessionFactory } from './batching/batching-session-factory.js';
 import { type BatchingStats, createBatchingStats } from './batching/batching-stats.js';
-import type { ServerConfig } from './config/server-config.js';
+import { DEFAULTS, type ServerConfig } from './config/server-config.js';
 import type { ModelConfig } from './core/model-config.js';
 import { DEFAULT_VERSION_POLICY } from './core/model-config.js';
 import { createModelManager } from './core/model-manager.js';
@@ -35,7 +35,15 @@ import { createGrpcWebApi } from './frontends/grpc-web/grpc-web-api.js';
 import { type VersionTimes, createConsoleApi } from './frontends/console/console-api.js';
 import { openApiDocument } from './frontends/console/openapi-document.js';
 import { createTrafficSampler } from './observability/traffic-sampler.js';
-import { createSageMakerApi } from './frontends/sagemaker/index.js';
+import {
+  type ExecutionParameters,
+  type InvocationCall,
+  type InvocationRequest,
+  type InvocationResponse,
+  type SageMakerInvoker,
+  createSageMakerApi,
+  createSageMakerInvoker,
+} from './frontends/sagemaker/index.js';
 import {
   createKServeGrpcService,
   createKServeHttpApi,
@@ -48,12 +56,16 @@ import { checkVersionConfined, resolveModelLocation } from './repository/confine
 import { findModelDirectory, listModelDirectories } from './repository/model-roots.js';
 import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
+import { createHandlerDependencies } from './runtime/handler-dependencies.js';
+import { createModelSources, isArchivePath } from './storage/model-sources.js';
+import { isS3Uri } from './storage/s3-store.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
 import { MODEL_FILE_NAME, SAVED_MODEL_FILES, listVersions } from './repository/list-versions.js';
 import { describeModelLayoutProblem } from './repository/model-layout.js';
 import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
 import { createInflightBudget } from './frontends/shared/inflight-budget.js';
 import { ConfigError } from './config/config-error.js';
+import { notFound, toServingError } from '@visionserve/protocol';
 import { readOptionalFile } from './repository/optional-file.js';
 import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
@@ -87,6 +99,13 @@ export interface RunningVisionServer {
   readonly manager: ModelManager<ServableAssets>;
   /** Batching counters per batched model version; absent when batching is off. */
   readonly batching?: BatchingStats;
+  /**
+   * Serves one SageMaker /invocations request in-process, exactly as the HTTP route does
+   * (`visionserve transform` uses it with every listener disabled).
+   */
+  invoke(request: InvocationRequest, call: InvocationCall): Promise<InvocationResponse>;
+  /** What `GET /execution-parameters` answers. */
+  readonly executionParameters: ExecutionParameters;
   /**
    * The response cache (hits, misses, evictions, bytes; per model too) for metrics; absent
    * when --response_cache_bytes is 0.
@@ -123,6 +142,8 @@ function modelConfigs(config: ServerConfig, configFileText: string | undefined):
   }
   return [];
 }
+
+const DEFAULT_MODEL_NAME: string = DEFAULTS.modelName;
 
 /** Per-model batching parameters file inside a version directory. */
 const MODEL_BATCHING_PARAMETERS_FILE = 'batching_params.pbtxt';
@@ -341,6 +362,52 @@ export async function startVisionServer(
     adaptInputs,
   );
   let handlerHost: HandlerHost | undefined;
+  const sources = createModelSources({
+    cacheDir: config.modelCacheDir,
+    logger: logger.child({ component: 'storage' }),
+    archiveLimits: { maxBytes: config.modelArchiveMaxBytes, maxEntries: 100_000 },
+  });
+  // Base path -> the SageMaker model directory whose shared code/ serves it.
+  const sharedCodeRoots = new Map<string, string>();
+  const handlerDependencies = config.sagemakerInstallHandlerDependencies
+    ? createHandlerDependencies({
+        cacheDir: config.modelCacheDir,
+        logger: logger.child({ component: 'handler-dependencies' }),
+      })
+    : undefined;
+  const loadAssets = async (basePath: string): Promise<ServableAssets> => {
+    const assets = await readModelAssets(basePath, { sharedCodeRoot: sharedCodeRoots.get(basePath) });
+    if (assets.handlerModulePath === undefined || handlerDependencies === undefined) return assets;
+    return { ...assets, handlerModulePath: await handlerDependencies.prepare(assets.handlerModulePath) };
+  };
+  /** Remote and archived locations as local directories; a SageMaker model directory as the models it holds. */
+  const localize = async (configs: readonly ModelConfig[]): Promise<ModelConfig[]> => {
+    if (config.sagemakerModelDir !== undefined) {
+      const singleName = config.modelName === DEFAULT_MODEL_NAME ? 'model' : config.modelName;
+      const found = await sources.modelDirectory(config.sagemakerModelDir, singleName);
+      if (found.models.length === 0 && !config.waitForModels) {
+        throw new ConfigError(
+          `--sagemaker_model_dir=${config.sagemakerModelDir}: no model found (expected <version>/model.onnx or <version>/saved_model.pb at its top, or <model>/<version>/... for several models)`,
+        );
+      }
+      return found.models.map((m) => {
+        if (found.codeDir !== undefined) sharedCodeRoots.set(m.basePath, dirname(found.codeDir));
+        return {
+          name: m.name,
+          basePath: m.basePath,
+          versionPolicy: DEFAULT_VERSION_POLICY,
+          versionLabels: {},
+        };
+      });
+    }
+    return Promise.all(
+      configs.map(async (c) =>
+        isS3Uri(c.basePath) || isArchivePath(c.basePath)
+          ? { ...c, basePath: await sources.localBasePath(c.basePath) }
+          : c,
+      ),
+    );
+  };
   const responseCache =
     config.responseCacheBytes > 0 ? createResponseCache({ maxBytes: config.responseCacheBytes }) : undefined;
   const statistics = createInferenceStatistics();
@@ -355,7 +422,7 @@ export async function startVisionServer(
           await checkVersionConfined(source.basePath, source.path, file);
         }
       }
-      return readModelAssets(source.basePath);
+      return loadAssets(source.basePath);
     },
     listVersions,
     logger: logger.child({ component: 'manager' }),
@@ -368,7 +435,11 @@ export async function startVisionServer(
         else versionTimes.set(key, { since: Date.now(), loadMs: event.durationMs });
       }
       // Handler modules are imported once per worker: drop them when their version goes or its assets change.
-      if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
+      if (event.type === 'unloaded' || event.type === 'assets-refreshed') {
+        handlerHost?.forget(event.basePath);
+        const shared = sharedCodeRoots.get(event.basePath);
+        if (shared !== undefined) handlerHost?.forget(join(shared, 'code'));
+      }
       // Cached responses belong to one version and the assets it ran with (image settings).
       if (event.type !== 'loaded') responseCache?.invalidate(event.model, event.version);
       if (event.type === 'unloaded') statistics.forget(event.model, event.version);
@@ -490,6 +561,7 @@ export async function startVisionServer(
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
+  let invoker: SageMakerInvoker | undefined;
   const stopAll = async (graceMs: number): Promise<void> => {
     for (const t of timers) clearInterval(t);
     // Listeners drain together: no new connections, keep-alive clients told to go, in-flight requests finish.
@@ -591,14 +663,36 @@ export async function startVisionServer(
         }),
       );
     }
+    // Handler workers start on first use: the host costs nothing until a handler runs.
+    const host = createHandlerHost({
+      workers: config.sagemakerHandlerWorkers,
+      logger: logger.child({ component: 'handler-host' }),
+    });
+    handlerHost = host;
+    const loopback = loopbackFor(config.host);
+    invoker = createSageMakerInvoker({
+      service,
+      logger: logger.child({ component: 'sagemaker' }),
+      handlerHost: host,
+      imageDecodes,
+      defaultModelName: config.sagemakerDefaultModelName,
+      restBaseUrl:
+        rest === undefined
+          ? undefined
+          : `${ops.tls === undefined ? 'http' : 'https'}://${loopback}:${rest.port}`,
+      grpcPort: grpc?.port,
+      executionParameters: {
+        MaxConcurrentTransforms:
+          config.sagemakerMaxConcurrentTransforms > 0
+            ? config.sagemakerMaxConcurrentTransforms
+            : 2 * config.instances,
+        BatchStrategy: 'MULTI_RECORD',
+        MaxPayloadInMB: config.sagemakerMaxPayloadMb,
+      },
+    });
     if (config.sagemakerPort >= 0) {
-      const host = createHandlerHost({
-        workers: config.sagemakerHandlerWorkers,
-        logger: logger.child({ component: 'handler-host' }),
-      });
-      handlerHost = host;
       const roots = config.sagemakerModelRoots;
-      const loopback = loopbackFor(config.host);
+      const sagemakerInvoker = invoker;
       sagemaker = await listen('--sagemaker_port', config.sagemakerPort, () =>
         startHttpServer({
           host: config.host,
@@ -611,22 +705,23 @@ export async function startVisionServer(
               opsApi(true),
               createSageMakerApi({
                 service,
-                imageDecodes,
+                invoker: sagemakerInvoker,
                 registry: manager,
                 logger: logger.child({ component: 'sagemaker' }),
-                handlerHost: host,
-                resolveModelLocation: (url) => resolveModelLocation(url, roots),
-                defaultModelName: config.sagemakerDefaultModelName,
+                resolveModelLocation: async (url) => {
+                  if (!isS3Uri(url) && !isArchivePath(url)) return resolveModelLocation(url, roots);
+                  const where = isS3Uri(url) ? url : await resolveModelLocation(url, roots, 'file');
+                  // The container answers 404 for a model location it cannot use.
+                  return sources.localBasePath(where).catch((error: unknown) => {
+                    throw notFound(toServingError(error).message);
+                  });
+                },
                 multiModel: config.sagemakerMultiModel,
                 maxModels: config.sagemakerMaxModels,
                 memoryLimitBytes: config.sagemakerMemoryLimitBytes,
                 modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
                 bodyLimitBytes: config.sagemakerMaxBodyBytes,
                 requestTimeoutMs: config.sagemakerRequestTimeoutMs,
-                restBaseUrl:
-                  rest === undefined
-                    ? undefined
-                    : `${ops.tls === undefined ? 'http' : 'https'}://${loopback}:${rest.port}`,
                 grpcPort: grpc?.port,
                 restPort: rest?.port,
                 managementGuard: ops.guard,
@@ -649,7 +744,7 @@ export async function startVisionServer(
         config.modelConfigFile === undefined ? undefined : await readFile(config.modelConfigFile, 'utf8');
       if (text !== undefined && text === lastConfigText) return undefined;
       lastConfigText = text;
-      return modelConfigs(config, text);
+      return localize(modelConfigs(config, text));
     };
     warnIfManagementOpen(config, ops.guardOpen, logger);
     const initial = (await readConfigs()) ?? [];
@@ -672,7 +767,8 @@ export async function startVisionServer(
     if (config.fileSystemPollSeconds > 0) {
       timers.push(
         setInterval(() => {
-          void manager.poll();
+          // S3 copies are refreshed first; their failures are logged and the copies kept.
+          void sources.sync().then(() => manager.poll());
         }, config.fileSystemPollSeconds * 1000),
       );
     }
@@ -700,6 +796,7 @@ export async function startVisionServer(
   }
 
   let closing: Promise<void> | undefined;
+  const sagemakerInvoker: SageMakerInvoker = invoker;
   return {
     ports: {
       ...(grpc ? { grpc: grpc.port } : {}),
@@ -709,6 +806,8 @@ export async function startVisionServer(
     service,
     manager,
     ...(batching ? { batching } : {}),
+    invoke: (request, call) => sagemakerInvoker.invoke(request, call),
+    executionParameters: sagemakerInvoker.executionParameters,
     ...(responseCache ? { responseCache } : {}),
     statistics,
     ...(ops.metrics ? { metrics: ops.metrics } : {}),

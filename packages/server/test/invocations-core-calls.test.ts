@@ -12,7 +12,7 @@ import type { ModelRegistry } from '../src/core/model-registry.js';
 import type { Signature } from '../src/core/signature.js';
 import { createHttpEdge } from '../src/frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from '../src/frontends/http/start-http-server.js';
-import { createSageMakerApi } from '../src/frontends/sagemaker/index.js';
+import { createSageMakerApi, createSageMakerInvoker } from '../src/frontends/sagemaker/index.js';
 import { createJsonLogger } from '../src/util/logger.js';
 import { fakeInferenceService } from './fakes.js';
 import { sharedImage } from './shared-models.js';
@@ -70,13 +70,22 @@ describe('/invocations JPEG -> top-5 in one core call', () => {
         apis: [
           createSageMakerApi({
             service,
+            invoker: createSageMakerInvoker({
+              service,
+              logger,
+              handlerHost: {
+                invoke: () => Promise.reject(new Error('no handlers here')),
+                forget: () => undefined,
+                close: () => Promise.resolve(),
+              },
+              executionParameters: {
+                MaxConcurrentTransforms: 1,
+                BatchStrategy: 'MULTI_RECORD',
+                MaxPayloadInMB: 6,
+              },
+            }),
             registry,
             logger,
-            handlerHost: {
-              invoke: () => Promise.reject(new Error('no handlers here')),
-              forget: () => undefined,
-              close: () => Promise.resolve(),
-            },
             resolveModelLocation: () => Promise.reject(new Error('no multi-model')),
             maxModels: 0,
             memoryLimitBytes: 0,

@@ -74,5 +74,10 @@ function sagemakerFromEnv(
   if (workers !== undefined) out.sagemakerHandlerWorkers = workers;
   const wait = seconds('SAGEMAKER_TFS_WAIT_TIME_SECONDS');
   if (wait !== undefined) out.sagemakerModelLoadTimeoutMs = wait;
+  // Set by SageMaker Batch Transform for the job's container; echoed by /execution-parameters.
+  const transforms = int('SAGEMAKER_MAX_CONCURRENT_TRANSFORMS');
+  if (transforms !== undefined) out.sagemakerMaxConcurrentTransforms = transforms;
+  const payload = int('SAGEMAKER_MAX_PAYLOAD_IN_MB');
+  if (payload !== undefined && payload > 0) out.sagemakerMaxPayloadMb = payload;
   return out;
 }

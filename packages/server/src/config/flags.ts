@@ -288,6 +288,37 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'POST /models load timeout (default 300000)',
   },
+  // --- SageMaker deployment ---
+  sagemaker_model_dir: {
+    key: 'sagemakerModelDir',
+    type: 'string',
+    help: 'SageMaker model dir / model.tar.gz / s3:// (default /opt/ml/model if present)',
+  },
+  model_cache_dir: {
+    key: 'modelCacheDir',
+    type: 'string',
+    help: 'cache for s3:// models, unpacked archives, handler installs',
+  },
+  model_archive_max_bytes: {
+    key: 'modelArchiveMaxBytes',
+    type: 'int',
+    help: 'largest unpacked model.tar.gz (default 16 GiB)',
+  },
+  sagemaker_install_handler_dependencies: {
+    key: 'sagemakerInstallHandlerDependencies',
+    type: 'bool',
+    help: 'npm-install code/package.json before a handler loads (default true)',
+  },
+  sagemaker_max_concurrent_transforms: {
+    key: 'sagemakerMaxConcurrentTransforms',
+    type: 'int',
+    help: 'MaxConcurrentTransforms in /execution-parameters (0: 2 x instances)',
+  },
+  sagemaker_max_payload_mb: {
+    key: 'sagemakerMaxPayloadMb',
+    type: 'int',
+    help: 'MaxPayloadInMB in /execution-parameters (default 6)',
+  },
   // --- browser: gRPC-web, OpenAPI, console ---
   enable_grpc_web: {
     key: 'enableGrpcWeb',

@@ -1,5 +1,5 @@
-import { availableParallelism } from 'node:os';
-import { dirname, resolve } from 'node:path';
+import { availableParallelism, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import type { LogLevel } from '../util/logger.js';
 import { ConfigError } from './config-error.js';
 
@@ -210,6 +210,28 @@ export interface ServerConfig {
   readonly sagemakerHandlerWorkers: number;
   /** How long a multi-model load may take before 408, in ms (`SAGEMAKER_TFS_WAIT_TIME_SECONDS`). Default 300000. */
   readonly sagemakerModelLoadTimeoutMs: number;
+
+  // --- SageMaker deployment: model archives, handler dependencies, batch transform, S3 ---
+  /**
+   * A SageMaker model directory (`--sagemaker_model_dir`): version directories at its top
+   * (one model, named by --model_name) or several models (`<name>/<version>/model.onnx`),
+   * plus `code/`; also a `model.tar.gz` or an `s3://` location of either. Every model found
+   * is served. `visionserve serve` uses /opt/ml/model when no model is given and it exists.
+   */
+  readonly sagemakerModelDir: string | undefined;
+  /** Where `s3://` model copies, unpacked archives and installed handler code go (`--model_cache_dir`). Default `<tmp>/visionserve-cache`. */
+  readonly modelCacheDir: string;
+  /** Largest unpacked model archive, in bytes (`--model_archive_max_bytes`). Default 16 GiB. */
+  readonly modelArchiveMaxBytes: number;
+  /** Install `code/package.json` dependencies before a handler loads (`--sagemaker_install_handler_dependencies`). Default true. */
+  readonly sagemakerInstallHandlerDependencies: boolean;
+  /**
+   * `MaxConcurrentTransforms` of `GET /execution-parameters` (`SAGEMAKER_MAX_CONCURRENT_TRANSFORMS`);
+   * 0: twice --model_instances (keeps every instance busy while answers travel). Default 0.
+   */
+  readonly sagemakerMaxConcurrentTransforms: number;
+  /** `MaxPayloadInMB` of `GET /execution-parameters` (`SAGEMAKER_MAX_PAYLOAD_IN_MB`). Default 6 (SageMaker's). */
+  readonly sagemakerMaxPayloadMb: number;
 }
 
 /** Batching fields that the SageMaker container sets from its environment. */
@@ -285,9 +307,14 @@ export const DEFAULTS = {
   sagemakerRequestTimeoutMs: 60_000,
   sagemakerHandlerWorkers: 2,
   sagemakerModelLoadTimeoutMs: 300_000,
+  sagemakerModelDir: undefined,
+  modelArchiveMaxBytes: 16 * 1024 ** 3,
+  sagemakerInstallHandlerDependencies: true,
+  sagemakerMaxConcurrentTransforms: 0,
+  sagemakerMaxPayloadMb: 6,
 } as const satisfies Omit<
   ServerConfig,
-  'intraOpThreads' | 'instances' | 'modelRoots' | 'sagemakerModelRoots'
+  'intraOpThreads' | 'instances' | 'modelRoots' | 'sagemakerModelRoots' | 'modelCacheDir'
 >;
 
 /** Merges sources (defaults < env < flags), validates and freezes. */
@@ -309,12 +336,18 @@ export function resolveServerConfig(
     ...merged,
     modelRoots,
     sagemakerModelRoots: merged.sagemakerModelRoots?.map((p) => resolve(p)) ?? modelRoots,
+    modelCacheDir: resolve(merged.modelCacheDir ?? join(tmpdir(), 'visionserve-cache')),
     intraOpThreads: intra,
     instances:
       merged.instances && merged.instances > 0 ? merged.instances : Math.max(1, Math.floor(cores / intra)),
   };
-  if (config.modelBasePath !== undefined && config.modelConfigFile !== undefined) {
-    throw new ConfigError('--model_base_path and --model_config_file cannot both be set');
+  if (
+    [config.modelBasePath, config.modelConfigFile, config.sagemakerModelDir].filter((v) => v !== undefined)
+      .length > 1
+  ) {
+    throw new ConfigError(
+      'only one of --model_base_path, --model_config_file and --sagemaker_model_dir can be set',
+    );
   }
   for (const [key, value] of [
     ['port', config.grpcPort],
@@ -344,6 +377,7 @@ export function resolveServerConfig(
     ['sagemaker_max_models', config.sagemakerMaxModels],
     ['sagemaker_memory_limit_bytes', config.sagemakerMemoryLimitBytes],
     ['sagemaker_request_timeout_ms', config.sagemakerRequestTimeoutMs],
+    ['sagemaker_max_concurrent_transforms', config.sagemakerMaxConcurrentTransforms],
   ] as const) {
     if (value < 0) throw new ConfigError(`--${key} must be >= 0, got ${value}`);
   }
@@ -376,6 +410,8 @@ export function resolveServerConfig(
     ['sagemaker_max_body_bytes', config.sagemakerMaxBodyBytes],
     ['sagemaker_handler_workers', config.sagemakerHandlerWorkers],
     ['sagemaker_model_load_timeout_ms', config.sagemakerModelLoadTimeoutMs],
+    ['sagemaker_max_payload_mb', config.sagemakerMaxPayloadMb],
+    ['model_archive_max_bytes', config.modelArchiveMaxBytes],
     ['saved_model_conversion_timeout_seconds', config.savedModelConversionTimeoutSeconds],
   ] as const) {
     if (value < 1) throw new ConfigError(`--${key} must be >= 1, got ${value}`);

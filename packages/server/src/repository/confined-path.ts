@@ -80,12 +80,16 @@ export async function readConfined(
 
 /**
  * Resolves a model location given by a client (SageMaker `POST /models` `url`) to the
- * real path of an existing directory inside one of `roots`. Refused with NOT_FOUND,
+ * real path of an existing directory (or, with `kind` "file", a model archive) inside one of `roots`. Refused with NOT_FOUND,
  * never touching anything outside the roots: `..` segments, relative paths,
  * non-`file:` URL schemes, paths that do not exist or are not directories, and
  * paths whose real location (symlinks followed) is outside every root.
  */
-export async function resolveModelLocation(url: string, roots: readonly string[]): Promise<string> {
+export async function resolveModelLocation(
+  url: string,
+  roots: readonly string[],
+  kind: 'directory' | 'file' = 'directory',
+): Promise<string> {
   let path = url;
   if (/^[a-z][a-z0-9+.-]*:/i.test(path)) {
     if (!path.startsWith('file://')) throw notFound(`Unsupported model url scheme: ${url}`);
@@ -114,7 +118,8 @@ export async function resolveModelLocation(url: string, roots: readonly string[]
     throw notFound(`Model path ${url} resolves outside the allowed model roots`);
   }
   const s = await stat(real);
-  if (!s.isDirectory()) throw notFound(`Model path ${url} is not a directory`);
+  if (kind === 'directory' && !s.isDirectory()) throw notFound(`Model path ${url} is not a directory`);
+  if (kind === 'file' && !s.isFile()) throw notFound(`Model archive ${url} is not a file`);
   return real;
 }
 

@@ -9,6 +9,14 @@ const MAX_ASSET_BYTES = 16 * 1024 * 1024;
 /** Handler module names looked up in `<base>/code/`, first match wins. */
 export const HANDLER_MODULE_FILES = ['code/inference.mjs', 'code/inference.js'] as const;
 
+export interface ModelAssetsOptions {
+  /**
+   * A directory whose `code/` serves models that have no `code/` of their own (the top of a
+   * SageMaker model directory holding several models); the module is confined to it. Default: none.
+   */
+  readonly sharedCodeRoot?: string | undefined;
+}
+
 /**
  * Reads what the SageMaker-style endpoint needs from a model's base directory:
  * `visionserve.json` (validated), the labels file it names, and the handler module
@@ -16,7 +24,10 @@ export const HANDLER_MODULE_FILES = ['code/inference.mjs', 'code/inference.js'] 
  * (real paths; symlinks escaping it are refused with PERMISSION_DENIED). Invalid
  * files are INVALID_ARGUMENT naming the file.
  */
-export async function readModelAssets(basePath: string): Promise<ServableAssets> {
+export async function readModelAssets(
+  basePath: string,
+  options: ModelAssetsOptions = {},
+): Promise<ServableAssets> {
   const configBytes = await readConfined(basePath, VISION_CONFIG_FILE, MAX_ASSET_BYTES);
   let config: VisionConfig | undefined;
   if (configBytes !== undefined) {
@@ -43,8 +54,11 @@ export async function readModelAssets(basePath: string): Promise<ServableAssets>
     labels = parseLabels(bytes.toString('utf8'), post.labels, post.labelsFormat);
   }
   let handlerModulePath: string | undefined;
-  for (const file of HANDLER_MODULE_FILES) {
-    handlerModulePath = await resolveConfined(basePath, file);
+  for (const root of [basePath, ...(options.sharedCodeRoot === undefined ? [] : [options.sharedCodeRoot])]) {
+    for (const file of HANDLER_MODULE_FILES) {
+      handlerModulePath = await resolveConfined(root, file);
+      if (handlerModulePath !== undefined) break;
+    }
     if (handlerModulePath !== undefined) break;
   }
   return { vision: { config, labels }, handlerModulePath };

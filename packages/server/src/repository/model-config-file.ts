@@ -118,14 +118,24 @@ function parseOneConfig(config: PbMessageReader, configDir: string, source: stri
     if (Object.hasOwn(versionLabels, key)) {
       throw entry.error(`model "${name}": version label "${key}" given more than once`);
     }
-    versionLabels[key] = value;
+    // defineProperty: a label named "__proto__" must be kept, not set the prototype.
+    Object.defineProperty(versionLabels, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
 
   const loggingReader = config.messageField('logging_config');
   const logging = loggingReader === undefined ? undefined : parseLogging(loggingReader, name, configDir);
   return {
     name,
-    basePath: isAbsolute(basePath) ? basePath : resolve(configDir, basePath),
+    // URIs (s3://...) are kept as they are; the storage layer reads them.
+    basePath:
+      isAbsolute(basePath) || /^[a-z][a-z0-9+.-]*:\/\//i.test(basePath)
+        ? basePath
+        : resolve(configDir, basePath),
     versionPolicy,
     versionLabels,
     ...(logging === undefined ? {} : { logging }),

@@ -641,6 +641,28 @@ function sageMakerPaths(): Json {
         },
       },
     },
+    '/execution-parameters': {
+      servers,
+      get: {
+        tags,
+        operationId: 'sagemakerExecutionParameters',
+        summary: 'What a Batch Transform job should use when it leaves these open',
+        responses: {
+          '200': json(
+            {
+              type: 'object',
+              required: ['MaxConcurrentTransforms', 'BatchStrategy', 'MaxPayloadInMB'],
+              properties: {
+                MaxConcurrentTransforms: { type: 'integer', minimum: 1 },
+                BatchStrategy: { enum: ['MULTI_RECORD', 'SINGLE_RECORD'] },
+                MaxPayloadInMB: { type: 'integer', minimum: 1 },
+              },
+            },
+            'Parallel requests, records per request, largest request in MiB',
+          ),
+        },
+      },
+    },
     '/invocations': {
       servers,
       post: {

@@ -1,29 +1,26 @@
-import { availableParallelism } from 'node:os';
 import { invalidArgument } from '@visionserve/protocol';
-import type { HandlerHost } from '../../contracts/handler-host.js';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
 import type { Logger } from '../../util/logger.js';
 import type { HttpApi, HttpContext, HttpRoute } from '../http/http-api.js';
-import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import { sendJson } from '../http/send.js';
 import type { ManagementGuard } from '../shared/management-guard.js';
-import { type InvocationsDeps, invoke } from './invocations.js';
+import { invoke } from './invocations.js';
 import { createMultiModelApi, notLoaded } from './multi-model-api.js';
 import { ping } from './ping.js';
+import type { SageMakerInvoker } from './sagemaker-invoker.js';
 
 export interface SageMakerApiOptions {
-  /** The in-process inference API; versions carry their assets (visionserve.json, labels, handler). */
+  /** The in-process inference API (status for /ping, the multi-model API). */
   readonly service: InferenceService<ServableAssets>;
+  /** Serves /invocations and /models/{m}/invoke, and knows the default model and execution parameters. */
+  readonly invoker: SageMakerInvoker;
   /** Per-model configs (base paths) and, in multi-model mode, load/unload. */
   readonly registry: ModelRegistry;
   readonly logger: Logger;
-  /** Runs `code/inference.js` modules off the main thread (the runtime's handler host). */
-  readonly handlerHost: HandlerHost;
-  /** Resolves a multi-model `POST /models` url inside the allowed model roots; rejects NOT_FOUND otherwise. */
+  /** Resolves a multi-model `POST /models` url to a local model directory; rejects NOT_FOUND otherwise. */
   readonly resolveModelLocation: (url: string) => Promise<string>;
-  /** Model used without `tfs-model-name`. Default: the first configured model. */
-  readonly defaultModelName?: string | undefined;
   /** Serve the multi-model API (`/models...`). Default false. */
   readonly multiModel?: boolean | undefined;
   /** Multi-model: most models configured at once (507 above); 0 = no limit. */
@@ -38,12 +35,8 @@ export interface SageMakerApiOptions {
   readonly bodyLimitBytes: number;
   /** Deadline of one request in ms, handler included; 0 disables. */
   readonly requestTimeoutMs: number;
-  /** TF Serving REST base URL for `context.restUri`, e.g. "http://127.0.0.1:8501"; undefined when REST is off. */
-  readonly restBaseUrl?: string | undefined;
-  /** TF Serving gRPC port for `context.grpcPort`; undefined when gRPC is off. */
+  /** TF Serving gRPC port, named in the multi-model load message; undefined when gRPC is off. */
   readonly grpcPort?: number | undefined;
-  /** Image decodes in flight at once (each holds the full-size pixels). Default: cores, at least 2. */
-  readonly imageDecodes?: ConcurrencyLimit | undefined;
   /** TF Serving REST port, named in the multi-model load message; undefined when REST is off. */
   readonly restPort?: number | undefined;
   /** Who may load and unload models (multi-model `POST /models`, `DELETE /models/{m}`). Default: anyone. */
@@ -61,7 +54,7 @@ function modelName(ctx: HttpContext): string {
 
 /**
  * The SageMaker-style endpoint (docs/protocols.md) as an HTTP API: `/ping`,
- * `/invocations` and, with `multiModel`, the multi-model API (`GET /models`,
+ * `/execution-parameters`, `/invocations` and, with `multiModel`, the multi-model API (`GET /models`,
  * `GET /models/{m}`, `POST /models`, `DELETE /models/{m}`, `POST /models/{m}/invoke`).
  * Errors are `{"error": message}` with TF Serving's status mapping, except the
  * protocol's own: 413 body too large, 415 unsupported Content-Type / Accept, 507 / 408
@@ -71,28 +64,25 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
   const { service, registry, logger } = options;
   const guard = options.managementGuard;
   const multiModel = options.multiModel ?? false;
-  const defaultModel = (): string | undefined => options.defaultModelName ?? service.modelNames()[0];
-  const imageDecodes = options.imageDecodes ?? createConcurrencyLimit(Math.max(2, availableParallelism()));
-  const deps: InvocationsDeps = {
-    service,
-    handlerHost: options.handlerHost,
-    logger,
-    defaultModel,
-    imageDecodes,
-    examples: { imageDecodes },
-    restBaseUrl: options.restBaseUrl,
-    grpcPort: options.grpcPort,
-  };
+  const { invoker } = options;
   const routes: HttpRoute[] = [
     {
       name: 'ping',
       methods: ['GET', 'HEAD'],
       path: '/ping',
       handle: ({ res }) => {
-        ping(res, service, defaultModel(), multiModel);
+        ping(res, service, invoker.defaultModel(), multiModel);
       },
     },
-    { name: 'invocations', methods: ['POST'], path: '/invocations', handle: (ctx) => invoke(ctx, deps) },
+    {
+      name: 'execution-parameters',
+      methods: ['GET'],
+      path: '/execution-parameters',
+      handle: ({ res }) => {
+        sendJson(res, 200, JSON.stringify(invoker.executionParameters));
+      },
+    },
+    { name: 'invocations', methods: ['POST'], path: '/invocations', handle: (ctx) => invoke(ctx, invoker) },
   ];
   if (multiModel) {
     const mme = createMultiModelApi({
@@ -149,7 +139,7 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
         handle: (ctx) => {
           const name = modelName(ctx);
           if (registry.modelConfig(name) === undefined) throw notLoaded(name);
-          return invoke(ctx, deps, name);
+          return invoke(ctx, invoker, name);
         },
       },
     );
