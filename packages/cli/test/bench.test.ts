@@ -347,7 +347,7 @@ describe('visionserve bench arguments', () => {
       '--cold-requests=9',
       '--plan',
     ]);
-    assert.deepEqual(a.options.suites, ['latency', 'sweep', 'cold-start']);
+    assert.deepEqual(a.options.suites, ['latency', 'sweep', 'cold-start', 'overload']);
     assert.deepEqual(
       a.options.sweep?.configs?.map((c) => c.name),
       ['1x1', '2x1+b0'],
@@ -496,6 +496,59 @@ describe('runBench (short)', () => {
       assert.match(md, /\| MobileNetV2 int8 \| 1 × 1 \+ batching \(max 8, timeout 0\) \| \d+ \(/);
       assert.match(md, /### First requests after a load/);
       assert.doesNotMatch(md, /### Latency suite/);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('overload suite (short): capacity, open loop, shedding and RSS fields for gRPC and REST; no folder left', async () => {
+    const root = await tempRoot();
+    const steps: string[] = [];
+    let planned = 0;
+    try {
+      const report = await runBench({
+        ...SHORT,
+        suites: ['overload'],
+        paths: [],
+        serverArgs: ['--model_instances=1'],
+        overload: {
+          capacityConcurrencies: [1, 4],
+          capacityDurationMs: 400,
+          settleMs: 300,
+          durationMs: 1000,
+          afterMs: 200,
+        },
+        tempRoot: root,
+        onPlan: (p) => {
+          planned = p.steps;
+        },
+        onStep: (text) => steps.push(text),
+      });
+      assert.deepEqual(await readdir(root), [], 'temporary folder removed');
+      assert.equal(steps.length, planned, 'every planned step reported');
+      const o = report.overload!;
+      assert.equal(o.factor, 3);
+      assert.deepEqual(
+        o.runs.map((r) => r.protocol),
+        ['grpc', 'rest'],
+      );
+      for (const r of o.runs) {
+        assert.equal(r.skipped, undefined, JSON.stringify(r));
+        assert.ok(r.capacity!.throughput > 0 && r.capacity!.points.length >= 1, JSON.stringify(r.capacity));
+        assert.ok(r.requestBytes! > 600_000);
+        const open = r.open!;
+        assert.ok(open.sent > 0 && open.ratePerSecond > 0);
+        const counted = Object.values(open.counts).reduce((a, b) => a + b, 0);
+        const labelled = Object.values(open.labels).reduce((a, b) => a + b, 0);
+        assert.equal(counted, open.sent);
+        assert.equal(labelled, open.sent);
+        assert.ok(r.rss!.idleMiB > 0 && r.rss!.peakMiB > 0 && r.rss!.afterMiB > 0, JSON.stringify(r.rss));
+        assert.equal(r.targets!.length, 6);
+        assert.equal(r.loadAverageBefore.length, 3);
+      }
+      const md = formatMarkdown(report);
+      assert.match(md, /### Overload/);
+      assert.match(md, /\| goodput ≥ 80 % of capacity \| \*\*(PASS|FAIL)\*\*/);
     } finally {
       await rm(root, { recursive: true, force: true });
     }
