@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { arrivalTimes, runOpenLoop } from '../src/bench/overload-loop.js';
+import { arrivalTimes, messageKind, runOpenLoop } from '../src/bench/overload-loop.js';
 import {
   type ShotResult,
   createGrpcShooter,
@@ -87,6 +87,13 @@ describe('overload arrivals', () => {
 });
 
 describe('overload load generators', () => {
+  it('groups messages by kind (numbers as #)', () => {
+    assert.equal(
+      messageKind('model m has about 312 ms of queued work (limit 250.5 ms)'),
+      'model m has about # ms of queued work (limit # ms)',
+    );
+  });
+
   it('maps statuses to outcomes', () => {
     assert.equal(grpcOutcome(0), 'ok');
     assert.equal(grpcOutcome(14), 'shed');
@@ -127,6 +134,7 @@ describe('overload load generators', () => {
               ':status': 200,
               'content-type': 'application/grpc',
               'grpc-status': kind === 'shed' ? '14' : '4',
+              'grpc-message': 'busy%20now',
             },
             { endStream: true },
           );
@@ -151,7 +159,12 @@ describe('overload load generators', () => {
         });
       };
       assert.deepEqual(await shoot('ok'), { outcome: 'ok', label: 'OK', responseBytes: 3 });
-      assert.deepEqual(await shoot('shed'), { outcome: 'shed', label: 'UNAVAILABLE', responseBytes: 0 });
+      assert.deepEqual(await shoot('shed'), {
+        outcome: 'shed',
+        label: 'UNAVAILABLE',
+        responseBytes: 0,
+        message: 'busy now',
+      });
       assert.equal((await shoot('late')).label, 'DEADLINE_EXCEEDED');
       const reset = await shoot('reset');
       assert.equal(reset.outcome, 'error');
@@ -213,9 +226,18 @@ describe('overload load generators', () => {
           s.close();
         }
       };
-      assert.deepEqual((await one('/shed')).outcome, 'shed');
-      // A refusal is complete with its status line.
-      assert.deepEqual(await one('/busy'), { outcome: 'shed-429', label: 'HTTP 429', responseBytes: 0 });
+      assert.deepEqual(await one('/shed'), {
+        outcome: 'shed',
+        label: 'HTTP 503',
+        responseBytes: 22,
+        message: '{"error":"overloaded"}',
+      });
+      assert.deepEqual(await one('/busy'), {
+        outcome: 'shed-429',
+        label: 'HTTP 429',
+        responseBytes: 21,
+        message: '{"instances":[1,2,3]}',
+      });
       assert.equal((await one('/fail')).outcome, 'error');
       const dropped = await one('/drop');
       assert.equal(dropped.outcome, 'error');
@@ -250,6 +272,7 @@ describe('overload targets', () => {
       sent: 9000,
       counts: { ok: 2700, shed: 6300, 'shed-429': 0, deadline: 0, timeout: 0, error: 0 },
       labels: {},
+      messages: {},
       goodput: 90,
       goodputRatio: 0.9,
       accepted: lat(60, 120),

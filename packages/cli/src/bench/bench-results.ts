@@ -118,6 +118,10 @@ export interface OverloadCapacityPoint {
   readonly latency: LatencySummary;
   readonly errors: number;
   readonly firstError?: string;
+  /** Server CPU time (all threads) per request of the timed block, ms. */
+  readonly serverCpuMsPerRequest?: number;
+  /** Load generator CPU time per request, ms. */
+  readonly clientCpuMsPerRequest?: number;
 }
 
 /** A target of issue 9's overload test, evaluated on one run. */
@@ -160,6 +164,8 @@ export interface OverloadRun {
     readonly counts: Readonly<Record<string, number>>;
     /** Requests per exact answer (`OK`, `UNAVAILABLE`, `HTTP 503`, `transport: ...`). */
     readonly labels: Readonly<Record<string, number>>;
+    /** Requests per refusal or error message (numbers as `#`). */
+    readonly messages: Readonly<Record<string, number>>;
     /** OK answers per second of offered load. */
     readonly goodput: number;
     /** goodput ÷ capacity. */
@@ -176,6 +182,11 @@ export interface OverloadRun {
     readonly connections: number;
     readonly clientCpuMsPerRequest: number;
     readonly serverCpuMsPerRequest?: number;
+    /**
+     * Server CPU per request not answered OK, estimated: the loop's server CPU minus the OK
+     * answers at the CPU per request measured at capacity, divided by the others.
+     */
+    readonly serverCpuMsPerRefusal?: number;
     /** The generator's event-loop delay during the loop, ms. */
     readonly generatorLoopDelayP99Ms: number;
     readonly generatorLoopDelayMaxMs: number;

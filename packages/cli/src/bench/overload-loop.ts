@@ -11,6 +11,14 @@ import { ownCpuMs } from './proc-cpu.js';
 
 export type Arrivals = 'poisson' | 'fixed';
 
+/** Distinct refusal and error messages kept (further kinds are counted as "(other messages)"). */
+export const MAX_MESSAGES = 20;
+
+/** A message with its numbers replaced by `#`, so that messages of one kind count together. */
+export function messageKind(text: string): string {
+  return text.replace(/\d+(\.\d+)?/g, '#');
+}
+
 export const OUTCOMES: readonly ShotOutcome[] = ['ok', 'shed', 'shed-429', 'deadline', 'timeout', 'error'];
 
 /** Arrival times in [0, durationMs), ms from the start, ascending. */
@@ -76,6 +84,8 @@ export interface OpenLoopResult {
   readonly outcome: Uint8Array;
   /** Count per exact label (`OK`, `UNAVAILABLE`, `HTTP 503`, `transport: ...`). */
   readonly labels: Readonly<Record<string, number>>;
+  /** Count per message of the answers not OK, numbers replaced by `#` (at most MAX_MESSAGES kinds). */
+  readonly messages: Readonly<Record<string, number>>;
   /** performance.now() at the loop's start. */
   readonly startedAt: number;
   /** From the start to the last settled request, ms. */
@@ -96,6 +106,7 @@ export function runOpenLoop(shooter: Shooter, options: OpenLoopOptions): Promise
   const doneMs = new Float64Array(n);
   const outcome = new Uint8Array(n);
   const labels: Record<string, number> = {};
+  const messages: Record<string, number> = {};
   const counts = [0, 0, 0, 0, 0, 0];
   const delay = monitorEventLoopDelay({ resolution: 5 });
   delay.enable();
@@ -128,6 +139,7 @@ export function runOpenLoop(shooter: Shooter, options: OpenLoopOptions): Promise
         doneMs,
         outcome,
         labels,
+        messages,
         startedAt: t0,
         wallMs: performance.now() - t0,
         peakOutstanding: peak,
@@ -148,6 +160,11 @@ export function runOpenLoop(shooter: Shooter, options: OpenLoopOptions): Promise
         outcome[i] = k;
         counts[k]!++;
         labels[r.label] = (labels[r.label] ?? 0) + 1;
+        if (r.message !== undefined) {
+          let kind = `${r.label}: ${messageKind(r.message)}`;
+          if (!(kind in messages) && Object.keys(messages).length >= MAX_MESSAGES) kind = '(other messages)';
+          messages[kind] = (messages[kind] ?? 0) + 1;
+        }
         if (++settled === n) finish();
       });
       peak = Math.max(peak, shooter.outstanding);

@@ -63,8 +63,8 @@ export function formatOverload(o: OverloadReport, lines: string[]): void {
   }
   lines.push(
     '',
-    '| run | capacity points: c → req/s (p50/p99 ms, errors) | answers | send lag p99 / max ms | generator loop delay p99 / max ms | client / server CPU ms per request | peak outstanding | connections | server flags |',
-    '|---|---|---|---:|---:|---:|---:|---:|---|',
+    '| run | capacity points: c → req/s (p50/p99 ms, errors) | server CPU ms per OK request at capacity | answers | send lag p99 / max ms | generator loop delay p99 / max ms | client / server CPU ms per request | server CPU ms per refusal (est.) | peak outstanding | connections | server flags |',
+    '|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|',
   );
   for (const r of o.runs) {
     if (!r.capacity || !r.open) continue;
@@ -79,11 +79,20 @@ export function formatOverload(o: OverloadReport, lines: string[]): void {
       .map(([k, v]) => `${k} ${v}`)
       .join(', ');
     const p = r.open;
+    const at = r.capacity.points.find((x) => x.concurrency === r.capacity!.concurrency);
     lines.push(
-      `| ${runName(r)} | ${points} | ${cell(answers)} | ${ms(p.sendLag.p99)} / ${ms(p.sendLag.max)} | ` +
+      `| ${runName(r)} | ${points} | ${n1(at?.serverCpuMsPerRequest, 2)} | ${cell(answers)} | ${ms(p.sendLag.p99)} / ${ms(p.sendLag.max)} | ` +
         `${ms(p.generatorLoopDelayP99Ms)} / ${ms(p.generatorLoopDelayMaxMs)} | ${n1(p.clientCpuMsPerRequest, 2)} / ${n1(p.serverCpuMsPerRequest, 2)} | ` +
+        `${n1(p.serverCpuMsPerRefusal, 2)} | ` +
         `${p.peakOutstanding} | ${p.connections} | ${cell(r.serverArgs.join(' ') || 'defaults')} |`,
     );
+  }
+  const said = o.runs.filter((r) => r.open && Object.keys(r.open.messages).length > 0);
+  if (said.length > 0) {
+    lines.push('', 'What refusals and errors said (numbers as #):', '');
+    for (const r of said)
+      for (const [m, count] of Object.entries(r.open!.messages).sort((a, b) => b[1] - a[1]))
+        lines.push(`- ${runName(r)}: ${count} × ${m.replaceAll('\n', ' ')}`);
   }
   const timelines = o.runs.filter((r) => r.rss);
   if (timelines.length > 0) {

@@ -26,7 +26,12 @@ export interface ShotResult {
   readonly label: string;
   /** Response bytes received (the body, without framing). */
   readonly responseBytes: number;
+  /** What a refusal or error said (grpc-message, or the start of the HTTP body). */
+  readonly message?: string;
 }
+
+/** Longest message kept per answer. */
+const MESSAGE_CHARS = 200;
 
 export interface Shooter {
   /** Sends one request; `done` is called exactly once, when the answer (or its failure) is known. */
@@ -124,12 +129,18 @@ export function createGrpcShooter(options: GrpcShooterOptions): Shooter {
       let settled = false;
       let bytes = 0;
       let status: number | undefined;
+      let message: string | undefined;
       const finish = (outcome: ShotOutcome, label: string): void => {
         if (settled) return;
         settled = true;
         outstanding--;
         clearTimeout(timer);
-        done({ outcome, label, responseBytes: Math.max(0, bytes - 5) });
+        done({
+          outcome,
+          label,
+          responseBytes: Math.max(0, bytes - 5),
+          ...(outcome !== 'ok' && message !== undefined ? { message } : {}),
+        });
       };
       let stream: http2.ClientHttp2Stream;
       try {
@@ -151,6 +162,8 @@ export function createGrpcShooter(options: GrpcShooterOptions): Shooter {
       const onStatus = (h: IncomingHttpHeaders): void => {
         const raw = h['grpc-status'];
         if (raw !== undefined) status = Number(raw);
+        const text = h['grpc-message'];
+        if (typeof text === 'string' && text !== '') message = decodeMessage(text).slice(0, MESSAGE_CHARS);
       };
       stream.on('response', (h) => {
         if (h[':status'] !== 200) {
@@ -229,12 +242,13 @@ export function createRestShooter(options: RestShooterOptions): Shooter {
       outstanding++;
       let settled = false;
       let bytes = 0;
+      let head = '';
       const finish = (outcome: ShotOutcome, label: string): void => {
         if (settled) return;
         settled = true;
         outstanding--;
         clearTimeout(timer);
-        done({ outcome, label, responseBytes: bytes });
+        done({ outcome, label, responseBytes: bytes, ...(head !== '' ? { message: head } : {}) });
       };
       const req = http.request({ agent, host, port, method: 'POST', path: options.path, headers });
       const timer = setTimeout(() => {
@@ -247,16 +261,23 @@ export function createRestShooter(options: RestShooterOptions): Shooter {
       req.on('response', (res) => {
         const status = res.statusCode ?? 0;
         const outcome = httpOutcome(status);
-        // A refusal is known with its status line; an answer once its body is in.
-        if (outcome !== 'ok') finish(outcome, `HTTP ${status}`);
+        const label = `HTTP ${status}`;
+        // A refusal is known with its status line (its short body, the message, usually
+        // comes in the same packet); an answer once its body is in.
         res.on('data', (chunk: Buffer) => {
           bytes += chunk.byteLength;
+          if (outcome !== 'ok' && head.length < MESSAGE_CHARS)
+            head += chunk.toString('utf8', 0, Math.min(chunk.byteLength, MESSAGE_CHARS - head.length));
         });
         res.on('end', () => {
-          finish(outcome, `HTTP ${status}`);
+          finish(outcome, label);
         });
         res.on('error', () => {
-          finish('error', 'transport: response aborted');
+          if (outcome !== 'ok') finish(outcome, label);
+          else finish('error', 'transport: response aborted');
+        });
+        res.on('close', () => {
+          if (outcome !== 'ok') finish(outcome, label);
         });
       });
       req.on('error', (error: NodeJS.ErrnoException) => {
@@ -274,6 +295,14 @@ export function createRestShooter(options: RestShooterOptions): Shooter {
       agent.destroy();
     },
   };
+}
+
+function decodeMessage(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }
 
 function splitAddress(address: string): [string, string] {

@@ -19,7 +19,7 @@ import { closedLoop } from './load-loop.js';
 import { type Arrivals, OUTCOMES, type OpenLoopResult, runOpenLoop } from './overload-loop.js';
 import { type Shooter, type ShotResult, createGrpcShooter, createRestShooter } from './overload-shooters.js';
 import { evaluateOverloadTargets } from './overload-targets.js';
-import { processCpuMs } from './proc-cpu.js';
+import { ownCpuMs, processCpuMs } from './proc-cpu.js';
 import { readRssBytes, startRssSampler, type RssSample } from './process-memory.js';
 import { type ServerProcess, startServerProcess } from './server-process.js';
 import { median, summarize } from './stats.js';
@@ -216,6 +216,8 @@ async function runOne(
         minRequests: concurrency,
         maxRequests: Number.MAX_SAFE_INTEGER,
       });
+      const cpuBefore = await processCpuMs(server.pid);
+      const clientBefore = ownCpuMs();
       const r = await closedLoop(send, concurrency, {
         durationMs: o.capacityDurationMs,
         minRequests: concurrency,
@@ -224,12 +226,19 @@ async function runOne(
           o.progress.tick(`${label} · capacity c=${concurrency} · ${n} req`);
         },
       });
+      const cpuAfter = await processCpuMs(server.pid);
+      const clientCpuMs = ownCpuMs() - clientBefore;
       const throughput = r.wallMs > 0 ? (r.latenciesMs.length * 1000) / r.wallMs : 0;
+      const done = r.latenciesMs.length + r.errors;
       points.push({
         concurrency,
         throughput,
         latency: summarize(r.latenciesMs),
         errors: r.errors,
+        ...(cpuBefore !== undefined && cpuAfter !== undefined && done > 0
+          ? { serverCpuMsPerRequest: (cpuAfter - cpuBefore) / done }
+          : {}),
+        ...(done > 0 ? { clientCpuMsPerRequest: clientCpuMs / done } : {}),
         ...(r.firstError !== undefined ? { firstError: r.firstError } : {}),
       });
       stale = throughput >= best * PLATEAU_GAIN ? 0 : stale + 1;
@@ -322,6 +331,7 @@ async function runOne(
         sent: n,
         counts,
         labels: open.labels,
+        messages: open.messages,
         goodput,
         goodputRatio: goodput / best,
         accepted: acceptedSummary,
@@ -332,6 +342,11 @@ async function runOne(
         connections: shooter.connections,
         clientCpuMsPerRequest: n > 0 ? open.clientCpuMs / n : NaN,
         ...(serverCpuMs !== undefined && n > 0 ? { serverCpuMsPerRequest: serverCpuMs / n } : {}),
+        ...(serverCpuMs !== undefined && at.serverCpuMsPerRequest !== undefined && n > counts.ok!
+          ? {
+              serverCpuMsPerRefusal: (serverCpuMs - counts.ok! * at.serverCpuMsPerRequest) / (n - counts.ok!),
+            }
+          : {}),
         generatorLoopDelayP99Ms: open.loopDelayP99Ms,
         generatorLoopDelayMaxMs: open.loopDelayMaxMs,
         wallMs: open.wallMs,
