@@ -261,6 +261,7 @@ export function fakeInferenceService<A = undefined>(
     },
     admit() {
       calls.admit++;
+      return () => undefined;
     },
     status(spec) {
       calls.status++;

@@ -2,6 +2,7 @@ import { Code, ServingError, type Tensor, internal } from '@visionserve/protocol
 import type { Logger } from '../util/logger.js';
 import { abortError, raceAbort } from './abort-error.js';
 import { type AdmissionPolicy, checkAdmission } from './admission.js';
+import { type PendingAdmissions, createPendingAdmissions } from './pending-admissions.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
@@ -31,6 +32,7 @@ function scopedServable<A>(
   logger: Logger,
   scope: CallOptions,
   admission: AdmissionPolicy,
+  pending: PendingAdmissions,
   runs: Promise<unknown>[],
   isOpen: () => boolean,
 ): Servable<A> {
@@ -54,7 +56,15 @@ function scopedServable<A>(
       const signal = options.signal ?? scope.signal;
       if (signal?.aborted) throw abortError(signal);
       const { signature: sig } = signature(request.signatureName);
-      checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
+      // An admitted request's run is about to be submitted: it now counts as queued.
+      if (signal !== undefined) pending.take(session, signal);
+      checkAdmission(
+        session,
+        admission,
+        handle.name,
+        options.deadline ?? scope.deadline,
+        pending.count(session),
+      );
       validateInputs(sig, request.inputs);
       const aliases = validateOutputFilter(sig, request.outputFilter);
       const inputs: Record<string, Tensor> = {};
@@ -89,6 +99,7 @@ function scopedServable<A>(
 export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
   const { manager, logger } = options;
   const admission: AdmissionPolicy = options.admission ?? { maxQueueWaitMs: 0 };
+  const pending = createPendingAdmissions();
 
   function toClientError(error: unknown, model: string): ServingError {
     if (error instanceof ServingError) return error;
@@ -107,7 +118,7 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
     const runs: Promise<unknown>[] = [];
     let open = true;
     try {
-      return await fn(scopedServable(handle, logger, callOptions, admission, runs, () => open));
+      return await fn(scopedServable(handle, logger, callOptions, admission, pending, runs, () => open));
     } catch (error) {
       throw toClientError(error, spec.name);
     } finally {
@@ -148,10 +159,14 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
       try {
         handle = manager.acquire(spec);
       } catch {
-        return; // Unknown model or version: the request itself fails with the right error.
+        // Unknown model or version: the request itself fails with the right error.
+        return () => undefined;
       }
       try {
-        checkAdmission(handle.session, admission, handle.name, callOptions.deadline);
+        const { session } = handle;
+        const { signal } = callOptions;
+        checkAdmission(session, admission, handle.name, callOptions.deadline, pending.count(session, signal));
+        return signal === undefined ? () => undefined : pending.add(session, signal);
       } finally {
         handle.release();
       }

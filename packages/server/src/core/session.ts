@@ -45,8 +45,12 @@ export interface SessionPressure {
 export interface Session {
   readonly signature: Signature;
   run(inputs: Readonly<Record<string, Tensor>>, options?: RunOptions): Promise<Record<string, Tensor>>;
-  /** The session's current load; sessions that cannot tell leave it out (never shed). */
-  pressure?(): SessionPressure;
+  /**
+   * The session's current load, as if `extraQueued` more runs (default 0) were waiting
+   * behind its queue: requests admitted whose runs are not submitted yet. Sessions that
+   * cannot tell leave it out (never shed).
+   */
+  pressure?(extraQueued?: number): SessionPressure;
   /** Releases the session; pending runs are rejected with UNAVAILABLE. */
   close(): Promise<void>;
 }

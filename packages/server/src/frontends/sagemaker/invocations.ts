@@ -110,8 +110,9 @@ export async function invoke(ctx: HttpContext, deps: InvocationsDeps, pathModel?
         );
       }
       checkPredictMethod(target);
-      // Shed before reading the body when the model's queue is already too long.
-      deps.service.admit({ name: servable.name, version: servable.version }, call);
+      // Shed before reading the body when the model's queue is already too long; an
+      // admitted request counts as queued until its run is submitted or it ends.
+      res.once('close', deps.service.admit({ name: servable.name, version: servable.version }, call));
       const body = await ctx.readBody();
       if (body.byteLength === 0) throw invalidArgument('Empty request body');
       let out: Uint8Array;

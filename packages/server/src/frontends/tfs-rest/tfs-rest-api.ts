@@ -65,8 +65,9 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
             );
           }
           const call = { signal: ctx.signal, deadline: ctx.deadline };
-          // Shed before reading the body when the model's queue is already too long.
-          service.admit(model, call);
+          // Shed before reading the body when the model's queue is already too long; an
+          // admitted request counts as queued until its run is submitted or it ends.
+          ctx.res.once('close', service.admit(model, call));
           const body = await ctx.readBody();
           sendJson(
             ctx.res,
