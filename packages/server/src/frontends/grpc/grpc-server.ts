@@ -202,15 +202,26 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         cleanup();
         reject(error);
       };
-      const place = (): void => {
+      /** Admits the call on the message's head and places the message; false when refused. */
+      const place = (): boolean => {
         const seen = Buffer.concat(head!, headBytes);
         head = undefined;
+        if (method.admit !== undefined) {
+          try {
+            const release = method.admit(seen, { signal: call.controller.signal, deadline: call.deadline });
+            if (release !== undefined) stream.once('close', release);
+          } catch (error) {
+            fail(error instanceof ServingError ? error : new ServingError(Code.INTERNAL, 'Internal error'));
+            return false;
+          }
+        }
         const offset = method.alignment?.(seen);
         const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
         buffer = new ArrayBuffer(length + shift);
         target = new Uint8Array(buffer, shift, length);
         target.set(seen, 0);
         fill = seen.byteLength;
+        return true;
       };
       const onData = (chunk: Buffer): void => {
         let at = 0;
@@ -257,11 +268,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         }
         const rest = at === 0 ? chunk : chunk.subarray(at);
         if (rest.byteLength === 0) {
-          if (length === 0 && target === undefined) place();
+          if (length === 0 && target === undefined && !place()) return;
         } else if (target === undefined) {
           head!.push(rest);
           headBytes += rest.byteLength;
-          if (headBytes >= Math.min(length, PROBE_BYTES)) place();
+          if (headBytes >= Math.min(length, PROBE_BYTES) && !place()) return;
         } else {
           if (fill + rest.byteLength > length) {
             fail(new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call'));
@@ -276,7 +287,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       };
       const onEnd = (): void => {
         cleanup();
-        if (length >= 0 && target === undefined && head !== undefined && headBytes >= length) place();
+        if (length >= 0 && target === undefined && head !== undefined && headBytes >= length && !place())
+          return;
         if (target === undefined || fill !== length) {
           reject(new ServingError(Code.INTERNAL, 'Incomplete request message'));
           return;

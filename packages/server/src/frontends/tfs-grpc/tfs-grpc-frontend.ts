@@ -8,6 +8,7 @@
  * whose status is OK.
  */
 import { type DescMessage, type MessageShape, create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import { Code, ServingError, type Tensor, invalidArgument, unimplemented } from '@visionserve/protocol';
 import {
@@ -15,6 +16,7 @@ import {
   GetModelMetadataResponseSchema,
   GetModelStatusRequestSchema,
   GetModelStatusResponseSchema,
+  ModelSpecSchema,
   PredictRequestSchema,
   type PredictRequestView,
   PredictRequestViewSchema,
@@ -27,7 +29,7 @@ import {
   tensorFromProtoView,
   writePredictResponse,
 } from '@visionserve/protocol/tfs-proto';
-import type { InferenceService } from '../../core/inference-service.js';
+import type { InferenceService, ModelSpec } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import type { GrpcMethod, GrpcService } from '../grpc/grpc-service.js';
 import {
@@ -83,6 +85,24 @@ function decodePredictRequest(bytes: Uint8Array): PredictRequestView {
   }
 }
 
+/**
+ * The model_spec of a PredictRequest from the head of its message, when it is the first
+ * field and lies whole in the head (standard encoders write fields in number order);
+ * undefined otherwise (the full decode then reports any problem).
+ */
+export function modelSpecFromHead(head: Uint8Array): ModelSpec | undefined {
+  try {
+    const reader = new BinaryReader(head);
+    const [field, wireType] = reader.tag();
+    if (field !== 1 || wireType !== WireType.LengthDelimited) return undefined;
+    const length = reader.uint32();
+    if (reader.pos + length > head.byteLength) return undefined;
+    return modelSpecFromProto(fromBinary(ModelSpecSchema, head.subarray(reader.pos, reader.pos + length)));
+  } catch {
+    return undefined;
+  }
+}
+
 /** The only metadata field TF Serving (and visionserve) supports. */
 const SIGNATURE_DEF_FIELD = 'signature_def';
 
@@ -105,6 +125,11 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
 
   const predict: GrpcMethod = {
     alignment: predictRequestTensorOffset,
+    // Shed before the tensors are read when the model's queue is already too long.
+    admit(head, call) {
+      const spec = modelSpecFromHead(head);
+      return spec === undefined ? undefined : service.admit(spec, call);
+    },
     async handler(bytes, { signal, deadline, messageBuffer }) {
       const request = decodePredictRequest(bytes);
       const model = modelSpecFromProto(request.modelSpec);
