@@ -32,6 +32,14 @@ module.exports = {
       to: { path: ['^packages/(vision|client|server|cli)/', ...NATIVE, WORKERS] },
     },
     {
+      name: 'protocol-kserve-has-no-protobuf',
+      comment:
+        '@visionserve/protocol/kserve (the KServe HTTP codecs the client entry loads) stays free of protobuf; the messages are in /kserve-proto',
+      severity: 'error',
+      from: { path: '^packages/protocol/src/kserve/' },
+      to: { path: ['@bufbuild/protobuf', '^packages/protocol/src/(gen|tfs-proto|kserve-proto)/'] },
+    },
+    {
       name: 'vision-is-below-client-and-server',
       comment: 'vision imports protocol only (and sharp, lazily, in image.ts)',
       severity: 'error',
@@ -94,7 +102,7 @@ module.exports = {
       from: { path: S + 'core/' },
       to: {
         path: [
-          S + '(frontends|runtime|batching|warmup|repository|config|contracts)/',
+          S + '(frontends|runtime|batching|warmup|repository|config|contracts|observability|security)/',
           S + '(server|index)\\.ts$',
           '^packages/vision/',
           '@bufbuild/protobuf',
@@ -203,7 +211,7 @@ module.exports = {
       from: { path: S + 'frontends/' },
       to: {
         path: [
-          S + '(runtime|batching|warmup|repository|config)/',
+          S + '(runtime|batching|warmup|repository|config|observability|security)/',
           S + '(server|index)\\.ts$',
           'onnxruntime-node',
           WORKERS,
@@ -222,12 +230,64 @@ module.exports = {
       },
     },
     {
+      name: 'kserve-operations-are-transport-neutral',
+      comment:
+        'frontends/kserve/*.ts hold the KServe operations that the HTTP binding (kserve/http/) and a gRPC binding share: no transport in them',
+      severity: 'error',
+      from: { path: S + 'frontends/kserve/[^/]+\\.ts$', pathNot: S + 'frontends/kserve/index\\.ts$' },
+      to: {
+        path: [
+          S + 'frontends/http/',
+          S + 'frontends/kserve/[^/]+/',
+          '@grpc/grpc-js',
+          '@bufbuild/protobuf',
+          '@visionserve/protocol/kserve-proto',
+          '^packages/protocol/dist/src/kserve-proto/',
+          TRANSPORTS,
+        ],
+      },
+    },
+    {
       name: 'edge-knows-no-protocol',
       comment:
         'the transports (HTTP edge, gRPC server) and shared helpers serve every frontend and import none of them',
       severity: 'error',
       from: { path: S + 'frontends/(?:http|grpc|shared)/' },
       to: { path: S + 'frontends/', pathNot: [S + 'frontends/(?:http|grpc|shared)/'] },
+    },
+    {
+      name: 'observability-is-fed-by-observers',
+      comment:
+        'metrics, logs and tracing see core and the transports only through their observer interfaces (core types, frontends/shared) and reuse only the warmup file format; they reach no runtime, decorator, frontend, repository or config',
+      severity: 'error',
+      from: { path: S + 'observability/' },
+      to: {
+        path: [
+          S + '(runtime|batching|repository|config|contracts|security)/',
+          S + 'frontends/(?!shared/)',
+          S + 'warmup/(?!(tfrecord|warmup-file|crc32c)\\.ts$)',
+          S + '(server|index)\\.ts$',
+          '^packages/vision/',
+          ...NATIVE,
+          WORKERS,
+        ],
+      },
+    },
+    {
+      name: 'security-knows-no-serving-layer',
+      comment:
+        'TLS files and the management policy implement frontends/shared interfaces; they know no core, runtime, decorator or protocol frontend',
+      severity: 'error',
+      from: { path: S + 'security/' },
+      to: {
+        path: [
+          S + '(core|runtime|batching|warmup|config|contracts|observability)/',
+          S + 'frontends/(?!shared/)',
+          S + '(server|index)\\.ts$',
+          ...NATIVE,
+          WORKERS,
+        ],
+      },
     },
     {
       name: 'only-the-composition-root-imports-server',

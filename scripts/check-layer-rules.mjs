@@ -22,6 +22,11 @@ const PLANTS = {
     'packages/server/src/core/validate-inputs.ts',
   ],
   'protocol-is-standalone': ['packages/protocol/src/tensor.ts', 'onnxruntime-node', 'onnxruntime-node'],
+  'protocol-kserve-has-no-protobuf': [
+    'packages/protocol/src/kserve/half.ts',
+    '../kserve-proto/index.js',
+    'packages/protocol/src/kserve-proto/index.ts',
+  ],
   'vision-is-below-client-and-server': [
     'packages/vision/src/labels.ts',
     '@visionserve/client',
@@ -96,10 +101,25 @@ const PLANTS = {
     '../sagemaker/index.js',
     'packages/server/src/frontends/sagemaker/index.ts',
   ],
+  'kserve-operations-are-transport-neutral': [
+    'packages/server/src/frontends/kserve/statistics-json.ts',
+    '../http/send.js',
+    'packages/server/src/frontends/http/send.ts',
+  ],
   'edge-knows-no-protocol': [
     'packages/server/src/frontends/shared/concurrency-limit.ts',
     '../tfs-rest/index.js',
     'packages/server/src/frontends/tfs-rest/index.ts',
+  ],
+  'observability-is-fed-by-observers': [
+    'packages/server/src/observability/access-log.ts',
+    '../runtime/wire-tensor.js',
+    'packages/server/src/runtime/wire-tensor.ts',
+  ],
+  'security-knows-no-serving-layer': [
+    'packages/server/src/security/management-policy.ts',
+    '../core/signature.js',
+    'packages/server/src/core/signature.ts',
   ],
   'only-the-composition-root-imports-server': [
     'packages/server/src/frontends/http/start-http-server.ts',

@@ -12,7 +12,9 @@ import {
   type Tensor,
   Code,
   ServingError,
+  type KServeModelMetadata,
   createInvocationsClient,
+  createKServeHttpClient,
   createTfsGrpcClient,
   createTfsRestClient,
   fromNested,
@@ -34,8 +36,10 @@ import {
   isStringData,
   parseTfsJsonText,
   parseTfsPredictBody,
+  tfDataTypeName,
   tfsJsonToTensors,
 } from '@visionserve/protocol';
+import { dtypeOfDatatype, isKServeDatatype } from '@visionserve/protocol/kserve';
 import {
   type Command,
   UsageError,
@@ -58,14 +62,17 @@ Sends an image, a .npy tensor or a JSON tensor file to a model and prints the to
 predict body ({"instances": ...} or {"inputs": ...}) or a bare nested list for the only input.
 
 Target:
-  --protocol grpc|rest|invocations   default grpc
+  --protocol grpc|rest|invocations|kserve-http   default grpc
   --server HOST            host of the default ports (default 127.0.0.1)
   --grpc HOST:PORT         gRPC address (default <server>:8500)
   --rest URL               REST base URL (default http://<server>:8501)
   --invocations URL        SageMaker-style endpoint (default http://<server>:8080); the image
                            bytes are sent as application/x-image and the server preprocesses them
-  --model NAME             model name (required for grpc/rest; tfs-model-name for invocations)
-  --version N | --label L  pin a version or a version label
+  --kserve URL             KServe v2 / Open Inference Protocol HTTP base URL (default
+                           http://<server>:8501, where visionserve serves /v2; Triton: :8000)
+  --kserve-json            kserve-http: JSON tensors instead of binary tensor data
+  --model NAME             model name (required for grpc/rest/kserve-http; tfs-model-name for invocations)
+  --version N | --label L  pin a version or a version label (kserve-http: versions only)
   --signature NAME         signature (default serving_default)
   --input-name NAME        input alias (default: the signature's only input)
   --format row|columnar    REST body format (default columnar)
@@ -97,6 +104,7 @@ Examples:
   visionserve predict street.jpg --model detector --protocol rest --label-map mscoco_label_map.pbtxt
   visionserve predict tensor.npy --model mobilenet --json
   visionserve predict cat.jpg --protocol invocations --model mobilenet
+  visionserve predict cat.jpg --protocol kserve-http --model mobilenet --labels imagenet_synset.txt
 `;
 
 const OPTIONS = {
@@ -105,6 +113,8 @@ const OPTIONS = {
   grpc: { type: 'string' },
   rest: { type: 'string' },
   invocations: { type: 'string' },
+  kserve: { type: 'string' },
+  'kserve-json': { type: 'boolean' },
   model: { type: 'string' },
   version: { type: 'string' },
   label: { type: 'string' },
@@ -175,7 +185,8 @@ export const predict: Command = {
     const { values, positionals } = parseCommandArgs(argv, OPTIONS);
     if (positionals.length !== 1) throw new UsageError('expects exactly one input file');
     const inputPath = positionals[0]!;
-    const protocol = choiceOption(values, 'protocol', ['grpc', 'rest', 'invocations'] as const) ?? 'grpc';
+    const protocol =
+      choiceOption(values, 'protocol', ['grpc', 'rest', 'invocations', 'kserve-http'] as const) ?? 'grpc';
     const host = stringOption(values, 'server') ?? '127.0.0.1';
     const model = stringOption(values, 'model');
     const version = numberOption(values, 'version', { min: 0, integer: true });
@@ -242,9 +253,21 @@ export const predict: Command = {
       protocol === 'rest'
         ? createTfsRestClient({ baseUrl: stringOption(values, 'rest') ?? `http://${host}:8501` })
         : undefined;
-    const client = grpcClient ?? restClient!;
+    const kserveClient =
+      protocol === 'kserve-http'
+        ? createKServeHttpClient({
+            baseUrl: stringOption(values, 'kserve') ?? `http://${host}:8501`,
+            binary: !flag(values, 'kserve-json'),
+          })
+        : undefined;
+    if (kserveClient !== undefined && label !== undefined) {
+      throw new UsageError('the KServe protocol has no version labels: use --version');
+    }
+    const client = grpcClient ?? restClient ?? kserveClient!;
     try {
-      const metadata: ModelMetadata = await client.getModelMetadata(ref, { timeoutMs });
+      const metadata: ModelMetadata = kserveClient
+        ? metadataFromKServe(await kserveClient.modelMetadata({ name: model, version }, { timeoutMs }))
+        : await (grpcClient ?? restClient!).getModelMetadata(ref, { timeoutMs });
       const signature = metadata.signatures[signatureName ?? 'serving_default'];
       if (signature === undefined) {
         throw new ServingError(
@@ -277,7 +300,9 @@ export const predict: Command = {
       }
       const result: PredictResult = grpcClient
         ? await grpcClient.predict(ref, inputs, { timeoutMs })
-        : await restClient!.predict(ref, inputs, { format, timeoutMs });
+        : kserveClient
+          ? await kserveClient.infer({ name: model, version }, inputs, { timeoutMs })
+          : await restClient!.predict(ref, inputs, { format, timeoutMs });
       const rendered = render(result, {
         task,
         topK: topKCount,
@@ -299,6 +324,27 @@ export const predict: Command = {
     }
   },
 };
+
+/** KServe model metadata in the shape the TF Serving clients report (one serving_default signature). */
+function metadataFromKServe(meta: KServeModelMetadata): ModelMetadata {
+  const tensors = (list: KServeModelMetadata['inputs']): SignatureInfo['inputs'] =>
+    Object.fromEntries(
+      list.map((t) => {
+        const dtype = isKServeDatatype(t.datatype) ? dtypeOfDatatype(t.datatype) : undefined;
+        return [
+          t.name,
+          { name: t.name, dtype, tfDtype: dtype ? tfDataTypeName(dtype) : t.datatype, shape: t.shape },
+        ];
+      }),
+    );
+  const version = meta.versions.length === 1 ? Number(meta.versions[0]) : undefined;
+  return {
+    model: { name: meta.name, version },
+    signatures: {
+      serving_default: { inputs: tensors(meta.inputs), outputs: tensors(meta.outputs), methodName: '' },
+    },
+  };
+}
 
 function describeInput(signature: SignatureInfo, alias: string): string {
   const t = signature.inputs[alias]!;

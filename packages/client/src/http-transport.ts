@@ -24,7 +24,8 @@ export interface HttpCall {
   /** Path (and query) below the base URL, starting with "/". */
   readonly path: string;
   readonly headers?: Readonly<Record<string, string>>;
-  readonly body?: Uint8Array;
+  /** The body, or its pieces in order (written without concatenating them). */
+  readonly body?: Uint8Array | readonly Uint8Array[];
   /** Aborts the call; its reason (a ServingError) becomes the rejection. */
   readonly signal: AbortSignal;
 }
@@ -62,7 +63,9 @@ export function createHttpTransport(options: HttpTransportOptions): HttpTranspor
           return;
         }
         const headers: Record<string, string | number> = { ...options.headers, ...call.headers };
-        if (call.body !== undefined) headers['content-length'] = call.body.byteLength;
+        const pieces: readonly Uint8Array[] =
+          call.body === undefined ? [] : call.body instanceof Uint8Array ? [call.body] : call.body;
+        if (call.body !== undefined) headers['content-length'] = pieces.reduce((n, p) => n + p.byteLength, 0);
         let settled = false;
         const fail = (error: ServingError): void => {
           if (settled) return;
@@ -139,7 +142,9 @@ export function createHttpTransport(options: HttpTransportOptions): HttpTranspor
         req.on('error', (error: Error) => {
           fail(new ServingError(Code.UNAVAILABLE, `HTTP request to ${base.host} failed: ${error.message}`));
         });
-        req.end(call.body);
+        req.cork();
+        for (const piece of pieces) req.write(piece);
+        req.end();
       });
     },
     close() {

@@ -26,3 +26,5 @@ export * from './grpc-channel.js';
 export * from './tfs-grpc-client.js';
 export * from './tfs-rest-client.js';
 export * from './invocations-client.js';
+export * from './kserve-http-client.js';
+export { parseClassificationEntry, type ClassificationEntry } from '@visionserve/protocol/kserve';

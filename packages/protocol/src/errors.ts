@@ -37,7 +37,9 @@ export type ErrorReason =
   /** A model load took longer than allowed (SageMaker multi-model: 408). */
   | 'load-timeout'
   /** Admission control refused the request before it was read (HTTP 503 with Retry-After). */
-  | 'overloaded';
+  | 'overloaded'
+  /** A request Content-Encoding the endpoint cannot decode (400 by default; KServe/Triton: 501). */
+  | 'unsupported-content-encoding';
 
 /** An error with a canonical code. Its message is safe to send to clients. */
 export class ServingError extends Error {

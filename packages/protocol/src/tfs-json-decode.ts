@@ -95,6 +95,23 @@ function rewriteNonFiniteTokens(text: string): string | undefined {
   return parts.join('');
 }
 
+/**
+ * The number a parsed JSON leaf holds: a JSON number, or one of the NaN / Infinity /
+ * -Infinity tokens parseTfsJsonText accepts; undefined for anything else.
+ */
+export function jsonNumberValue(leaf: unknown): number | undefined {
+  if (typeof leaf === 'number') return leaf;
+  if (leaf === NAN_TOKEN) return NaN;
+  if (leaf === POS_INF_TOKEN) return Infinity;
+  if (leaf === NEG_INF_TOKEN) return -Infinity;
+  return undefined;
+}
+
+/** True for the strings parseTfsJsonText substitutes for NaN / Infinity tokens (never real text). */
+export function isNonFiniteToken(leaf: unknown): boolean {
+  return leaf === NAN_TOKEN || leaf === POS_INF_TOKEN || leaf === NEG_INF_TOKEN;
+}
+
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

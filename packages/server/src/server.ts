@@ -4,6 +4,7 @@
  * dependencies passed in.
  */
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { Code, ServingError } from '@visionserve/protocol';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -23,15 +24,22 @@ import type { ModelManager } from './core/model-manager.js';
 import { createInferenceService } from './core/create-inference-service.js';
 import type { InferenceService } from './core/inference-service.js';
 import type { ModelSource, SessionFactory } from './core/session.js';
+import type { HttpApi } from './frontends/http/http-api.js';
 import { createHttpEdge } from './frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from './frontends/http/start-http-server.js';
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
+import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
+import {
+  type InferenceStatistics,
+  createInferenceStatistics,
+} from './frontends/shared/inference-statistics.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
 import { checkVersionConfined, resolveModelLocation } from './repository/confined-path.js';
+import { findModelDirectory, listModelDirectories } from './repository/model-roots.js';
 import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
@@ -45,6 +53,17 @@ import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
 import type { Logger } from './util/logger.js';
 import { WARMUP_FILE_PATH } from './warmup/warmup-file.js';
+import type { InferenceObserver } from './core/inference-observer.js';
+import type { RequestObserver } from './frontends/shared/request-observer.js';
+import { createOpsApi, type ReadinessCheck } from './frontends/ops/ops-api.js';
+import { parseMonitoringConfig } from './repository/monitoring-config-file.js';
+import { createServingMetrics, type ServingMetrics } from './observability/serving-metrics.js';
+import { createAccessLog } from './observability/access-log.js';
+import { createPredictionLogWriter } from './observability/prediction-log-writer.js';
+import { type RequestSink, createRequestHub } from './observability/request-hub.js';
+import type { RequestTracer } from './observability/tracing.js';
+import { type TlsFiles, loadTlsFiles } from './security/tls-files.js';
+import { createManagementPolicy } from './security/management-policy.js';
 import { type WarmupReport, createWarmupSessionFactory } from './warmup/warmup-session-factory.js';
 
 export interface RunningVisionServer {
@@ -54,6 +73,14 @@ export interface RunningVisionServer {
   readonly manager: ModelManager<ServableAssets>;
   /** Batching counters per batched model version; absent when batching is off. */
   readonly batching?: BatchingStats;
+  /** Per-version inference statistics (KServe statistics extension). */
+  readonly statistics: InferenceStatistics;
+  /** The Prometheus metrics, when --monitoring_config_file enables them. */
+  readonly metrics?: ServingMetrics;
+  /** Re-reads the TLS certificate files now (they are also polled); false when nothing changed or TLS is off. */
+  reloadTls(): Promise<boolean>;
+  /** Resolves once every sampled request handed to the request log (logging_config) is on disk. */
+  flushRequestLogs(): Promise<void>;
   /** Graceful shutdown: stop listening, let in-flight requests finish (up to shutdownGraceMs), unload models. */
   close(): Promise<void>;
 }
@@ -84,6 +111,8 @@ const MODEL_BATCHING_PARAMETERS_FILE = 'batching_params.pbtxt';
 export interface VisionServerHooks {
   /** Called after each version's warmup (tests, benchmarks). */
   readonly onWarmup?: (report: WarmupReport) => void;
+  /** Called when an inference worker died unasked (it is replaced). */
+  readonly onWorkerExit?: () => void;
 }
 
 /**
@@ -95,13 +124,18 @@ async function createSessionFactory(
   config: ServerConfig,
   logger: Logger,
   hooks: VisionServerHooks,
-): Promise<{ factory: SessionFactory; batching: BatchingStats | undefined }> {
+): Promise<{
+  factory: SessionFactory;
+  batching: BatchingStats | undefined;
+  maxBatchSize: number | undefined;
+}> {
   let factory: SessionFactory = createOnnxSessionFactory({
     instances: config.instances,
     intraOpThreads: config.intraOpThreads,
     interOpThreads: config.interOpThreads,
     allowSpinning: config.allowSpinning,
     maxQueuedRuns: config.maxQueuedRequests,
+    onWorkerExit: hooks.onWorkerExit,
     logger: logger.child({ component: 'runtime' }),
   });
   if (config.enableModelWarmup) {
@@ -114,7 +148,7 @@ async function createSessionFactory(
       logger: logger.child({ component: 'warmup' }),
     });
   }
-  if (!config.enableBatching) return { factory, batching: undefined };
+  if (!config.enableBatching) return { factory, batching: undefined, maxBatchSize: undefined };
 
   const defaults = defaultBatchingParameters(availableParallelism());
   const file = config.batchingParametersFile;
@@ -151,8 +185,21 @@ async function createSessionFactory(
     stats: batching,
     logger: batchLogger,
   });
-  return { factory, batching };
+  return { factory, batching, maxBatchSize: parameters.maxBatchSize };
 }
+
+/** The server package's version (KServe server metadata). */
+function serverVersion(): string {
+  try {
+    const pkg = createRequire(import.meta.url)('../../package.json') as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** max_batch_size reported for batching models when server-side batching is off: no limit. */
+const NO_BATCH_LIMIT = 2 ** 31 - 1;
 
 /** The loopback address matching a bind address, for URLs handed to user code. */
 function loopbackFor(host: string): string {
@@ -216,8 +263,25 @@ export async function startVisionServer(
       config = { ...config, modelBasePath: staged.basePath };
     }
   }
-  const { factory: sessionFactory, batching } = await createSessionFactory(config, logger, hooks);
+  // --- operations: metrics, access log, request log, tracing, TLS, management guard
+  const ops = await createOperations(config, logger);
+  const {
+    factory: sessionFactory,
+    batching,
+    maxBatchSize,
+  } = await createSessionFactory(config, logger, {
+    ...hooks,
+    onWarmup: (report) => {
+      ops.metrics?.warmup(report);
+      hooks.onWarmup?.(report);
+    },
+    onWorkerExit: () => {
+      ops.metrics?.workerExited();
+      hooks.onWorkerExit?.();
+    },
+  });
   let handlerHost: HandlerHost | undefined;
+  const statistics = createInferenceStatistics();
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
     loadAssets: async (source) => {
@@ -228,20 +292,79 @@ export async function startVisionServer(
     logger: logger.child({ component: 'manager' }),
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
     onVersionEvent: (event) => {
+      ops.metrics?.versionEvent(event);
       // Handler modules are imported once per worker: drop them when their version goes or its assets change.
       if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
+      if (event.type === 'unloaded') statistics.forget(event.model, event.version);
     },
   });
+  const requestLog = createPredictionLogWriter({
+    loggingConfigOf: (model) => manager.modelConfig(model)?.logging,
+    logger: logger.child({ component: 'request-log' }),
+    onRecord: (model, outcome) => ops.metrics?.requestLogged(model, outcome),
+  });
+  const observers = observe(ops, requestLog);
   const service = createInferenceService({
     manager,
     logger: logger.child({ component: 'core' }),
     admission: { maxQueueWaitMs: config.maxQueueWaitMs },
+    observer: observers.inference,
   });
   const budget = createInflightBudget({
     maxBytes: config.maxInflightRequestBytes,
     maxRequests: config.maxInflightRequests,
     logger: logger.child({ component: 'admission' }),
   });
+  ops.metrics?.attach({
+    versionStates: () =>
+      manager.modelNames().flatMap((model) => {
+        try {
+          return manager.status(model).map((s) => ({ model, version: s.version, state: s.state }));
+        } catch {
+          return [];
+        }
+      }),
+    queueDepths: () => queueDepths(manager),
+    batching: batching === undefined ? undefined : () => batching.snapshot(),
+    inflight: () => ({ bytes: budget.usedBytes, requests: budget.requests, shed: budget.shed }),
+  });
+  let draining = false;
+  /** Models of the initial config while it loads (not ready until it settled); undefined afterwards. */
+  let initialModels: readonly string[] | undefined = [];
+  const readiness: ReadinessCheck = () => {
+    if (draining) return { ready: false, reason: 'draining' };
+    const waiting: { model: string; state: string }[] = [];
+    for (const model of initialModels ?? manager.modelNames()) {
+      let states: string[] = [];
+      try {
+        states = manager.status(model).map((s) => s.state);
+      } catch {
+        // No version known yet.
+      }
+      if (initialModels !== undefined || !states.includes('AVAILABLE')) {
+        waiting.push({ model, state: states.includes('AVAILABLE') ? 'AVAILABLE' : (states[0] ?? 'START') });
+      }
+    }
+    if (initialModels !== undefined) {
+      return { ready: false, reason: 'loading the configured models', models: waiting };
+    }
+    return waiting.length === 0
+      ? { ready: true }
+      : { ready: false, reason: 'models without an AVAILABLE version', models: waiting };
+  };
+  const opsApi = (metricsHere: boolean) =>
+    createOpsApi({
+      readiness,
+      metrics:
+        metricsHere && ops.metrics !== undefined
+          ? {
+              path: ops.metricsPath,
+              contentType: ops.metrics.contentType,
+              render: () => metricsOf(ops).render(),
+            }
+          : undefined,
+    });
+  const edgeExtras = { observer: observers.request, cors: config.enableCors };
   const httpLimits = {
     maxConnections: config.maxConnections,
     headersTimeoutMs: config.httpHeadersTimeoutMs,
@@ -249,6 +372,25 @@ export async function startVisionServer(
   };
 
   const timers: NodeJS.Timeout[] = [];
+  const kserve = createKServeService({
+    service,
+    registry: manager,
+    statistics,
+    roots: {
+      list: () => listModelDirectories(config.modelRoots),
+      resolve: (name) => findModelDirectory(config.modelRoots, name),
+    },
+    modelControl: config.kserveModelControlMode,
+    rescan: () => manager.poll(),
+    serverVersion: serverVersion(),
+    maxBatchSize: maxBatchSize ?? NO_BATCH_LIMIT,
+    instanceCount: config.instances,
+    dynamicBatching: config.enableBatching,
+    logger: logger.child({ component: 'kserve' }),
+  });
+  const kserveApi = (bodyLimitBytes: number, requestTimeoutMs: number): HttpApi =>
+    createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs, managementGuard: ops.guard });
+
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
@@ -260,6 +402,8 @@ export async function startVisionServer(
     // Versions unload after their last run settled; inference workers finish before they exit.
     await manager.close();
     await staged?.remove();
+    await requestLog.flush();
+    await ops.close();
   };
   try {
     if (config.restPort >= 0) {
@@ -268,13 +412,17 @@ export async function startVisionServer(
           host: config.host,
           port: config.restPort,
           ...httpLimits,
+          tls: ops.tls?.listener,
           edge: createHttpEdge({
+            ...edgeExtras,
             apis: [
+              opsApi(true),
               createTfsRestApi({
                 service,
                 bodyLimitBytes: config.restMaxBodyBytes,
                 requestTimeoutMs: config.restTimeoutMs,
               }),
+              ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
             ],
             logger: logger.child({ component: 'rest' }),
             notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
@@ -292,10 +440,13 @@ export async function startVisionServer(
           budget,
           maxConnections: config.maxConnections,
           bodyTimeoutMs: config.requestBodyTimeoutMs,
+          observer: observers.request,
+          tls: ops.tls?.listener,
           services: createTfsGrpcServices({
             service,
             logger: logger.child({ component: 'grpc' }),
             serializeAsTensorContent: config.serializeAsTensorContent,
+            managementGuard: ops.guard,
           }),
         }),
       );
@@ -313,8 +464,11 @@ export async function startVisionServer(
           host: config.host,
           port: config.sagemakerPort,
           ...httpLimits,
+          tls: ops.tls?.listener,
           edge: createHttpEdge({
+            ...edgeExtras,
             apis: [
+              opsApi(true),
               createSageMakerApi({
                 service,
                 registry: manager,
@@ -328,10 +482,17 @@ export async function startVisionServer(
                 modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
                 bodyLimitBytes: config.sagemakerMaxBodyBytes,
                 requestTimeoutMs: config.sagemakerRequestTimeoutMs,
-                restBaseUrl: rest === undefined ? undefined : `http://${loopback}:${rest.port}`,
+                restBaseUrl:
+                  rest === undefined
+                    ? undefined
+                    : `${ops.tls === undefined ? 'http' : 'https'}://${loopback}:${rest.port}`,
                 grpcPort: grpc?.port,
                 restPort: rest?.port,
+                managementGuard: ops.guard,
               }),
+              ...(config.kserveSagemakerPort
+                ? [kserveApi(config.sagemakerMaxBodyBytes, config.sagemakerRequestTimeoutMs)]
+                : []),
             ],
             logger: logger.child({ component: 'sagemaker' }),
             notFoundMessage: () => 'Not Found',
@@ -349,8 +510,10 @@ export async function startVisionServer(
       lastConfigText = text;
       return modelConfigs(config, text);
     };
+    warnIfManagementOpen(config, ops.guardOpen, logger);
     const initial = (await readConfigs()) ?? [];
     if (!config.waitForModels) await checkModelLayouts(config, initial);
+    initialModels = initial.map((c) => c.name);
     try {
       await manager.setModels(initial);
     } catch (error) {
@@ -361,6 +524,8 @@ export async function startVisionServer(
         throw new ConfigError(`${error.message} (--wait_for_models starts anyway and keeps retrying)`);
       }
       logger.error('starting without every model', { error });
+    } finally {
+      initialModels = undefined;
     }
 
     if (config.fileSystemPollSeconds > 0) {
@@ -403,9 +568,201 @@ export async function startVisionServer(
     service,
     manager,
     ...(batching ? { batching } : {}),
+    statistics,
+    ...(ops.metrics ? { metrics: ops.metrics } : {}),
+    reloadTls: () => ops.tls?.reload() ?? Promise.resolve(false),
+    flushRequestLogs: () => requestLog.flush(),
     close() {
-      closing ??= stopAll(config.shutdownGraceMs);
+      closing ??= (async () => {
+        // Readiness goes false first, so that load balancers stop sending before listeners close.
+        draining = true;
+        if (config.shutdownReadinessDelayMs > 0) {
+          logger.info('draining: /readyz answers 503', { delayMs: config.shutdownReadinessDelayMs });
+          await new Promise((resolve) => setTimeout(resolve, config.shutdownReadinessDelayMs));
+        }
+        await stopAll(config.shutdownGraceMs);
+      })();
       return closing;
     },
   };
+}
+
+function metricsOf(ops: Operations): ServingMetrics {
+  return ops.metrics!;
+}
+
+/** The operational pieces the flags ask for; each is absent (and costs nothing) when off. */
+interface Operations {
+  readonly metrics:
+    | (ServingMetrics & {
+        attach(sources: MetricSources): void;
+        requestLogged(model: string, outcome: 'written' | 'dropped'): void;
+      })
+    | undefined;
+  readonly metricsPath: string;
+  readonly sinks: readonly RequestSink[];
+  readonly tls: TlsFiles | undefined;
+  readonly guard: ReturnType<typeof createManagementPolicy>;
+  readonly guardOpen: boolean;
+  close(): Promise<void>;
+}
+
+type MetricSources = NonNullable<Parameters<typeof createServingMetrics>[0]>;
+
+async function createOperations(config: ServerConfig, logger: Logger): Promise<Operations> {
+  let metrics: Operations['metrics'];
+  let metricsPath = '';
+  if (config.monitoringConfigFile !== undefined) {
+    const file = config.monitoringConfigFile;
+    let monitoring;
+    try {
+      monitoring = parseMonitoringConfig(await readFile(file, 'utf8'), { source: file });
+    } catch (error) {
+      throw new ConfigError(
+        `--monitoring_config_file: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+    if (monitoring.prometheusEnabled) {
+      metrics = createLateBoundMetrics(config.enableBatching);
+      metricsPath = monitoring.prometheusPath;
+    }
+  }
+  const sinks: RequestSink[] = [];
+  if (metrics !== undefined) sinks.push(metrics);
+  if (config.accessLogSamplingRate > 0) {
+    sinks.push(
+      createAccessLog({
+        logger: logger.child({ component: 'access' }),
+        samplingRate: config.accessLogSamplingRate,
+      }),
+    );
+  }
+  let tracer: RequestTracer | undefined;
+  if (config.otlpTracesEndpoint !== undefined) {
+    // Loaded only when asked for: without an endpoint no OpenTelemetry code is imported.
+    const { createRequestTracer } = await import('./observability/tracing.js');
+    tracer = createRequestTracer({
+      endpoint: config.otlpTracesEndpoint,
+      samplingRate: config.traceSamplingRate,
+      batching: config.enableBatching,
+      logger: logger.child({ component: 'tracing' }),
+    });
+    sinks.push(tracer);
+  }
+  let tls: TlsFiles | undefined;
+  if (config.sslConfigFile !== undefined) {
+    try {
+      tls = await loadTlsFiles({
+        configFile: config.sslConfigFile,
+        pollIntervalMs: config.sslConfigPollSeconds * 1000,
+        logger: logger.child({ component: 'tls' }),
+      });
+    } catch (error) {
+      throw new ConfigError(`--ssl_config_file: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  if (config.adminClientNames.length > 0 && tls?.clientVerify !== true) {
+    throw new ConfigError('--admin_client_names needs --ssl_config_file with client_verify: true');
+  }
+  let guard: Operations['guard'];
+  try {
+    guard = createManagementPolicy({
+      disabled: config.disableModelManagement,
+      tokenFile: config.adminTokenFile,
+      clientNames: config.adminClientNames,
+      logger: logger.child({ component: 'management' }),
+    });
+  } catch (error) {
+    throw new ConfigError(error instanceof Error ? error.message : String(error));
+  }
+  return {
+    metrics,
+    metricsPath,
+    sinks,
+    tls,
+    guard,
+    guardOpen: guard.open,
+    async close() {
+      tls?.close();
+      await tracer?.shutdown();
+    },
+  };
+}
+
+/** Metrics whose scrape-time sources (manager, budget, batching) are attached once they exist. */
+function createLateBoundMetrics(batchingOn: boolean): NonNullable<Operations['metrics']> {
+  let sources: MetricSources = {};
+  const metrics = createServingMetrics({
+    versionStates: () => sources.versionStates?.() ?? [],
+    queueDepths: () => sources.queueDepths?.() ?? [],
+    batching: batchingOn ? () => sources.batching?.() ?? [] : undefined,
+    inflight: () => sources.inflight?.() ?? { bytes: 0, requests: 0, shed: 0 },
+  });
+  return Object.assign(metrics, {
+    attach(next: MetricSources) {
+      sources = next;
+    },
+  });
+}
+
+/** Observers for core and the transports: undefined (no hook at all) when nothing observes requests. */
+function observe(
+  ops: Operations,
+  requestLog: InferenceObserver,
+): { request: RequestObserver | undefined; inference: InferenceObserver } {
+  const predictObservers: InferenceObserver[] = [requestLog];
+  if (ops.metrics !== undefined) predictObservers.unshift(ops.metrics);
+  if (ops.sinks.length === 0) return { request: undefined, inference: requestLog };
+  const hub = createRequestHub({ requestSinks: ops.sinks, predictObservers });
+  return { request: hub.requestObserver, inference: hub.inferenceObserver };
+}
+
+/** Runs queued per AVAILABLE version (scrape time). */
+function queueDepths(
+  manager: ModelManager<ServableAssets>,
+): { model: string; version: number; queued: number }[] {
+  const out: { model: string; version: number; queued: number }[] = [];
+  for (const model of manager.modelNames()) {
+    let statuses: readonly { version: number; state: string }[] = [];
+    try {
+      statuses = manager.status(model);
+    } catch {
+      continue;
+    }
+    for (const s of statuses) {
+      if (s.state !== 'AVAILABLE') continue;
+      try {
+        const handle = manager.acquire({ name: model, version: s.version });
+        try {
+          out.push({ model, version: s.version, queued: handle.session.pressure?.().queued ?? 0 });
+        } finally {
+          handle.release();
+        }
+      } catch {
+        // Unloaded in between.
+      }
+    }
+  }
+  return out;
+}
+
+/** Loopback addresses: management open there is a local-only concern. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host.startsWith('127.') || host === '::1' || host === '[::1]';
+}
+
+/** TF Serving leaves model management open; say so when that is reachable from the network. */
+function warnIfManagementOpen(config: ServerConfig, open: boolean, logger: Logger): void {
+  if (!open || isLoopback(config.host)) return;
+  const exposed = [
+    ...(config.grpcPort >= 0 ? ['gRPC HandleReloadConfigRequest'] : []),
+    ...(config.sagemakerPort >= 0 && config.sagemakerMultiModel
+      ? ['SageMaker multi-model POST/DELETE /models']
+      : []),
+  ];
+  if (exposed.length === 0) return;
+  logger.warn(
+    'model management is open to anyone who reaches this address; restrict it with --admin_token_file, --admin_client_names or --disable_model_management',
+    { host: config.host, exposed },
+  );
 }

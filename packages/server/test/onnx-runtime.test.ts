@@ -118,9 +118,16 @@ describe('onnx runtime (worker threads)', () => {
 });
 
 describe('onnx runtime: worker failures and back-pressure', () => {
-  it('replaces a worker that dies and serves again', async () => {
+  it('replaces a worker that dies, says so, and serves again', async () => {
     const base = await stageModel('mnist', 1, sharedModel('mnist-8.onnx'));
-    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1 });
+    let exits = 0;
+    const factory = createOnnxSessionFactory({
+      logger: silentLogger,
+      instances: 1,
+      onWorkerExit: () => {
+        exits++;
+      },
+    });
     const session = await factory.load(source('mnist', base));
     const x = digit;
     try {
@@ -142,6 +149,7 @@ describe('onnx runtime: worker failures and back-pressure', () => {
         }
       }
       assert.deepEqual(answer?.shape, [1, 10]);
+      assert.equal(exits, 1, 'the unasked exit is reported once (metrics)');
     } finally {
       await session.close();
     }

@@ -4,7 +4,7 @@ import type { ServerConfig } from './server-config.js';
 
 export interface FlagSpec {
   readonly key: keyof ServerConfig;
-  readonly type: 'int' | 'bool' | 'string' | 'loglevel' | 'paths';
+  readonly type: 'int' | 'float' | 'bool' | 'string' | 'loglevel' | 'paths' | 'list';
   readonly help: string;
 }
 
@@ -139,6 +139,83 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'bool',
     help: 'start even if a base path is missing or empty, and poll for it (default false)',
   },
+  model_roots: {
+    key: 'modelRoots',
+    type: 'paths',
+    help: "':'-separated dirs whose subdirs clients may load as models",
+  },
+  // --- KServe v2 ---
+  kserve_rest: {
+    key: 'kserveRest',
+    type: 'bool',
+    help: 'KServe v2 HTTP API (/v2) on the REST port (default true)',
+  },
+  kserve_sagemaker_port: {
+    key: 'kserveSagemakerPort',
+    type: 'bool',
+    help: 'KServe v2 HTTP API on the SageMaker port too (default false)',
+  },
+  kserve_model_control_mode: {
+    key: 'kserveModelControlMode',
+    type: 'string',
+    help: 'none|explicit: KServe repository load/unload (default none)',
+  },
+  // --- operations ---
+  monitoring_config_file: {
+    key: 'monitoringConfigFile',
+    type: 'string',
+    help: 'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" } text file',
+  },
+  access_log_sampling_rate: {
+    key: 'accessLogSamplingRate',
+    type: 'float',
+    help: 'share of successful requests access-logged, 0..1; errors always (default 0)',
+  },
+  otlp_traces_endpoint: {
+    key: 'otlpTracesEndpoint',
+    type: 'string',
+    help: 'OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (default: no tracing)',
+  },
+  trace_sampling_rate: {
+    key: 'traceSamplingRate',
+    type: 'float',
+    help: 'share of requests without a sampled traceparent traced (default 0.01)',
+  },
+  ssl_config_file: {
+    key: 'sslConfigFile',
+    type: 'string',
+    help: 'TF Serving SSLConfig text file: TLS/mTLS on every listener',
+  },
+  ssl_config_poll_seconds: {
+    key: 'sslConfigPollSeconds',
+    type: 'int',
+    help: 're-read certificates every N s (default 10; 0: never)',
+  },
+  rest_api_enable_cors_support: {
+    key: 'enableCors',
+    type: 'bool',
+    help: 'CORS headers and OPTIONS preflight on the HTTP APIs (default false)',
+  },
+  admin_token_file: {
+    key: 'adminTokenFile',
+    type: 'string',
+    help: 'model management needs "Authorization: Bearer <token>" (default: open)',
+  },
+  admin_client_names: {
+    key: 'adminClientNames',
+    type: 'list',
+    help: 'comma-separated client certificate names allowed to manage models (mTLS)',
+  },
+  disable_model_management: {
+    key: 'disableModelManagement',
+    type: 'bool',
+    help: 'refuse reload config and multi-model load/unload (default false)',
+  },
+  shutdown_readiness_delay_ms: {
+    key: 'shutdownReadinessDelayMs',
+    type: 'int',
+    help: 'on shutdown, /readyz answers 503 this long before listeners stop (default 0)',
+  },
   // --- SageMaker endpoint ---
   sagemaker_default_model_name: {
     key: 'sagemakerDefaultModelName',
@@ -153,7 +230,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   sagemaker_model_roots: {
     key: 'sagemakerModelRoots',
     type: 'paths',
-    help: "':'-separated dirs POST /models urls must lie in",
+    help: "':'-separated dirs POST /models urls must lie in (default: --model_roots)",
   },
   sagemaker_max_models: {
     key: 'sagemakerMaxModels',
@@ -195,6 +272,17 @@ function parseValue(flag: string, spec: FlagSpec, raw: string): unknown {
       if (!/^-?\d+$/.test(raw)) throw new ConfigError(`--${flag} expects an integer, got "${raw}"`);
       return Number(raw);
     }
+    case 'float': {
+      const n = Number(raw);
+      if (raw.trim() === '' || !Number.isFinite(n))
+        throw new ConfigError(`--${flag} expects a number, got "${raw}"`);
+      return n;
+    }
+    case 'list':
+      return raw
+        .split(',')
+        .map((p) => p.trim())
+        .filter((p) => p !== '');
     case 'bool': {
       if (['true', '1', 'yes', ''].includes(raw.toLowerCase())) return true;
       if (['false', '0', 'no'].includes(raw.toLowerCase())) return false;

@@ -104,6 +104,49 @@ export interface ServerConfig {
    */
   readonly waitForModels: boolean;
   readonly logLevel: LogLevel;
+  /**
+   * Directories whose subdirectories are models that clients may load by name or URL (KServe
+   * repository load; SageMaker multi-model `POST /models` unless --sagemaker_model_roots is
+   * given): nothing outside them is loaded, symlinks followed (`--model_roots`). Default:
+   * /opt/ml/models, plus the directory of --model_config_file when one is given.
+   */
+  readonly modelRoots: readonly string[];
+
+  // --- KServe v2 / Open Inference Protocol ---
+  /** Serve the KServe v2 HTTP API (`/v2/...`) on the REST port (`--kserve_rest`). Default true. */
+  readonly kserveRest: boolean;
+  /** Also serve it on the SageMaker-style port (`--kserve_sagemaker_port`). Default false. */
+  readonly kserveSagemakerPort: boolean;
+  /**
+   * `explicit` lets clients load and unload models through the repository extension
+   * (`POST /v2/repository/models/{m}/load|unload`); `none` refuses them (503), as Triton's
+   * default does (`--kserve_model_control_mode`). The index is always served. Default `none`.
+   */
+  readonly kserveModelControlMode: 'none' | 'explicit';
+
+  // --- operations: metrics, logs, tracing, TLS, management
+  /** TF Serving's MonitoringConfig text file: `prometheus_config { enable: true path: ... }` (`--monitoring_config_file`). Default: no metrics. */
+  readonly monitoringConfigFile: string | undefined;
+  /** Share of successful requests written to the access log, 0..1; failed requests are always logged (`--access_log_sampling_rate`). Default 0 (off). */
+  readonly accessLogSamplingRate: number;
+  /** OTLP/HTTP traces endpoint, e.g. http://collector:4318/v1/traces (`--otlp_traces_endpoint`). Default: no tracing. */
+  readonly otlpTracesEndpoint: string | undefined;
+  /** Share of requests without a sampled `traceparent` that are traced, 0..1 (`--trace_sampling_rate`). Default 0.01. */
+  readonly traceSamplingRate: number;
+  /** TF Serving's SSLConfig text file: TLS (and mTLS with client_verify) on every listener (`--ssl_config_file`). Default: plaintext. */
+  readonly sslConfigFile: string | undefined;
+  /** Re-read the SSL config and its certificate files every N seconds; 0 never (`--ssl_config_poll_seconds`). Default 10. */
+  readonly sslConfigPollSeconds: number;
+  /** CORS on the HTTP APIs, TF Serving's semantics (`--rest_api_enable_cors_support`). Default false. */
+  readonly enableCors: boolean;
+  /** Model management needs `Authorization: Bearer <token in this file>` (`--admin_token_file`). Default: open. */
+  readonly adminTokenFile: string | undefined;
+  /** Client certificate names (CN or SAN) allowed to manage models, with client_verify (`--admin_client_names`). Default: none. */
+  readonly adminClientNames: readonly string[];
+  /** Refuse every model management call (`--disable_model_management`). Default false. */
+  readonly disableModelManagement: boolean;
+  /** On shutdown, answer /readyz 503 for this long before the listeners stop, in ms (`--shutdown_readiness_delay_ms`). Default 0. */
+  readonly shutdownReadinessDelayMs: number;
 
   // --- SageMaker endpoint ---
   /** Model /invocations uses when no `tfs-model-name` is given (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`). Default: the first configured model. */
@@ -112,7 +155,7 @@ export interface ServerConfig {
   readonly sagemakerMultiModel: boolean;
   /**
    * Directories a multi-model `POST /models` `url` must resolve inside (after following
-   * symlinks). Default: /opt/ml/models, plus the directory of --model_config_file when one is given.
+   * symlinks). Default: --model_roots.
    */
   readonly sagemakerModelRoots: readonly string[];
   /** Most models loaded at once through the multi-model API; 0 = no limit (then 507). Default 0. */
@@ -170,6 +213,20 @@ export const DEFAULTS = {
   httpHeadersTimeoutMs: 20_000,
   requestBodyTimeoutMs: 60_000,
   waitForModels: false,
+  kserveRest: true,
+  kserveSagemakerPort: false,
+  kserveModelControlMode: 'none',
+  monitoringConfigFile: undefined,
+  accessLogSamplingRate: 0,
+  otlpTracesEndpoint: undefined,
+  traceSamplingRate: 0.01,
+  sslConfigFile: undefined,
+  sslConfigPollSeconds: 10,
+  enableCors: false,
+  adminTokenFile: undefined,
+  adminClientNames: [],
+  disableModelManagement: false,
+  shutdownReadinessDelayMs: 0,
   sagemakerDefaultModelName: undefined,
   sagemakerMultiModel: false,
   sagemakerMaxModels: 0,
@@ -178,7 +235,10 @@ export const DEFAULTS = {
   sagemakerRequestTimeoutMs: 60_000,
   sagemakerHandlerWorkers: 2,
   sagemakerModelLoadTimeoutMs: 300_000,
-} as const satisfies Omit<ServerConfig, 'intraOpThreads' | 'instances' | 'sagemakerModelRoots'>;
+} as const satisfies Omit<
+  ServerConfig,
+  'intraOpThreads' | 'instances' | 'modelRoots' | 'sagemakerModelRoots'
+>;
 
 /** Merges sources (defaults < env < flags), validates and freezes. */
 export function resolveServerConfig(
@@ -188,15 +248,17 @@ export function resolveServerConfig(
 ): ServerConfig {
   const merged = { ...env, ...flags };
   const intra = merged.intraOpThreads && merged.intraOpThreads > 0 ? merged.intraOpThreads : 1;
+  const modelRoots = (
+    merged.modelRoots ?? [
+      '/opt/ml/models',
+      ...(merged.modelConfigFile === undefined ? [] : [dirname(merged.modelConfigFile)]),
+    ]
+  ).map((p) => resolve(p));
   const config: ServerConfig = {
     ...DEFAULTS,
     ...merged,
-    sagemakerModelRoots: (
-      merged.sagemakerModelRoots ?? [
-        '/opt/ml/models',
-        ...(merged.modelConfigFile === undefined ? [] : [dirname(merged.modelConfigFile)]),
-      ]
-    ).map((p) => resolve(p)),
+    modelRoots,
+    sagemakerModelRoots: merged.sagemakerModelRoots?.map((p) => resolve(p)) ?? modelRoots,
     intraOpThreads: intra,
     instances:
       merged.instances && merged.instances > 0 ? merged.instances : Math.max(1, Math.floor(cores / intra)),
@@ -214,6 +276,11 @@ export function resolveServerConfig(
   if (config.restPort > 0 && config.restPort === config.grpcPort) {
     throw new ConfigError('--rest_api_port must differ from --port');
   }
+  if (!['none', 'explicit'].includes(config.kserveModelControlMode)) {
+    throw new ConfigError(
+      `--kserve_model_control_mode must be none or explicit, got "${config.kserveModelControlMode}"`,
+    );
+  }
   if (config.fileSystemPollSeconds < 0 || config.modelConfigFilePollSeconds < 0) {
     throw new ConfigError('poll intervals must be >= 0');
   }
@@ -230,7 +297,22 @@ export function resolveServerConfig(
   ] as const) {
     if (value < 0) throw new ConfigError(`--${key} must be >= 0, got ${value}`);
   }
-  for (const [key, value] of [['max_queue_wait_ms', config.maxQueueWaitMs]] as const) {
+  for (const [key, value] of [
+    ['access_log_sampling_rate', config.accessLogSamplingRate],
+    ['trace_sampling_rate', config.traceSamplingRate],
+  ] as const) {
+    if (!(value >= 0 && value <= 1)) throw new ConfigError(`--${key} must be between 0 and 1, got ${value}`);
+  }
+  if (config.otlpTracesEndpoint !== undefined && !/^https?:\/\//.test(config.otlpTracesEndpoint)) {
+    throw new ConfigError(
+      `--otlp_traces_endpoint must be an http(s) URL, got "${config.otlpTracesEndpoint}"`,
+    );
+  }
+  for (const [key, value] of [
+    ['max_queue_wait_ms', config.maxQueueWaitMs],
+    ['ssl_config_poll_seconds', config.sslConfigPollSeconds],
+    ['shutdown_readiness_delay_ms', config.shutdownReadinessDelayMs],
+  ] as const) {
     if (value < 0) throw new ConfigError(`--${key} must be >= 0, got ${value}`);
   }
   for (const [key, value] of [

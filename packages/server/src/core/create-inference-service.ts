@@ -2,8 +2,10 @@ import { Code, ServingError, type Tensor, internal } from '@visionserve/protocol
 import type { Logger } from '../util/logger.js';
 import { abortError, raceAbort } from './abort-error.js';
 import { type AdmissionPolicy, checkAdmission } from './admission.js';
+import type { InferenceObserver, PredictEnd } from './inference-observer.js';
 import { type PendingAdmissions, createPendingAdmissions } from './pending-admissions.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
+import type { RunOptions } from './session.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
@@ -15,6 +17,8 @@ export interface InferenceServiceOptions<A> {
   readonly logger: Logger;
   /** Load shedding (see AdmissionPolicy). Default: no queue-wait limit; deadlines still apply. */
   readonly admission?: AdmissionPolicy | undefined;
+  /** Told of every predict (metrics, request logs, tracing). Default: none (no cost). */
+  readonly observer?: InferenceObserver | undefined;
 }
 
 /** Signature name of a request: "" and undefined mean the default, as in TF Serving. */
@@ -35,6 +39,7 @@ function scopedServable<A>(
   pending: PendingAdmissions,
   runs: Promise<unknown>[],
   isOpen: () => boolean,
+  observer: InferenceObserver | undefined,
 ): Servable<A> {
   const { session } = handle;
   const signatures: Readonly<Record<string, Signature>> = { [DEFAULT_SIGNATURE_NAME]: session.signature };
@@ -51,44 +56,89 @@ function scopedServable<A>(
     signatures,
     assets: handle.assets,
     signature,
-    async predict(request: ServablePredictRequest, options: CallOptions = {}) {
-      if (!isOpen()) throw internal('Servable used after its scope ended');
-      const signal = options.signal ?? scope.signal;
-      if (signal?.aborted) throw abortError(signal);
-      const { signature: sig } = signature(request.signatureName);
-      // An admitted request's run is about to be submitted: it now counts as queued.
-      if (signal !== undefined) pending.take(session, signal);
-      checkAdmission(
-        session,
-        admission,
-        handle.name,
-        options.deadline ?? scope.deadline,
-        pending.count(session),
-      );
-      validateInputs(sig, request.inputs);
-      const aliases = validateOutputFilter(sig, request.outputFilter);
-      const inputs: Record<string, Tensor> = {};
-      for (const [alias, tensor] of Object.entries(request.inputs)) inputs[sig.inputs[alias]!.name] = tensor;
-      const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
-      const run = session.run(inputs, { signal, outputNames, transfer: request.ownedBuffers });
-      runs.push(run.catch(() => undefined));
-      const results = await raceAbort(run, signal);
-      const outputs: Record<string, Tensor> = {};
-      for (const alias of aliases) {
-        const tensor = results[sig.outputs[alias]!.name];
-        if (tensor === undefined) {
-          logger.error('Session did not return a requested output', {
-            model: handle.name,
-            version: handle.version,
-            output: alias,
-          });
-          throw internal(`Model did not produce output ${alias}`);
-        }
-        outputs[alias] = tensor;
+    predict(request: ServablePredictRequest, options: CallOptions = {}) {
+      if (observer === undefined) return run(request, options, undefined);
+      // --- observer hook: told of the start (inputs still intact) and of the outcome.
+      const started = performance.now();
+      let timings: PredictEnd['timings'];
+      const onTimings = (t: NonNullable<PredictEnd['timings']>): void => {
+        timings = t;
+      };
+      let done: ((end: PredictEnd) => void) | undefined;
+      try {
+        done = observer.predictStarting({
+          model: handle.name,
+          version: handle.version,
+          signatureName: signatureNameOf(request.signatureName),
+          inputs: request.inputs,
+          outputFilter: request.outputFilter ?? [],
+          signal: options.signal ?? scope.signal,
+        });
+      } catch (error) {
+        logger.warn('inference observer failed', { error });
       }
-      return outputs;
+      if (done === undefined) return run(request, options, undefined);
+      const report = (code: Code, outputs: Record<string, Tensor> | undefined): void => {
+        try {
+          done({ code, outputs, timings, durationMs: performance.now() - started });
+        } catch (error) {
+          logger.warn('inference observer failed', { error });
+        }
+      };
+      return run(request, options, onTimings).then(
+        (outputs) => {
+          report(Code.OK, outputs);
+          return outputs;
+        },
+        (error: unknown) => {
+          report(error instanceof ServingError ? error.code : Code.INTERNAL, undefined);
+          throw error;
+        },
+      );
     },
   };
+
+  async function run(
+    request: ServablePredictRequest,
+    options: CallOptions,
+    onTimings: RunOptions['onTimings'],
+  ): Promise<Record<string, Tensor>> {
+    if (!isOpen()) throw internal('Servable used after its scope ended');
+    const signal = options.signal ?? scope.signal;
+    if (signal?.aborted) throw abortError(signal);
+    const { signature: sig } = signature(request.signatureName);
+    // An admitted request's run is about to be submitted: it now counts as queued.
+    if (signal !== undefined) pending.take(session, signal);
+    checkAdmission(
+      session,
+      admission,
+      handle.name,
+      options.deadline ?? scope.deadline,
+      pending.count(session),
+    );
+    validateInputs(sig, request.inputs);
+    const aliases = validateOutputFilter(sig, request.outputFilter);
+    const inputs: Record<string, Tensor> = {};
+    for (const [alias, tensor] of Object.entries(request.inputs)) inputs[sig.inputs[alias]!.name] = tensor;
+    const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
+    const running = session.run(inputs, { signal, outputNames, transfer: request.ownedBuffers, onTimings });
+    runs.push(running.catch(() => undefined));
+    const results = await raceAbort(running, signal);
+    const outputs: Record<string, Tensor> = {};
+    for (const alias of aliases) {
+      const tensor = results[sig.outputs[alias]!.name];
+      if (tensor === undefined) {
+        logger.error('Session did not return a requested output', {
+          model: handle.name,
+          version: handle.version,
+          output: alias,
+        });
+        throw internal(`Model did not produce output ${alias}`);
+      }
+      outputs[alias] = tensor;
+    }
+    return outputs;
+  }
 }
 
 /**
@@ -118,7 +168,9 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
     const runs: Promise<unknown>[] = [];
     let open = true;
     try {
-      return await fn(scopedServable(handle, logger, callOptions, admission, pending, runs, () => open));
+      return await fn(
+        scopedServable(handle, logger, callOptions, admission, pending, runs, () => open, options.observer),
+      );
     } catch (error) {
       throw toClientError(error, spec.name);
     } finally {

@@ -6,6 +6,19 @@ export type VersionPolicy =
 
 export const DEFAULT_VERSION_POLICY: VersionPolicy = { kind: 'latest', numVersions: 1 };
 
+/**
+ * TF Serving's per-model `logging_config`: a sample of requests and responses written as
+ * PredictionLog records (core carries it; the request logger acts on it).
+ */
+export interface RequestLoggingConfig {
+  /** Fraction of requests logged, 0..1 (`sampling_config.sampling_rate`). */
+  readonly samplingRate: number;
+  /** Files are written as `<filename_prefix>...` (`log_collector_config.filename_prefix`). */
+  readonly filenamePrefix: string;
+  /** `log_collector_config.type`; "" and "file" are the file collector. */
+  readonly type: string;
+}
+
 /** One entry of the model config list. */
 export interface ModelConfig {
   readonly name: string;
@@ -19,4 +32,6 @@ export interface ModelConfig {
    * a client loaded through a confined API. Default false (configured models are trusted).
    */
   readonly confined?: boolean | undefined;
+  /** Request logging (`logging_config`); absent: none. */
+  readonly logging?: RequestLoggingConfig | undefined;
 }

@@ -11,6 +11,13 @@ export type VersionPolicy =
 /** TF Serving's default when a config names no policy: the latest version. */
 const DEFAULT_VERSION_POLICY: VersionPolicy = { kind: 'latest', numVersions: 1 };
 
+/** `logging_config` of a model (core's RequestLoggingConfig has this shape). */
+export interface RequestLoggingConfig {
+  readonly samplingRate: number;
+  readonly filenamePrefix: string;
+  readonly type: string;
+}
+
 /** One `config { ... }` entry of a model_config_list (core's ModelConfig has this shape). */
 export interface ModelConfig {
   readonly name: string;
@@ -19,6 +26,8 @@ export interface ModelConfig {
   readonly versionPolicy: VersionPolicy;
   /** Label -> version. */
   readonly versionLabels: Readonly<Record<string, number>>;
+  /** `logging_config`; absent when the entry has none. */
+  readonly logging?: RequestLoggingConfig | undefined;
 }
 
 export interface ParseModelConfigOptions {
@@ -44,8 +53,9 @@ const CONFIG_FIELDS = [
  *       version_labels { key: 'stable' value: 1 } } }
  *
  * A relative `base_path` is resolved against `configDir` (the directory of the
- * config file). `model_type`, `model_platform` and `logging_config` are accepted
- * and ignored. An empty document is an empty model list.
+ * config file). `model_type` and `model_platform` are accepted and ignored;
+ * `logging_config { sampling_config { sampling_rate } log_collector_config { type
+ * filename_prefix } }` is read (a relative prefix resolves against `configDir`). An empty document is an empty model list.
  *
  * Throws INVALID_ARGUMENT (with line:column) for syntax errors, unknown fields,
  * missing name/base_path, duplicate model names or labels, bad versions, and
@@ -111,11 +121,41 @@ function parseOneConfig(config: PbMessageReader, configDir: string, source: stri
     versionLabels[key] = value;
   }
 
+  const loggingReader = config.messageField('logging_config');
+  const logging = loggingReader === undefined ? undefined : parseLogging(loggingReader, name, configDir);
   return {
     name,
     basePath: isAbsolute(basePath) ? basePath : resolve(configDir, basePath),
     versionPolicy,
     versionLabels,
+    ...(logging === undefined ? {} : { logging }),
+  };
+}
+
+function parseLogging(
+  reader: PbMessageReader,
+  model: string,
+  configDir: string,
+): RequestLoggingConfig | undefined {
+  reader.checkKnown(['sampling_config', 'log_collector_config'], 'logging_config');
+  const sampling = reader.messageField('sampling_config');
+  sampling?.checkKnown(['sampling_rate'], 'sampling_config');
+  const rate = sampling?.float('sampling_rate') ?? 0;
+  if (!(rate >= 0 && rate <= 1)) {
+    throw reader.error(`model "${model}": sampling_rate must be between 0 and 1, got ${rate}`);
+  }
+  const collector = reader.messageField('log_collector_config');
+  collector?.checkKnown(['type', 'filename_prefix'], 'log_collector_config');
+  const type = collector?.string('type') ?? '';
+  const prefix = collector?.string('filename_prefix') ?? '';
+  // Another collector type (TF Serving's are plug-ins) is accepted and ignored, as before.
+  if (type !== '' && type !== 'file') return undefined;
+  // Without a file prefix there is nowhere to write: accepted and ignored (TF Serving compatible).
+  if (prefix === '') return undefined;
+  return {
+    samplingRate: rate,
+    filenamePrefix: isAbsolute(prefix) ? prefix : resolve(configDir, prefix),
+    type,
   };
 }
 

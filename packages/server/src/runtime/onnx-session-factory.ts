@@ -24,6 +24,8 @@ export interface OnnxRuntimeOptions {
   readonly maxQueuedRuns?: number;
   /** File name of the model inside a version directory. Default "model.onnx". */
   readonly modelFileName?: string;
+  /** An inference worker died unasked (it is replaced); for metrics. */
+  readonly onWorkerExit?: (() => void) | undefined;
   readonly logger: Logger;
 }
 
@@ -155,6 +157,7 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
     log,
     respawn: async () => (await startWorker(init)).worker,
     maxQueuedRuns: options.maxQueuedRuns ?? DEFAULT_MAX_QUEUED_RUNS,
+    onWorkerExit: options.onWorkerExit,
   });
 }
 
@@ -174,6 +177,7 @@ interface PoolOptions {
   /** Starts a replacement worker with the same model and options. */
   readonly respawn: () => Promise<Worker>;
   readonly maxQueuedRuns: number;
+  readonly onWorkerExit: (() => void) | undefined;
 }
 
 /** A run as the pool carries it to a worker. */
@@ -214,6 +218,7 @@ function createPoolSession(pool: PoolOptions): Session {
       maxQueued: pool.maxQueuedRuns,
       keepAlive: true,
       spawn: pool.respawn,
+      onUnexpectedExit: pool.onWorkerExit,
       post: (worker, id, job) => {
         const message: ToWorker = { type: 'run', id, inputs: job.inputs, outputNames: job.outputNames };
         worker.postMessage(message, job.transfer);

@@ -45,6 +45,8 @@ export interface WorkerPoolOptions<J> {
    * worker, e.g. a user handler past its deadline may spin forever. Default: let it finish.
    */
   readonly stopOnAbort?: ((reason: ServingError) => boolean) | undefined;
+  /** A worker exited without being asked to (it crashed, or a handler called process.exit). */
+  readonly onUnexpectedExit?: (() => void) | undefined;
   readonly logger: Logger;
 }
 
@@ -201,6 +203,7 @@ export function createWorkerPool<J>(
       }
       if (closed || instance.retiring) return;
       log.error('worker exited', { code, replacing: options.keepAlive });
+      options.onUnexpectedExit?.();
       if (options.keepAlive) {
         if (instances.length === 0 && spawning === 0) {
           for (const entry of queue.splice(0)) {

@@ -16,6 +16,9 @@ import type { Http2Server, Http2Session, IncomingHttpHeaders, ServerHttp2Stream 
 import { Code, ServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
 import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
+import { type ListenerTls, tlsServerOptions } from '../shared/listener-tls.js';
+import { credentialsOf } from '../shared/management-guard.js';
+import type { RequestEnd, RequestObserver } from '../shared/request-observer.js';
 import type { GrpcMethod, GrpcService } from './grpc-service.js';
 import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
 
@@ -42,6 +45,10 @@ export interface GrpcServerOptions {
   readonly bodyTimeoutMs?: number | undefined;
   /** Most connections at once; further ones are refused by the kernel backlog. Default 4096. */
   readonly maxConnections?: number | undefined;
+  /** Told of every call (metrics, access logs, tracing). Default: none. */
+  readonly observer?: RequestObserver | undefined;
+  /** Serve over TLS (HTTP/2 with ALPN h2; plaintext clients are refused). Default: plaintext. */
+  readonly tls?: ListenerTls | undefined;
 }
 
 export interface RunningGrpcServer {
@@ -73,6 +80,10 @@ interface CallState {
   timers: NodeJS.Timeout[];
   /** Epoch ms by which the client wants its answer (grpc-timeout), if it set one. */
   deadline?: number;
+  /** Observer hook: the status the call ended with and its message sizes. */
+  code: Code;
+  bytesIn: number;
+  bytesOut: number;
 }
 
 /** A client reset this close to the deadline counts as the deadline passing, in ms. */
@@ -94,15 +105,18 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   const windowBytes = options.receiveWindowBytes ?? 64 * 1024 * 1024;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 60_000;
   const methods = new Map<string, GrpcMethod>();
+  /** Observer hook: API and method labels by path. */
+  const labels = new Map<string, { api: string; method: string }>();
   for (const service of options.services) {
     for (const [name, method] of Object.entries(service.methods)) {
       const path = `/${service.name}/${name}`;
       if (methods.has(path)) throw new Error(`gRPC method ${path} registered twice`);
       methods.set(path, method);
+      labels.set(path, { api: service.api ?? service.name, method: name });
     }
   }
 
-  const server: Http2Server = http2.createServer({
+  const serverOptions: http2.SecureServerOptions = {
     settings: {
       initialWindowSize: windowBytes,
       maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
@@ -111,7 +125,19 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     // Memory is bounded by the admission budget; nghttp2's own cap (10 MB by default) would
     // refuse streams as soon as a few large messages are in flight.
     maxSessionMemory: 4096,
-  });
+  };
+  const { tls } = options;
+  const secure =
+    tls === undefined
+      ? undefined
+      : http2.createSecureServer({ ...serverOptions, ...tlsServerOptions(tls), allowHTTP1: false });
+  const server: Http2Server | http2.Http2SecureServer = secure ?? http2.createServer(serverOptions);
+  const unsubscribeTls =
+    tls === undefined || secure === undefined
+      ? undefined
+      : tls.subscribe?.((context) => {
+          secure.setSecureContext(context);
+        });
   server.maxConnections = options.maxConnections ?? 4096;
   const sessions = new Set<Http2Session>();
   let inFlight = 0;
@@ -137,6 +163,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     if (call.answered) return;
     call.answered = true;
     const { code, message } = statusOf(error);
+    call.code = code;
     const { stream } = call;
     if (stream.destroyed || stream.closed) return;
     const trailers = { 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(message) };
@@ -162,6 +189,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     if (stream.destroyed || stream.closed) return;
     let length = 0;
     for (const c of chunks) length += c.byteLength;
+    call.bytesOut = length;
     const prefix = Buffer.allocUnsafe(5);
     prefix[0] = 0;
     prefix.writeUInt32BE(length, 1);
@@ -316,10 +344,30 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       answered: false,
       reservation: undefined,
       timers: [],
+      code: Code.OK,
+      bytesIn: 0,
+      bytesOut: 0,
     };
     inFlight++;
+    // --- observer hook
+    let observed: ((end: RequestEnd) => void) | undefined;
+    if (options.observer !== undefined) {
+      const label = labels.get(headers[':path'] ?? '');
+      observed = options.observer.begin({
+        api: label?.api ?? 'grpc',
+        transport: 'grpc',
+        method: label?.method ?? 'unknown',
+        headers,
+        signal: call.controller.signal,
+        startedAt: performance.now(),
+      });
+    }
     stream.once('close', () => {
       inFlight--;
+      if (observed !== undefined) {
+        const code = call.answered ? call.code : Code.CANCELLED;
+        observed({ status: Code[code], code, bytesIn: call.bytesIn, bytesOut: call.bytesOut });
+      }
       for (const t of call.timers) clearTimeout(t);
       call.reservation?.release();
       if (!call.answered) {
@@ -389,11 +437,13 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     readMessage(call, method)
       .then(({ message, buffer }) => {
         clearTimeout(bodyTimer);
+        call.bytesIn = message.byteLength;
         return method.handler(message, {
           signal: call.controller.signal,
           deadline,
           metadata: headers,
           messageBuffer: buffer,
+          credentials: () => credentialsOf(headers, stream.session?.socket),
         });
       })
       .then(
@@ -437,6 +487,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
           logger.warn('grpc grace period over, cancelling calls', { graceMs, inFlight });
           for (const session of sessions) session.destroy();
         }, graceMs);
+        unsubscribeTls?.();
         server.close(() => {
           clearTimeout(force);
           logger.info('grpc server closed', { port });

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http2';
+import type { ManagementCredentials } from '../shared/management-guard.js';
 
 /** What a unary handler knows of its call besides the request message. */
 export interface GrpcCallContext {
@@ -16,6 +17,8 @@ export interface GrpcCallContext {
    * views into it may be handed to the runtime wholesale (moved to a worker, not copied).
    */
   readonly messageBuffer: ArrayBuffer;
+  /** The caller's token (`authorization` metadata) and client certificate, for a ManagementGuard. */
+  credentials(): ManagementCredentials;
 }
 
 /**
@@ -54,5 +57,7 @@ export interface GrpcMethod {
 /** One gRPC service: its full name (`package.Service`) and unary methods by name. */
 export interface GrpcService {
   readonly name: string;
+  /** The API name in metrics and logs, e.g. "tfs-grpc". Default: `name`. */
+  readonly api?: string;
   readonly methods: Readonly<Record<string, GrpcMethod>>;
 }

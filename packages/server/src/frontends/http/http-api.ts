@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorReason } from '@visionserve/protocol';
+import type { ManagementCredentials } from '../shared/management-guard.js';
 
 /** One request as a route handler sees it. */
 export interface HttpContext {
@@ -17,13 +18,20 @@ export interface HttpContext {
   readonly deadline: number | undefined;
   /**
    * Reads the whole body within the API's limits, or within `limitBytes` (before and
-   * after gzip) when given. Over a limit it rejects with a `body-too-large` ServingError,
+   * after decompression) when given. Over a limit it rejects with a `body-too-large` ServingError,
    * which the edge answers 413.
    */
   readBody(limitBytes?: number): Promise<Buffer>;
+  /** The caller's token and client certificate, for a ManagementGuard. */
+  credentials(): ManagementCredentials;
 }
 
 export interface HttpRoute {
+  /**
+   * Name of the operation in metrics, logs and spans (bounded: never from the request).
+   * Default: "<METHOD> <path or pattern source>".
+   */
+  readonly name?: string;
   /** Methods this route answers; another method on a matching path gets 405 with Allow. */
   readonly methods: readonly string[];
   /** An exact path, or a pattern tested against the path (anchor it). */
@@ -57,6 +65,14 @@ export interface HttpApi {
   readonly requestTimeoutMs: number;
   /** Largest body `readBody` accepts, as received, in bytes. */
   readonly bodyLimitBytes: number;
-  /** Largest body after gzip decompression, in bytes. Default: bodyLimitBytes. */
+  /** Largest body after decompression, in bytes. Default: bodyLimitBytes. */
   readonly decompressedBodyLimitBytes?: number;
+  /**
+   * Request Content-Encodings `readBody` decodes besides identity. Default `['gzip']`
+   * (TF Serving); "deflate" is the zlib format (RFC 1950), as Triton and Python's zlib use it.
+   */
+  readonly contentEncodings?: readonly ContentEncoding[];
 }
+
+/** A compressed request or response body encoding. */
+export type ContentEncoding = 'gzip' | 'deflate';

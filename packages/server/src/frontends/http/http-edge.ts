@@ -1,7 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type ErrorReason, ServingError, httpStatusFor, toServingError } from '@visionserve/protocol';
+import { Code, type ErrorReason, ServingError, httpStatusFor, toServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
 import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
+import { credentialsOf } from '../shared/management-guard.js';
+import type { RequestEnd, RequestObserver } from '../shared/request-observer.js';
 import type { HttpApi, HttpContext, HttpRoute } from './http-api.js';
 import { readBody, sendBodyTooLarge } from './read-body.js';
 import { watchRequest } from './request-signal.js';
@@ -18,6 +20,14 @@ export interface HttpEdgeOptions {
   readonly notFoundMessage: (method: string, path: string) => string;
   /** Admission by memory: request bodies are reserved against it before they are read. Default: none. */
   readonly budget?: InflightBudget | undefined;
+  /** Told of every request (metrics, access logs, tracing). Default: none. */
+  readonly observer?: RequestObserver | undefined;
+  /**
+   * CORS as TF Serving's `--rest_api_enable_cors_support`: every response allows any origin
+   * (`Access-Control-Allow-Origin: *`, methods POST, GET, header Content-Type) and OPTIONS
+   * preflights are answered 200 when `Origin` is http(s)://..., else 400. Default false.
+   */
+  readonly cors?: boolean | undefined;
 }
 
 /** The edge as a listener sees it: the request handler plus draining. */
@@ -30,12 +40,54 @@ export interface HttpEdge {
    * so keep-alive clients finish their current request and reconnect elsewhere.
    */
   drain(): void;
-  /** Resolves once no request is in flight. */
-  idle(): Promise<void>;
 }
 
 /** Statuses every API shares; an API's own table wins. */
 const EDGE_STATUS: Partial<Record<ErrorReason, number>> = { 'body-too-large': 413, overloaded: 503 };
+
+/** CORS headers, TF Serving's values. */
+const CORS_HEADERS: Readonly<Record<string, string>> = {
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Allow-Methods': 'POST, GET',
+  'Access-Control-Allow-Headers': 'Content-Type',
+};
+
+/** The canonical code closest to an HTTP status (responses written by routes themselves). */
+function codeForHttpStatus(status: number): Code {
+  if (status < 400) return Code.OK;
+  switch (status) {
+    case 400:
+      return Code.INVALID_ARGUMENT;
+    case 401:
+      return Code.UNAUTHENTICATED;
+    case 403:
+      return Code.PERMISSION_DENIED;
+    case 404:
+      return Code.NOT_FOUND;
+    case 408:
+    case 504:
+      return Code.DEADLINE_EXCEEDED;
+    case 409:
+      return Code.ALREADY_EXISTS;
+    case 413:
+    case 429:
+    case 507:
+      return Code.RESOURCE_EXHAUSTED;
+    case 499:
+      return Code.CANCELLED;
+    case 501:
+      return Code.UNIMPLEMENTED;
+    case 503:
+      return Code.UNAVAILABLE;
+    default:
+      return status < 500 ? Code.INVALID_ARGUMENT : Code.INTERNAL;
+  }
+}
+
+/** The metrics/log name of a route. */
+function routeName(route: HttpRoute, method: string): string {
+  return route.name ?? `${method} ${typeof route.path === 'string' ? route.path : route.path.source}`;
+}
 
 /** Node's request handler signature. */
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -50,7 +102,6 @@ export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
   const { apis, logger, budget } = options;
   const active = new Set<ServerResponse>();
-  const idleWaiters: (() => void)[] = [];
   let draining = false;
 
   const find = (
@@ -75,6 +126,9 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
     return undefined;
   };
 
+  /** The code of the error each response answered (for observers). */
+  const errorCodes = new WeakMap<ServerResponse, Code>();
+
   const reply = (
     api: HttpApi | undefined,
     req: IncomingMessage,
@@ -86,6 +140,7 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
       return;
     }
     const serving = toServingError(error);
+    errorCodes.set(res, serving.code);
     if (!(error instanceof ServingError)) {
       logger.error('internal error', { api: api?.name, error, method: req.method, url: req.url });
     }
@@ -98,6 +153,10 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
       return;
     }
     const headers: Record<string, string> = {};
+    // RFC 7694: say which request encodings would have worked.
+    if (reason === 'unsupported-content-encoding') {
+      headers['Accept-Encoding'] = (api?.contentEncodings ?? ['gzip']).join(', ');
+    }
     // A body left unread (an answer before reading it): close rather than drain it.
     if (!req.complete) headers['Connection'] = 'close';
     if (reason === 'overloaded') headers['Retry-After'] = '1';
@@ -108,20 +167,60 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
     active.add(res);
     if (draining) res.setHeader('Connection', 'close');
     let reservation: Reservation | undefined;
+    let observed: ((end: RequestEnd) => void) | undefined;
+    let bytesIn = 0;
     res.once('close', () => {
       reservation?.release();
       active.delete(res);
-      if (active.size === 0) for (const wake of idleWaiters.splice(0)) wake();
+      if (observed !== undefined) {
+        const sent = res.writableFinished;
+        const status = sent ? res.statusCode : 499;
+        observed({
+          status: String(status),
+          code: sent ? (errorCodes.get(res) ?? codeForHttpStatus(status)) : Code.CANCELLED,
+          bytesIn: bytesIn || Number(req.headers['content-length'] ?? 0) || 0,
+          bytesOut: sent ? Number(res.getHeader('content-length') ?? 0) || 0 : 0,
+        });
+      }
     });
     const method = req.method ?? '';
     const path = (req.url ?? '/').split('?', 1)[0]!;
+    if (options.cors === true) {
+      for (const [name, value] of Object.entries(CORS_HEADERS)) res.setHeader(name, value);
+      if (method === 'OPTIONS') {
+        const origin = req.headers.origin;
+        if (origin !== undefined && /^https?:\/\//i.test(origin)) {
+          res.writeHead(200, { 'Content-Length': '0' }).end();
+        } else {
+          sendJsonError(res, 400, 'Origin header is missing in CORS preflight');
+        }
+        return;
+      }
+    }
     const found = find(method, path);
+    const startedAt = options.observer === undefined ? 0 : performance.now();
     if (found === undefined) {
+      observed = options.observer?.begin({
+        api: 'none',
+        transport: 'http',
+        method: 'unmatched',
+        headers: req.headers,
+        signal: undefined,
+        startedAt,
+      });
       sendJsonError(res, 404, options.notFoundMessage(method, path));
       return;
     }
     const { api, route, params, allow } = found;
     if (route === undefined && api.unmatched === undefined) {
+      observed = options.observer?.begin({
+        api: api.name,
+        transport: 'http',
+        method: 'unmatched',
+        headers: req.headers,
+        signal: undefined,
+        startedAt,
+      });
       if (allow.length > 0) {
         sendJsonError(res, 405, 'Method Not Allowed', { Allow: [...new Set(allow)].join(', ') });
       } else {
@@ -130,6 +229,16 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
       return;
     }
     const watch = watchRequest(res, api.requestTimeoutMs);
+    if (options.observer !== undefined) {
+      observed = options.observer.begin({
+        api: api.name,
+        transport: 'http',
+        method: route === undefined ? 'unmatched' : routeName(route, method),
+        headers: req.headers,
+        signal: watch.signal,
+        startedAt,
+      });
+    }
     const ctx: HttpContext = {
       req,
       res,
@@ -138,10 +247,12 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
       params,
       signal: watch.signal,
       deadline: api.requestTimeoutMs > 0 ? Date.now() + api.requestTimeoutMs : undefined,
+      credentials: () => credentialsOf(req.headers, req.socket),
       readBody: (limitBytes) =>
         readBody(req, {
           limitBytes: limitBytes ?? api.bodyLimitBytes,
           decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
+          encodings: api.contentEncodings,
           signal: watch.signal,
           reserve:
             budget === undefined
@@ -153,6 +264,9 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
                   }
                   return reservation.grow(bytes);
                 },
+        }).then((body) => {
+          bytesIn += body.byteLength;
+          return body;
         }),
     };
     new Promise<void>((resolve) => {
@@ -174,9 +288,6 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
     drain() {
       draining = true;
       for (const res of active) if (!res.headersSent) res.setHeader('Connection', 'close');
-    },
-    idle() {
-      return active.size === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve));
     },
   };
 }

@@ -1,13 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { gunzip } from 'node:zlib';
+import { gunzip, inflate } from 'node:zlib';
 import { Code, ServingError } from '@visionserve/protocol';
+import type { ContentEncoding } from './http-api.js';
 import { sendJsonError } from './send.js';
 
 export interface ReadBodyOptions {
   /** Largest accepted body in bytes, as received (compressed or not). */
   readonly limitBytes: number;
-  /** Largest accepted body in bytes after gzip decompression. */
+  /** Largest accepted body in bytes after decompression. */
   readonly decompressedLimitBytes: number;
+  /** Content-Encodings decoded besides identity. Default `['gzip']`. */
+  readonly encodings?: readonly ContentEncoding[] | undefined;
   /** Aborts the read (client gone, deadline). */
   readonly signal?: AbortSignal | undefined;
   /**
@@ -37,13 +40,21 @@ export function bodyTooLarge(message: string): ServingError {
  * Reads a request body into one Buffer. A declared `Content-Length` over the limit is
  * refused before reading; an undeclared (chunked) body is refused as soon as it passes
  * the limit, and the rest is not buffered (the caller answers and closes the connection).
- * `Content-Encoding: gzip` is decompressed with its own cap; other encodings than
- * identity are refused with INVALID_ARGUMENT.
+ * A `Content-Encoding` among `encodings` is decompressed with its own cap (a bomb stops
+ * at the cap: 413); any other encoding than identity is refused with INVALID_ARGUMENT
+ * (reason `unsupported-content-encoding`), as is a body that does not decompress.
  */
 export async function readBody(req: IncomingMessage, options: ReadBodyOptions): Promise<Buffer> {
   const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
-  if (encoding !== 'identity' && encoding !== 'gzip' && encoding !== '') {
-    throw new ServingError(Code.INVALID_ARGUMENT, `Unsupported Content-Encoding: ${encoding}`);
+  const encodings = options.encodings ?? ['gzip'];
+  const decoder =
+    encoding === 'identity' || encoding === ''
+      ? undefined
+      : encodings.find((e): e is ContentEncoding => e === encoding);
+  if (encoding !== 'identity' && encoding !== '' && decoder === undefined) {
+    throw new ServingError(Code.INVALID_ARGUMENT, `Unsupported Content-Encoding: ${encoding.slice(0, 64)}`, {
+      reason: 'unsupported-content-encoding',
+    });
   }
   const header = req.headers['content-length'];
   const declared = header === undefined ? undefined : Number(header);
@@ -52,9 +63,10 @@ export async function readBody(req: IncomingMessage, options: ReadBodyOptions): 
   }
   if (declared !== undefined && options.reserve?.(declared) === false) throw overloaded();
   const raw = await collect(req, options, declared);
-  if (encoding !== 'gzip') return raw;
+  if (decoder === undefined) return raw;
+  const decompress = decoder === 'gzip' ? gunzip : inflate;
   return new Promise<Buffer>((resolve, reject) => {
-    gunzip(raw, { maxOutputLength: options.decompressedLimitBytes }, (error, out) => {
+    decompress(raw, { maxOutputLength: options.decompressedLimitBytes }, (error, out) => {
       if (!error) resolve(out);
       else if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
         reject(
@@ -64,7 +76,10 @@ export async function readBody(req: IncomingMessage, options: ReadBodyOptions): 
         );
       } else {
         reject(
-          new ServingError(Code.INVALID_ARGUMENT, `Unable to decompress gzip request body: ${error.message}`),
+          new ServingError(
+            Code.INVALID_ARGUMENT,
+            `Unable to decompress ${decoder} request body: ${error.message}`,
+          ),
         );
       }
     });

@@ -1,4 +1,8 @@
 import { createServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { Server as NetServer } from 'node:net';
+import { type ListenerTls, tlsServerOptions } from '../shared/listener-tls.js';
+import { DRAIN_IDLE_MS, trackConnections } from './connection-tracker.js';
 import type { HttpEdge } from './http-edge.js';
 
 /** Connection hygiene of an HTTP listener. */
@@ -20,27 +24,38 @@ export interface StartHttpServerOptions extends HttpLimits {
   readonly port: number;
   /** The edge the requests go to. */
   readonly edge: HttpEdge;
+  /** Serve HTTPS (plaintext requests are refused). Default: plain HTTP. */
+  readonly tls?: ListenerTls | undefined;
 }
 
 export interface StartedHttpServer {
   /** The bound port. */
   readonly port: number;
   /**
-   * Drains: stops accepting connections, closes idle keep-alive sockets, answers the
-   * requests in flight with `Connection: close`, and resolves once every connection has
-   * closed; after `graceMs` (default: no limit) the remaining connections are closed.
+   * Drains: stops accepting connections, answers the requests in flight (and any that
+   * arrive on open connections) with `Connection: close`, closes keep-alive connections
+   * once they have been idle for DRAIN_IDLE_MS, and resolves once every connection has
+   * closed; after `graceMs` (default: no limit) the remaining connections are destroyed.
    */
   close(graceMs?: number): Promise<void>;
 }
 
 /** Starts a node:http server; resolves once it is listening, rejects if binding fails. */
 export function startHttpServer(options: StartHttpServerOptions): Promise<StartedHttpServer> {
-  const { edge } = options;
-  const server = createServer(edge.handler);
+  const { edge, tls } = options;
+  const secure = tls === undefined ? undefined : createHttpsServer(tlsServerOptions(tls), edge.handler);
+  const server = secure ?? createServer(edge.handler);
+  const unsubscribeTls =
+    tls === undefined || secure === undefined
+      ? undefined
+      : tls.subscribe?.((context) => {
+          secure.setSecureContext(context);
+        });
   server.maxConnections = options.maxConnections ?? 4096;
   server.headersTimeout = options.headersTimeoutMs ?? 20_000;
   server.requestTimeout = options.requestTimeoutMs ?? 300_000;
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 65_000;
+  const tracker = trackConnections(server, secure !== undefined);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -55,20 +70,21 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
               graceMs === undefined
                 ? undefined
                 : setTimeout(() => {
-                    server.closeAllConnections();
+                    tracker.destroyAll();
                   }, graceMs);
             edge.drain();
-            server.close((error) => {
+            unsubscribeTls?.();
+            // Stop accepting, but not http.Server#close: it would also close every idle
+            // keep-alive connection at once, racing with requests clients are sending on them.
+            NetServer.prototype.close.call(server, (error?: Error) => {
               if (force !== undefined) clearTimeout(force);
+              tracker.stop();
               if (error) fail(error);
               else done();
             });
-            server.closeIdleConnections();
-            // Connections that were busy close after their response (Connection: close); one
-            // that turned idle in between is closed once nothing is in flight.
-            void edge.idle().then(() => {
-              server.closeIdleConnections();
-            });
+            // Busy connections close after their response (Connection: close); idle ones once
+            // they have been idle a moment.
+            tracker.closeWhenIdle(DRAIN_IDLE_MS);
           }),
       });
     });

@@ -7,6 +7,7 @@ import type { ModelRegistry } from '../../core/model-registry.js';
 import type { Logger } from '../../util/logger.js';
 import type { HttpApi, HttpContext, HttpRoute } from '../http/http-api.js';
 import { createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import type { ManagementGuard } from '../shared/management-guard.js';
 import { type InvocationsDeps, invoke } from './invocations.js';
 import { createMultiModelApi, notLoaded } from './multi-model-api.js';
 import { ping } from './ping.js';
@@ -43,6 +44,8 @@ export interface SageMakerApiOptions {
   readonly grpcPort?: number | undefined;
   /** TF Serving REST port, named in the multi-model load message; undefined when REST is off. */
   readonly restPort?: number | undefined;
+  /** Who may load and unload models (multi-model `POST /models`, `DELETE /models/{m}`). Default: anyone. */
+  readonly managementGuard?: ManagementGuard | undefined;
 }
 
 /** Model name of a `/models/{m}` path, percent-decoded. */
@@ -64,6 +67,7 @@ function modelName(ctx: HttpContext): string {
  */
 export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
   const { service, registry, logger } = options;
+  const guard = options.managementGuard;
   const multiModel = options.multiModel ?? false;
   const defaultModel = (): string | undefined => options.defaultModelName ?? service.modelNames()[0];
   const deps: InvocationsDeps = {
@@ -77,13 +81,14 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
   };
   const routes: HttpRoute[] = [
     {
+      name: 'ping',
       methods: ['GET', 'HEAD'],
       path: '/ping',
       handle: ({ res }) => {
         ping(res, service, defaultModel(), multiModel);
       },
     },
-    { methods: ['POST'], path: '/invocations', handle: (ctx) => invoke(ctx, deps) },
+    { name: 'invocations', methods: ['POST'], path: '/invocations', handle: (ctx) => invoke(ctx, deps) },
   ];
   if (multiModel) {
     const mme = createMultiModelApi({
@@ -100,14 +105,24 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
     });
     routes.push(
       {
+        name: 'list_models',
         methods: ['GET'],
         path: '/models',
         handle: ({ res }) => {
           mme.list(res);
         },
       },
-      { methods: ['POST'], path: '/models', handle: (ctx) => mme.load(ctx) },
       {
+        name: 'load_model',
+        methods: ['POST'],
+        path: '/models',
+        handle: (ctx) => {
+          guard?.check(ctx.credentials(), 'load model');
+          return mme.load(ctx);
+        },
+      },
+      {
+        name: 'describe_model',
         methods: ['GET'],
         path: /^\/models\/([^/]+)$/,
         handle: (ctx) => {
@@ -115,11 +130,16 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
         },
       },
       {
+        name: 'unload_model',
         methods: ['DELETE'],
         path: /^\/models\/([^/]+)$/,
-        handle: (ctx) => mme.unload(ctx.res, modelName(ctx)),
+        handle: (ctx) => {
+          guard?.check(ctx.credentials(), 'unload model');
+          return mme.unload(ctx.res, modelName(ctx));
+        },
       },
       {
+        name: 'invoke_model',
         methods: ['POST'],
         path: /^\/models\/([^/]+)\/invoke$/,
         handle: (ctx) => {

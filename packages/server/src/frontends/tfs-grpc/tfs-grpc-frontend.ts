@@ -32,6 +32,7 @@ import {
 import type { InferenceService, ModelSpec } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import type { GrpcMethod, GrpcService } from '../grpc/grpc-service.js';
+import type { ManagementGuard } from '../shared/management-guard.js';
 import {
   modelConfigsFromProto,
   modelSpecFromProto,
@@ -51,6 +52,8 @@ export interface TfsGrpcFrontendOptions {
    * Default false.
    */
   readonly serializeAsTensorContent?: boolean | undefined;
+  /** Who may call HandleReloadConfigRequest. Default: anyone (TF Serving's behaviour). */
+  readonly managementGuard?: ManagementGuard | undefined;
 }
 
 export const PREDICTION_SERVICE = 'tensorflow.serving.PredictionService';
@@ -200,7 +203,8 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
   };
 
   const handleReloadConfigRequest: GrpcMethod = {
-    async handler(bytes) {
+    async handler(bytes, context) {
+      options.managementGuard?.check(context.credentials(), 'HandleReloadConfigRequest');
       const request = decode(ReloadConfigRequestSchema, bytes);
       const configs = modelConfigsFromProto(request.config);
       await service.reloadConfig(configs);
@@ -215,6 +219,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
   return [
     {
       name: PREDICTION_SERVICE,
+      api: 'tfs-grpc',
       methods: {
         Classify: notSupported('Classify'),
         Regress: notSupported('Regress'),
@@ -225,6 +230,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
     },
     {
       name: MODEL_SERVICE,
+      api: 'tfs-grpc',
       methods: { GetModelStatus: getModelStatus, HandleReloadConfigRequest: handleReloadConfigRequest },
     },
   ];

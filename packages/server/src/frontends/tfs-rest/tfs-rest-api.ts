@@ -38,6 +38,7 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
     },
     routes: [
       {
+        name: 'GetModel',
         methods: ['GET'],
         path: TFS_GET_PATH,
         handle: async ({ res, params }) => {
@@ -53,6 +54,7 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
         },
       },
       {
+        name: 'Predict',
         methods: ['POST'],
         path: TFS_POST_PATH,
         handle: async (ctx) => {

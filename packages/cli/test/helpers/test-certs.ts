@@ -1,0 +1,106 @@
+import { execFileSync } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/** PEM files of a throwaway CA, a server certificate for 127.0.0.1/localhost and a client certificate. */
+export interface TestCerts {
+  readonly ca: string;
+  readonly serverKey: string;
+  readonly serverCert: string;
+  readonly clientKey: string;
+  readonly clientCert: string;
+}
+
+function openssl(dir: string, args: string[]): void {
+  execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+}
+
+/** Generates a CA and certificates it signs with openssl, in `dir`; `tag` makes file names unique. */
+export async function makeTestCerts(dir: string, tag = '', clientName = 'admin-client'): Promise<TestCerts> {
+  const f = (name: string): string => join(dir, `${tag}${name}`);
+  openssl(dir, [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '2',
+    '-subj',
+    `/CN=visionserve test CA ${tag}`,
+    '-keyout',
+    f('ca.key'),
+    '-out',
+    f('ca.pem'),
+  ]);
+  await writeFile(
+    f('server.ext'),
+    'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n',
+  );
+  openssl(dir, [
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-subj',
+    '/CN=localhost',
+    '-keyout',
+    f('server.key'),
+    '-out',
+    f('server.csr'),
+  ]);
+  openssl(dir, [
+    'x509',
+    '-req',
+    '-in',
+    f('server.csr'),
+    '-CA',
+    f('ca.pem'),
+    '-CAkey',
+    f('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    f('server.ext'),
+    '-out',
+    f('server.pem'),
+  ]);
+  await writeFile(f('client.ext'), 'extendedKeyUsage=clientAuth\n');
+  openssl(dir, [
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-subj',
+    `/CN=${clientName}`,
+    '-keyout',
+    f('client.key'),
+    '-out',
+    f('client.csr'),
+  ]);
+  openssl(dir, [
+    'x509',
+    '-req',
+    '-in',
+    f('client.csr'),
+    '-CA',
+    f('ca.pem'),
+    '-CAkey',
+    f('ca.key'),
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    f('client.ext'),
+    '-out',
+    f('client.pem'),
+  ]);
+  return {
+    ca: f('ca.pem'),
+    serverKey: f('server.key'),
+    serverCert: f('server.pem'),
+    clientKey: f('client.key'),
+    clientCert: f('client.pem'),
+  };
+}

@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { decodeHttpInferRequest, encodeHttpInferResponse } from '@visionserve/protocol/kserve';
+import { Code, ServingError, createKServeHttpClient, tensor } from '../src/index.js';
+
+/** A stub KServe server: echoes input x as output y (decoding the request for real), records headers. */
+describe('KServe HTTP client (stub server)', () => {
+  let server: http.Server;
+  let base: string;
+  const seen: http.IncomingHttpHeaders[] = [];
+  before(async () => {
+    server = http.createServer((req, res) => {
+      seen.push(req.headers);
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        let body = Buffer.concat(chunks);
+        if (req.url === '/v2/models/missing/infer') {
+          res.writeHead(404, { 'content-type': 'application/json' });
+          res.end('{"error":"Request for unknown model: \'missing\' is not found"}');
+          return;
+        }
+        if (req.url === '/v2/models/bad/infer') {
+          res.writeHead(200, { 'inference-header-content-length': '999' });
+          res.end('{}');
+          return;
+        }
+        if (req.url?.endsWith('/ready')) {
+          res.writeHead(req.url.includes('nope') ? 400 : 200);
+          res.end();
+          return;
+        }
+        if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
+        const request = decodeHttpInferRequest(
+          body,
+          req.headers['inference-header-content-length'] as string | undefined,
+        );
+        const binary = request.outputs?.map((o) => o.parameters['binary_data'] === true) ?? [
+          request.parameters['binary_data_output'] === true,
+        ];
+        const encoded = encodeHttpInferResponse(
+          {
+            modelName: 'm',
+            modelVersion: '4',
+            id: request.id,
+            outputs: [{ name: 'y', tensor: request.inputs[0]!.tensor }],
+          },
+          binary,
+        );
+        let out = Buffer.concat([encoded.json, ...encoded.binary]);
+        const headers: Record<string, string> = {};
+        if (encoded.binaryBytes > 0)
+          headers['Inference-Header-Content-Length'] = String(encoded.json.byteLength);
+        if (req.headers['accept-encoding'] === 'gzip') {
+          out = gzipSync(out);
+          headers['Content-Encoding'] = 'gzip';
+        }
+        res.writeHead(200, headers);
+        res.end(out);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('sends binary tensors with Inference-Header-Content-Length and reads binary outputs', async () => {
+    const client = createKServeHttpClient({ baseUrl: base });
+    const x = tensor(Float32Array.of(1, 2, 3), [3]);
+    const r = await client.infer({ name: 'm', version: 4 }, { x }, { id: 'abc' });
+    assert.deepEqual([...(r.outputs['y']!.data as Float32Array)], [1, 2, 3]);
+    assert.deepEqual(r.model, { name: 'm', version: 4 });
+    assert.equal(r.id, 'abc');
+    const headers = seen.at(-1)!;
+    assert.equal(headers['content-type'], 'application/octet-stream');
+    assert.ok(Number(headers['inference-header-content-length']) > 0);
+    assert.ok(r.wire.requestBytes > 12 && r.wire.responseBytes > 12);
+    client.close();
+  });
+
+  it('JSON both ways, compression both ways', async () => {
+    const client = createKServeHttpClient({ baseUrl: base, binary: false });
+    const x = tensor(Int32Array.of(7, 8), [2]);
+    const r = await client.infer('m', { x }, { outputs: ['y'] });
+    assert.deepEqual([...(r.outputs['y']!.data as Int32Array)], [7, 8]);
+    assert.equal(seen.at(-1)!['inference-header-content-length'], undefined);
+    const z = await client.infer(
+      'm',
+      { x },
+      { requestCompression: 'gzip', responseCompression: 'gzip', binaryOutputs: true },
+    );
+    assert.deepEqual([...(z.outputs['y']!.data as Int32Array)], [7, 8]);
+    assert.equal(seen.at(-1)!['content-encoding'], 'gzip');
+    client.close();
+  });
+
+  it('maps errors, readiness and malformed answers', async () => {
+    const client = createKServeHttpClient({ baseUrl: base });
+    await assert.rejects(
+      client.infer('missing', { x: tensor(Float32Array.of(1)) }),
+      (e: unknown) => e instanceof ServingError && e.code === Code.NOT_FOUND && /missing/.test(e.message),
+    );
+    await assert.rejects(
+      client.infer('bad', { x: tensor(Float32Array.of(1)) }),
+      (e: unknown) => e instanceof ServingError && e.code === Code.INTERNAL && /Malformed/.test(e.message),
+    );
+    assert.equal(await client.modelReady('ok'), true);
+    assert.equal(await client.modelReady('nope'), false);
+    await assert.rejects(client.infer({ name: 'm', version: 'x' }, {}), /non-negative integer/);
+    client.close();
+  });
+});

@@ -1,0 +1,349 @@
+/**
+ * The Open Inference Protocol (KServe v2) without a transport: health, metadata, model
+ * configuration, inference (one scoped core call per request), classification,
+ * statistics and the model repository, in the protocol's terms. The HTTP binding
+ * (./http) adapts it to routes and bodies; a gRPC binding adapts the same operations to
+ * `inference.GRPCInferenceService`.
+ */
+import { Code, ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
+import {
+  type InferRequest,
+  type InferResponse,
+  classificationTensor,
+  datatypeOfDtype,
+} from '@visionserve/protocol/kserve';
+import type { ServableAssets } from '../../contracts/servable-assets.js';
+import type { InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
+import type { ModelRegistry } from '../../core/model-registry.js';
+import type { Logger } from '../../util/logger.js';
+import type { InferenceStatistics } from '../shared/inference-statistics.js';
+import {
+  type ModelMetadataJson,
+  isBatching,
+  labelledOutput,
+  modelConfigJson,
+  modelMetadataJson,
+} from './model-json.js';
+import {
+  type ModelControlMode,
+  type ModelRoots,
+  type RepositoryIndexEntry,
+  createRepositoryControl,
+} from './repository-control.js';
+import { modelStatisticsJson } from './statistics-json.js';
+
+/** A model as the protocol names it: the version is a decimal string, "" for "the server picks". */
+export interface KServeModelRef {
+  readonly name: string;
+  readonly version: string;
+}
+
+/** Protocol extensions this server implements (server metadata `extensions`). */
+export const KSERVE_EXTENSIONS: readonly string[] = [
+  'binary_tensor_data',
+  'classification',
+  'model_repository',
+  'model_configuration',
+  'statistics',
+];
+
+export interface KServeServiceOptions {
+  /** Core: one scoped call per request; versions carry their assets (labels for classification). */
+  readonly service: InferenceService<ServableAssets>;
+  /** The configured models (version policies) and explicit load / unload. */
+  readonly registry: ModelRegistry;
+  /** Per version counters (shared by every KServe binding). */
+  readonly statistics: InferenceStatistics;
+  /** Model directories a load may add (the model roots); undefined: only configured models. */
+  readonly roots?: ModelRoots | undefined;
+  /** `explicit` enables repository load / unload; `none` answers them UNAVAILABLE. Default `none`. */
+  readonly modelControl?: ModelControlMode | undefined;
+  /** Rescans the configured models' version directories (a load of a loaded model). */
+  readonly rescan?: (() => Promise<void>) | undefined;
+  /** Server metadata `version`. */
+  readonly serverVersion: string;
+  /** max_batch_size reported for models that batch along dimension 0 (see isBatching). */
+  readonly maxBatchSize: number;
+  /** Worker instances per model version (instance_group count). */
+  readonly instanceCount: number;
+  /** Server-side batching is on (the config then shows dynamic_batching). Default false. */
+  readonly dynamicBatching?: boolean | undefined;
+  readonly logger: Logger;
+}
+
+/** How a binding runs one inference: it decoded the request, and encodes the response inside the call. */
+export interface InferCall<T> {
+  /** Cancels the call (client gone, deadline). */
+  readonly signal?: AbortSignal | undefined;
+  /** process.hrtime.bigint() when the request arrived (success / fail durations start here). */
+  readonly receivedAt: bigint;
+  /** Nanoseconds the binding spent decoding the request (part of compute_input). */
+  readonly decodeNs: number;
+  /** Encodes the response for the wire (timed as compute_output); runs while the version is pinned. */
+  encode(response: InferResponse): T | Promise<T>;
+}
+
+export interface KServeService {
+  serverMetadata(): { name: string; version: string; extensions: readonly string[] };
+  /** The process serves requests. */
+  serverLive(): boolean;
+  /** Every configured model has an AVAILABLE version. */
+  serverReady(): boolean;
+  /** Whether the model (version) is AVAILABLE; NOT_FOUND for an unknown model or version. */
+  modelReady(ref: KServeModelRef): boolean;
+  modelMetadata(ref: KServeModelRef, signal?: AbortSignal): Promise<ModelMetadataJson>;
+  modelConfig(ref: KServeModelRef, signal?: AbortSignal): Promise<Record<string, unknown>>;
+  infer<T>(ref: KServeModelRef, request: InferRequest, call: InferCall<T>): Promise<T>;
+  /** `model_stats` of every AVAILABLE version of every model, of one model, or of one version. */
+  statistics(ref?: KServeModelRef): { model_stats: Record<string, unknown>[] };
+  repositoryIndex(readyOnly: boolean): Promise<RepositoryIndexEntry[]>;
+  loadModel(name: string, parameters: Readonly<Record<string, unknown>>): Promise<void>;
+  unloadModel(name: string): Promise<void>;
+}
+
+const nowNs = (): bigint => process.hrtime.bigint();
+const since = (start: bigint): number => Number(nowNs() - start);
+
+/** The version a protocol version string names: "" is undefined (latest). */
+export function parseVersion(version: string): number | undefined {
+  if (version === '') return undefined;
+  const n = /^\d{1,15}$/.test(version) ? Number(version) : NaN;
+  if (!Number.isSafeInteger(n)) {
+    throw invalidArgument(
+      `failed to get model version from specified version string '${version.slice(0, 32)}'`,
+    );
+  }
+  return n;
+}
+
+export function createKServeService(options: KServeServiceOptions): KServeService {
+  const { service, registry, statistics } = options;
+  const repository = createRepositoryControl({
+    service,
+    registry,
+    roots: options.roots,
+    mode: options.modelControl ?? 'none',
+    rescan: options.rescan,
+    logger: options.logger,
+  });
+
+  const specOf = (ref: KServeModelRef): ModelSpec => ({ name: ref.name, version: parseVersion(ref.version) });
+
+  /**
+   * NOT_FOUND from core for a version that exists but is still loading becomes
+   * UNAVAILABLE (Triton answers 503 for a version that is not ready yet).
+   */
+  const notReady = (error: unknown, spec: ModelSpec): unknown => {
+    if (!(error instanceof ServingError) || error.code !== Code.NOT_FOUND) return error;
+    let statuses;
+    try {
+      statuses = service.status(spec);
+    } catch {
+      return error;
+    }
+    const loading = statuses.find((s) => s.state === 'START' || s.state === 'LOADING');
+    if (loading === undefined) return error;
+    return new ServingError(
+      Code.UNAVAILABLE,
+      `model '${spec.name}' version ${loading.version} is not ready yet`,
+    );
+  };
+
+  const withModel = async <T>(
+    ref: KServeModelRef,
+    fn: (servable: Servable<ServableAssets>) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> => {
+    const spec = specOf(ref);
+    try {
+      return await service.withServable(spec, fn, { signal });
+    } catch (error) {
+      throw notReady(error, spec);
+    }
+  };
+
+  const availableVersions = (name: string): number[] =>
+    service
+      .status({ name })
+      .filter((s) => s.state === 'AVAILABLE')
+      .map((s) => s.version)
+      .sort((a, b) => a - b);
+
+  return {
+    serverMetadata: () => ({
+      name: 'visionserve',
+      version: options.serverVersion,
+      extensions: KSERVE_EXTENSIONS,
+    }),
+
+    serverLive: () => true,
+
+    serverReady() {
+      return service.modelNames().every((name) => {
+        try {
+          return service.status({ name }).some((s) => s.state === 'AVAILABLE');
+        } catch {
+          return false;
+        }
+      });
+    },
+
+    modelReady(ref) {
+      const spec = specOf(ref);
+      return service.status(spec).some((s) => s.state === 'AVAILABLE');
+    },
+
+    modelMetadata(ref, signal) {
+      return withModel(
+        ref,
+        (servable) =>
+          Promise.resolve(
+            modelMetadataJson(
+              servable.name,
+              ref.version === '' ? availableVersions(servable.name) : [servable.version],
+              servable.signature().signature,
+            ),
+          ),
+        signal,
+      );
+    },
+
+    modelConfig(ref, signal) {
+      return withModel(
+        ref,
+        (servable) =>
+          Promise.resolve(
+            modelConfigJson({
+              name: servable.name,
+              signature: servable.signature().signature,
+              assets: servable.assets,
+              versionPolicy: registry.modelConfig(servable.name)?.versionPolicy,
+              maxBatchSize: options.maxBatchSize,
+              instanceCount: options.instanceCount,
+              dynamicBatching: options.dynamicBatching ?? false,
+            }),
+          ),
+        signal,
+      );
+    },
+
+    async infer(ref, request, call) {
+      let version: number | undefined;
+      try {
+        return await withModel(
+          ref,
+          async (servable) => {
+            version = servable.version;
+            const validateStart = nowNs();
+            const { name: signatureName, signature } = servable.signature();
+            const inputs: Record<string, Tensor> = {};
+            for (const input of request.inputs) {
+              const spec = signature.inputs[input.name];
+              if (spec === undefined || !Object.hasOwn(signature.inputs, input.name)) {
+                throw invalidArgument(
+                  `unexpected inference input '${input.name}' for model '${servable.name}'; its inputs are: ${Object.keys(signature.inputs).join(', ')}`,
+                );
+              }
+              if (spec.dtype !== input.tensor.dtype) {
+                throw invalidArgument(
+                  `inference input '${input.name}' data-type is '${input.datatype}', but model '${servable.name}' expects '${datatypeOfDtype(spec.dtype)}'`,
+                );
+              }
+              inputs[input.name] = input.tensor;
+            }
+            for (const output of request.outputs ?? []) {
+              if (!Object.hasOwn(signature.outputs, output.name)) {
+                throw invalidArgument(
+                  `unexpected inference output '${output.name}' for model '${servable.name}'; its outputs are: ${Object.keys(signature.outputs).join(', ')}`,
+                );
+              }
+            }
+            const names = request.outputs?.map((o) => o.name) ?? Object.keys(signature.outputs);
+            const inputNs = call.decodeNs + since(validateStart);
+
+            const inferStart = nowNs();
+            const outputs = await servable.predict(
+              { inputs, outputFilter: request.outputs === undefined ? undefined : names, signatureName },
+              { signal: call.signal },
+            );
+            const inferNs = since(inferStart);
+
+            const outputStart = nowNs();
+            const batching = isBatching(signature);
+            const labels = servable.assets?.vision.labels;
+            const labelled = labelledOutput(signature, servable.assets);
+            const offset =
+              servable.assets?.vision.config?.postprocess?.kind === 'classification'
+                ? (servable.assets.vision.config.postprocess.labelOffset ?? 0)
+                : 0;
+            const response: InferResponse = {
+              modelName: servable.name,
+              modelVersion: String(servable.version),
+              id: request.id,
+              outputs: names.map((name, i) => {
+                const tensor = outputs[name]!;
+                const k = request.outputs?.[i]?.classification ?? 0;
+                if (k === 0) return { name, tensor };
+                try {
+                  return {
+                    name,
+                    tensor: classificationTensor(tensor, k, {
+                      batched: batching,
+                      label:
+                        name === labelled && labels !== undefined
+                          ? (index) => labels.get(index + offset)
+                          : undefined,
+                    }),
+                  };
+                } catch (error) {
+                  if (error instanceof ServingError)
+                    throw invalidArgument(`output '${name}': ${error.message}`);
+                  throw error;
+                }
+              }),
+            };
+            const encoded = await call.encode(response);
+            const first = request.inputs[0]?.tensor.shape[0];
+            statistics.recordSuccess(servable.name, servable.version, batching ? (first ?? 1) : 1, {
+              totalNs: since(call.receivedAt),
+              inputNs,
+              inferNs,
+              outputNs: since(outputStart),
+            });
+            return encoded;
+          },
+          call.signal,
+        );
+      } catch (error) {
+        if (version !== undefined) statistics.recordFailure(ref.name, version, since(call.receivedAt));
+        throw error;
+      }
+    },
+
+    statistics(ref) {
+      const entries: Record<string, unknown>[] = [];
+      const add = (name: string, version: number): void => {
+        entries.push(modelStatisticsJson(name, version, statistics.snapshot(name, version)));
+      };
+      if (ref === undefined) {
+        for (const name of service.modelNames()) for (const v of availableVersions(name)) add(name, v);
+      } else {
+        const version = parseVersion(ref.version);
+        const statuses = service.status({ name: ref.name, version });
+        if (version !== undefined) add(ref.name, version);
+        else {
+          for (const v of statuses
+            .filter((s) => s.state === 'AVAILABLE')
+            .map((s) => s.version)
+            .sort((a, b) => a - b))
+            add(ref.name, v);
+        }
+      }
+      return { model_stats: entries };
+    },
+
+    repositoryIndex: (readyOnly) => repository.index(readyOnly),
+    loadModel: (name, parameters) => repository.load(name, parameters),
+    unloadModel: (name) => repository.unload(name),
+  };
+}

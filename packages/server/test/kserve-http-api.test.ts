@@ -1,0 +1,668 @@
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { deflateSync, gzipSync } from 'node:zlib';
+import { Code, ServingError, type Tensor, notFound } from '@visionserve/protocol';
+import {
+  decodeHttpInferResponse,
+  encodeBytesElements,
+  encodeHttpInferRequest,
+} from '@visionserve/protocol/kserve';
+import type { ServableAssets } from '../src/contracts/servable-assets.js';
+import type { CallOptions, ModelSpec, PredictRequest } from '../src/core/inference-service.js';
+import type { ModelConfig } from '../src/core/model-config.js';
+import type { ModelRegistry } from '../src/core/model-registry.js';
+import type { Signature } from '../src/core/signature.js';
+import { createHttpEdge } from '../src/frontends/http/http-edge.js';
+import { type StartedHttpServer, startHttpServer } from '../src/frontends/http/start-http-server.js';
+import { createKServeHttpApi, createKServeService } from '../src/frontends/kserve/index.js';
+import { createInferenceStatistics } from '../src/frontends/shared/inference-statistics.js';
+import { createTfsRestApi } from '../src/frontends/tfs-rest/index.js';
+import { findModelDirectory, listModelDirectories } from '../src/repository/model-roots.js';
+import { createJsonLogger } from '../src/util/logger.js';
+import { fakeInferenceService } from './fakes.js';
+
+const PREDICT = 'tensorflow/serving/predict';
+const HALF: Signature = {
+  inputs: { x: { name: 'x', dtype: 'float32', shape: [-1] } },
+  outputs: { y: { name: 'y', dtype: 'float32', shape: [-1] } },
+  methodName: PREDICT,
+};
+/** A batching classifier: scores = x. */
+const CLS: Signature = {
+  inputs: { x: { name: 'x', dtype: 'float32', shape: [-1, 4] } },
+  outputs: { scores: { name: 'scores', dtype: 'float32', shape: [-1, 4] } },
+  methodName: PREDICT,
+};
+/** Echoes every datatype. */
+const ECHO: Signature = {
+  inputs: {
+    b: { name: 'b', dtype: 'bool', shape: [-1] },
+    s: { name: 's', dtype: 'string', shape: [-1] },
+    h: { name: 'h', dtype: 'float16', shape: [-1] },
+    l: { name: 'l', dtype: 'uint64', shape: [-1] },
+  },
+  outputs: {
+    b_out: { name: 'b_out', dtype: 'bool', shape: [-1] },
+    s_out: { name: 's_out', dtype: 'string', shape: [-1] },
+    h_out: { name: 'h_out', dtype: 'float16', shape: [-1] },
+    l_out: { name: 'l_out', dtype: 'uint64', shape: [-1] },
+  },
+  methodName: PREDICT,
+};
+const LABELS: ServableAssets = {
+  vision: {
+    config: { postprocess: { kind: 'classification', labels: 'labels.txt', labelOffset: 0 } },
+    labels: new Map([
+      [0, 'zero'],
+      [1, 'one'],
+      [2, 'two'],
+      [3, 'three'],
+    ]),
+  },
+  handlerModulePath: undefined,
+};
+
+/** Configured models: name -> signature (a registry and a service over the same set). */
+const models = new Map<string, { signature: Signature; config: ModelConfig; assets?: ServableAssets }>();
+const configOf = (name: string, basePath = `/models/${name}`): ModelConfig => ({
+  name,
+  basePath,
+  versionPolicy: { kind: 'latest', numVersions: 1 },
+  versionLabels: {},
+});
+const addFake = (name: string, signature: Signature, assets?: ServableAssets): void => {
+  models.set(name, { signature, config: configOf(name), ...(assets ? { assets } : {}) });
+};
+
+function resolve(spec: ModelSpec): { version: number; signature: Signature; assets?: ServableAssets } {
+  const m = models.get(spec.name);
+  if (m === undefined) throw notFound(`Servable not found for request: Latest(${spec.name})`);
+  if (spec.version !== undefined && spec.version !== 1) {
+    throw notFound(`Servable not found for request: Specific(${spec.name}, ${spec.version})`);
+  }
+  return { version: 1, signature: m.signature, ...(m.assets ? { assets: m.assets } : {}) };
+}
+
+function run(
+  req: PredictRequest,
+  options?: CallOptions,
+): Promise<{
+  model: { name: string; version: number; signatureName: string };
+  outputs: Record<string, Tensor>;
+}> {
+  const name = req.model.name;
+  const model = { name, version: 1, signatureName: 'serving_default' };
+  if (name === 'boom') return Promise.reject(new Error('secret /path exploded'));
+  if (name === 'slow') {
+    return new Promise((_, reject) => {
+      options?.signal?.addEventListener('abort', () => {
+        reject(options.signal?.reason instanceof Error ? options.signal.reason : new Error('aborted'));
+      });
+    });
+  }
+  let outputs: Record<string, Tensor>;
+  if (name === 'cls') outputs = { scores: req.inputs['x']! };
+  else if (name === 'echo') {
+    outputs = Object.fromEntries(Object.entries(req.inputs).map(([k, t]) => [`${k}_out`, t]));
+  } else {
+    const x = req.inputs['x']!;
+    outputs = {
+      y: { dtype: 'float32', shape: x.shape, data: (x.data as Float32Array).map((v) => v / 2 + 2) },
+    };
+  }
+  const filter = req.outputFilter;
+  if (filter !== undefined && filter.length > 0) {
+    outputs = Object.fromEntries(Object.entries(outputs).filter(([k]) => filter.includes(k)));
+  }
+  return Promise.resolve({ model, outputs });
+}
+
+const service = fakeInferenceService<ServableAssets>({
+  resolve,
+  run,
+  status(spec) {
+    // Version 2 of "cls" is still loading.
+    if (spec.name === 'cls' && spec.version === 2) return [{ version: 2, state: 'LOADING' }];
+    resolve(spec);
+    return [{ version: 1, state: 'AVAILABLE' }];
+  },
+  modelNames: () => [...models.keys()],
+});
+const registry: ModelRegistry = {
+  modelConfig: (name) => models.get(name)?.config,
+  addModel(config) {
+    if (models.has(config.name)) return Promise.reject(new ServingError(Code.ALREADY_EXISTS, 'exists'));
+    models.set(config.name, { signature: HALF, config });
+    return Promise.resolve();
+  },
+  removeModel(name) {
+    if (!models.delete(name)) return Promise.reject(notFound(`no ${name}`));
+    return Promise.resolve();
+  },
+};
+
+let server: StartedHttpServer;
+let base: string;
+let roots: string;
+const logs: string[] = [];
+const statistics = createInferenceStatistics();
+
+before(async () => {
+  roots = await mkdtemp(join(tmpdir(), 'vs-kserve-roots-'));
+  await mkdir(join(roots, 'extra', '1'), { recursive: true });
+  await symlink(tmpdir(), join(roots, 'escape'));
+  addFake('half', HALF);
+  addFake('cls', CLS, LABELS);
+  addFake('echo', ECHO);
+  addFake('boom', HALF);
+  addFake('slow', HALF);
+  const logger = createJsonLogger({ level: 'debug', write: (line) => logs.push(line) });
+  const kserve = createKServeService({
+    service,
+    registry,
+    statistics,
+    roots: { list: () => listModelDirectories([roots]), resolve: (n) => findModelDirectory([roots], n) },
+    modelControl: 'explicit',
+    serverVersion: '9.9.9',
+    maxBatchSize: 8,
+    instanceCount: 2,
+    logger,
+  });
+  server = await startHttpServer({
+    host: '127.0.0.1',
+    port: 0,
+    edge: createHttpEdge({
+      apis: [
+        createTfsRestApi({ service, bodyLimitBytes: 1 << 20, requestTimeoutMs: 30_000 }),
+        createKServeHttpApi({
+          kserve,
+          bodyLimitBytes: 1 << 20,
+          decompressedBodyLimitBytes: 4 << 20,
+          requestTimeoutMs: 500,
+        }),
+      ],
+      logger,
+      notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
+    }),
+  });
+  base = `http://127.0.0.1:${server.port}`;
+});
+after(async () => {
+  await server.close(0);
+  await rm(roots, { recursive: true, force: true });
+});
+
+interface Reply {
+  status: number;
+  headers: Headers;
+  bytes: Uint8Array;
+  json: unknown;
+}
+
+async function call(
+  method: string,
+  path: string,
+  body?: string | Uint8Array,
+  headers: Record<string, string> = {},
+): Promise<Reply> {
+  // fetch asks for gzip by default and decompresses transparently; ask for identity unless a test says otherwise.
+  const all = { 'Accept-Encoding': 'identity', ...headers };
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: all,
+    ...(body !== undefined ? { body } : {}),
+  });
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  let json: unknown;
+  try {
+    json = JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, bytes, json };
+}
+
+async function expectError(p: Promise<Reply>, status: number, pattern: RegExp): Promise<Reply> {
+  const r = await p;
+  assert.equal(r.status, status, new TextDecoder().decode(r.bytes));
+  const error = (r.json as { error?: unknown } | undefined)?.error;
+  assert.equal(typeof error, 'string', new TextDecoder().decode(r.bytes));
+  assert.match(error as string, pattern);
+  return r;
+}
+
+/** Sends an encoded request (binary parts appended) and decodes the answer. */
+async function infer(
+  path: string,
+  init: Parameters<typeof encodeHttpInferRequest>[0],
+  headers: Record<string, string> = {},
+): Promise<Reply & { result?: ReturnType<typeof decodeHttpInferResponse> }> {
+  const encoded = encodeHttpInferRequest(init);
+  const body = Buffer.concat([encoded.json, ...encoded.binary]);
+  const h: Record<string, string> = { ...headers };
+  if (encoded.binaryBytes > 0) h['Inference-Header-Content-Length'] = String(encoded.json.byteLength);
+  const r = await call('POST', path, body, h);
+  if (r.status !== 200) return r;
+  // (fetch has already undone any Content-Encoding.)
+  return {
+    ...r,
+    result: decodeHttpInferResponse(r.bytes, r.headers.get('inference-header-content-length') ?? undefined),
+  };
+}
+
+const f32 = (...v: number[]): Tensor => ({ dtype: 'float32', shape: [v.length], data: Float32Array.from(v) });
+const text = (t: Tensor): string[] => (t.data as Uint8Array[]).map((b) => new TextDecoder().decode(b));
+
+void describe('KServe v2 HTTP API (fakes)', () => {
+  void it('answers health, server metadata and model metadata', async () => {
+    assert.deepEqual((await call('GET', '/v2/health/live')).json, { live: true });
+    assert.deepEqual((await call('GET', '/v2/health/ready')).json, { ready: true });
+    const meta = (await call('GET', '/v2')).json as { name: string; version: string; extensions: string[] };
+    assert.equal(meta.version, '9.9.9');
+    assert.ok(meta.extensions.includes('binary_tensor_data') && meta.extensions.includes('statistics'));
+    assert.deepEqual((await call('GET', '/v2/models/cls')).json, {
+      name: 'cls',
+      versions: ['1'],
+      platform: 'onnxruntime_onnx',
+      inputs: [{ name: 'x', datatype: 'FP32', shape: [-1, 4] }],
+      outputs: [{ name: 'scores', datatype: 'FP32', shape: [-1, 4] }],
+    });
+    assert.deepEqual(
+      ((await call('GET', '/v2/models/cls/versions/1')).json as { versions: string[] }).versions,
+      ['1'],
+    );
+    assert.equal((await call('GET', '/v2/models/cls/ready')).status, 200);
+    assert.equal((await call('GET', '/v2/models/cls/versions/1/ready')).status, 200);
+    await expectError(call('GET', '/v2/models/nope/ready'), 404, /nope/);
+    await expectError(call('GET', '/v2/models/nope'), 404, /Servable not found/);
+    await expectError(call('GET', '/v2/models/cls/versions/7'), 404, /Specific\(cls, 7\)/);
+    await expectError(call('GET', '/v2/models/cls/versions/abc'), 404, /^Not Found$/);
+    // A version that exists but is still loading: 503 (Triton's UNAVAILABLE), not 404.
+    await expectError(call('GET', '/v2/models/cls/versions/2'), 503, /version 2 is not ready yet/);
+    await expectError(call('POST', '/v2/models/cls/versions/2/infer', '{"inputs":[]}'), 503, /not ready yet/);
+    await expectError(call('GET', '/v2/models/cls/versions/2/ready'), 400, /not ready/);
+    await expectError(call('GET', '/v2/nothing/here'), 404, /^Not Found$/);
+    const r = await expectError(call('POST', '/v2/models/cls'), 405, /Method Not Allowed/);
+    assert.equal(r.headers.get('allow'), 'GET');
+    // TF Serving's API keeps its own answers on the same listener.
+    await expectError(call('GET', '/v3/x'), 404, /No handler for GET \/v3\/x/);
+  });
+
+  void it('reports the model configuration as Triton prints it', async () => {
+    const cls = (await call('GET', '/v2/models/cls/config')).json as Record<string, unknown>;
+    assert.equal(cls['max_batch_size'], 8);
+    assert.deepEqual(cls['input'], [
+      {
+        name: 'x',
+        data_type: 'TYPE_FP32',
+        format: 'FORMAT_NONE',
+        dims: [4],
+        is_shape_tensor: false,
+        optional: false,
+      },
+    ]);
+    assert.deepEqual(cls['output'], [
+      {
+        name: 'scores',
+        data_type: 'TYPE_FP32',
+        dims: [4],
+        label_filename: 'labels.txt',
+        is_shape_tensor: false,
+      },
+    ]);
+    assert.equal(cls['model_transaction_policy'], undefined);
+    const half = (await call('GET', '/v2/models/half/config')).json as Record<string, unknown>;
+    assert.equal(half['max_batch_size'], 0, 'rank-1 tensors do not batch');
+    assert.deepEqual((half['input'] as { dims: number[] }[])[0]!.dims, [-1]);
+    const echo = (await call('GET', '/v2/models/echo/config')).json as { input: { data_type: string }[] };
+    assert.deepEqual(
+      echo.input.map((i) => i.data_type),
+      ['TYPE_BOOL', 'TYPE_STRING', 'TYPE_FP16', 'TYPE_UINT64'],
+    );
+  });
+
+  void it('infers with JSON in and out, echoing the id, in one scoped core call', async () => {
+    const before = service.calls.withServable;
+    const r = await call(
+      'POST',
+      '/v2/models/half/infer',
+      JSON.stringify({ id: 'q1', inputs: [{ name: 'x', shape: [3], datatype: 'FP32', data: [1, 2, 5] }] }),
+    );
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('content-type'), 'application/json');
+    assert.equal(r.headers.get('inference-header-content-length'), null);
+    assert.deepEqual(r.json, {
+      model_name: 'half',
+      model_version: '1',
+      id: 'q1',
+      outputs: [{ name: 'y', datatype: 'FP32', shape: [3], data: [2.5, 3, 4.5] }],
+    });
+    assert.equal(service.calls.withServable - before, 1);
+  });
+
+  void it('infers with binary data both ways, per output or for all outputs', async () => {
+    const r = await infer('/v2/models/half/versions/1/infer', {
+      inputs: [{ name: 'x', tensor: f32(1, 2), binary: true }],
+      outputs: [{ name: 'y', binary: true }],
+    });
+    assert.equal(r.headers.get('content-type'), 'application/octet-stream');
+    assert.deepEqual([...(r.result!.outputs[0]!.tensor.data as Float32Array)], [2.5, 3]);
+    const all = await infer('/v2/models/half/infer', {
+      inputs: [{ name: 'x', tensor: f32(4), binary: false }],
+      binaryOutput: true,
+    });
+    assert.ok(all.headers.get('inference-header-content-length') !== null);
+    assert.deepEqual([...(all.result!.outputs[0]!.tensor.data as Float32Array)], [4]);
+  });
+
+  void it('round-trips BOOL, BYTES, FP16 and UINT64 in JSON and binary', async () => {
+    const tensors: Record<string, Tensor> = {
+      b: { dtype: 'bool', shape: [3], data: Uint8Array.of(1, 0, 1) },
+      s: {
+        dtype: 'string',
+        shape: [3],
+        data: ['', 'abc', 'h\u00e9llo'].map((v) => new TextEncoder().encode(v)),
+      },
+      h: { dtype: 'float16', shape: [2], data: Uint16Array.of(0x3c00, 0xc100) },
+      l: { dtype: 'uint64', shape: [1], data: BigUint64Array.of(2n ** 63n + 5n) },
+    };
+    for (const binary of [true, false]) {
+      const r = await infer('/v2/models/echo/infer', {
+        inputs: Object.entries(tensors).map(([name, tensor]) => ({
+          name,
+          tensor: name === 'l' && !binary ? { ...tensor, data: BigUint64Array.of(12345n) } : tensor,
+          binary,
+        })),
+        outputs: ['b_out', 's_out', 'h_out', 'l_out'].map((name) => ({ name, binary })),
+      });
+      assert.equal(r.status, 200, new TextDecoder().decode(r.bytes));
+      const out = Object.fromEntries(r.result!.outputs.map((o) => [o.name, o.tensor]));
+      assert.deepEqual([...(out['b_out']!.data as Uint8Array)], [1, 0, 1]);
+      assert.equal(out['b_out']!.dtype, 'bool');
+      assert.deepEqual(text(out['s_out']!), ['', 'abc', 'h\u00e9llo']);
+      assert.deepEqual([...(out['h_out']!.data as Uint16Array)], [0x3c00, 0xc100]);
+      assert.deepEqual([...(out['l_out']!.data as BigUint64Array)], [binary ? 2n ** 63n + 5n : 12345n]);
+    }
+  });
+
+  void it('selects outputs and classifies (batched, with labels) as BYTES', async () => {
+    const x: Tensor = {
+      dtype: 'float32',
+      shape: [2, 4],
+      data: Float32Array.of(0.1, 0.9, 0.3, 0.2, 5, 1, 7, 7),
+    };
+    for (const binary of [true, false]) {
+      const r = await infer('/v2/models/cls/infer', {
+        inputs: [{ name: 'x', tensor: x, binary: true }],
+        outputs: [{ name: 'scores', binary, classification: 2 }],
+      });
+      const t = r.result!.outputs[0]!.tensor;
+      assert.deepEqual(t.shape, [2, 2]);
+      assert.deepEqual(text(t), ['0.900000:1:one', '0.300000:2:two', '7.000000:2:two', '7.000000:3:three']);
+    }
+    await expectError(
+      infer('/v2/models/cls/infer', {
+        inputs: [{ name: 'x', tensor: x, binary: true }],
+        outputs: [{ name: 'nope' }],
+      }),
+      400,
+      /unexpected inference output 'nope'/,
+    );
+  });
+
+  void it('answers bad requests with 400 and a clear message, and keeps serving', async () => {
+    const send = (body: string, headers: Record<string, string> = {}): Promise<Reply> =>
+      call('POST', '/v2/models/half/infer', body, headers);
+    await expectError(send('{not json'), 400, /JSON/);
+    await expectError(
+      send('{"inputs":[{"name":"x","shape":[2],"datatype":"INT32","data":[1,2]}]}'),
+      400,
+      /data-type is 'INT32', but model 'half' expects 'FP32'/,
+    );
+    await expectError(
+      send('{"inputs":[{"name":"q","shape":[1],"datatype":"FP32","data":[1]}]}'),
+      400,
+      /unexpected inference input 'q'/,
+    );
+    await expectError(
+      send('{"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1,2]}]}'),
+      400,
+      /needs 3/,
+    );
+    await expectError(
+      send(
+        '{"inputs":[{"name":"x","shape":[2147483647],"datatype":"FP32","parameters":{"binary_data_size":8}}]}',
+        { 'Inference-Header-Content-Length': '9999' },
+      ),
+      400,
+      /larger than the body/,
+    );
+    const json =
+      '{"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":800}}]}';
+    await expectError(
+      send(`${json}12345678`, { 'Inference-Header-Content-Length': String(json.length) }),
+      400,
+      /runs past the end/,
+    );
+    await expectError(send(json, { 'Inference-Header-Content-Length': '0' }), 501, /Raw binary requests/);
+    const s = encodeBytesElements([new TextEncoder().encode('ab')]);
+    s[0] = 99;
+    const bytesJson = `{"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":${s.byteLength}}}]}`;
+    await expectError(
+      call('POST', '/v2/models/half/infer', Buffer.concat([Buffer.from(bytesJson), s]), {
+        'Inference-Header-Content-Length': String(bytesJson.length),
+      }),
+      400,
+      /declares 99 bytes/,
+    );
+    await expectError(
+      send('{"inputs":[]}', { 'Content-Encoding': 'br' }),
+      501,
+      /Unsupported Content-Encoding: br/,
+    ).then((r) => {
+      assert.equal(r.headers.get('accept-encoding'), 'gzip, deflate');
+    });
+    await expectError(
+      call(
+        'POST',
+        '/v2/models/boom/infer',
+        '{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}',
+      ),
+      500,
+      /^Internal error$/,
+    );
+    await expectError(
+      call(
+        'POST',
+        '/v2/models/slow/infer',
+        '{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}',
+      ),
+      504,
+      /timed out/,
+    );
+    await expectError(call('POST', '/v2/repository/other/index', ''), 501, /repository_name/);
+    assert.equal((await call('GET', '/v2/health/live')).status, 200);
+  });
+
+  void it('decodes gzip and deflate requests, compresses responses on request, and stops gzip bombs with 413', async () => {
+    const body = JSON.stringify({ inputs: [{ name: 'x', shape: [1], datatype: 'FP32', data: [6] }] });
+    for (const [encoding, compress] of [
+      ['gzip', gzipSync],
+      ['deflate', deflateSync],
+    ] as const) {
+      const r = await infer(
+        '/v2/models/half/infer',
+        { inputs: [{ name: 'x', tensor: f32(6), binary: true }], binaryOutput: true },
+        { 'Accept-Encoding': 'gzip' },
+      );
+      assert.equal(r.headers.get('content-encoding'), 'gzip');
+      assert.deepEqual([...(r.result!.outputs[0]!.tensor.data as Float32Array)], [5]);
+      const plain = await call('POST', '/v2/models/half/infer', compress(body), {
+        'Content-Encoding': encoding,
+      });
+      assert.equal(plain.status, 200, encoding);
+      assert.deepEqual((plain.json as { outputs: { data: number[] }[] }).outputs[0]!.data, [5]);
+    }
+    const bomb = gzipSync(Buffer.alloc(16 << 20));
+    await expectError(
+      call('POST', '/v2/models/half/infer', bomb, { 'Content-Encoding': 'gzip' }),
+      413,
+      /Decompressed request body exceeds/,
+    );
+    await expectError(
+      call('POST', '/v2/models/half/infer', Buffer.from('not gzip'), { 'Content-Encoding': 'gzip' }),
+      400,
+      /decompress/,
+    );
+  });
+
+  void it('counts statistics per version: success, fail, queue, inference and execution counts', async () => {
+    const stat = async (): Promise<
+      Record<string, { count: number; ns: number }> & { n: number; e: number }
+    > => {
+      const json = (await call('GET', '/v2/models/cls/stats')).json as {
+        model_stats: {
+          version: string;
+          inference_count: number;
+          execution_count: number;
+          inference_stats: Record<string, { count: number; ns: number }>;
+        }[];
+      };
+      const m = json.model_stats[0]!;
+      assert.equal(m.version, '1');
+      return Object.assign(m.inference_stats, { n: m.inference_count, e: m.execution_count });
+    };
+    const before = await stat();
+    const x: Tensor = { dtype: 'float32', shape: [3, 4], data: new Float32Array(12) };
+    await infer('/v2/models/cls/infer', { inputs: [{ name: 'x', tensor: x, binary: true }] });
+    await infer('/v2/models/cls/infer', {
+      inputs: [{ name: 'x', tensor: { ...x, shape: [1, 4], data: new Float32Array(4) }, binary: false }],
+    });
+    await expectError(
+      infer('/v2/models/cls/infer', {
+        inputs: [
+          { name: 'x', tensor: { dtype: 'int32', shape: [1, 4], data: new Int32Array(4) }, binary: false },
+        ],
+      }),
+      400,
+      /data-type/,
+    );
+    const after = await stat();
+    for (const key of [
+      'success',
+      'fail',
+      'queue',
+      'compute_input',
+      'compute_infer',
+      'compute_output',
+      'cache_hit',
+      'cache_miss',
+    ]) {
+      assert.deepEqual(Object.keys(after[key]!).sort(), ['count', 'ns'], key);
+    }
+    assert.equal(after['success']!.count - before['success']!.count, 2);
+    assert.equal(after['queue']!.count - before['queue']!.count, 2);
+    assert.equal(after['fail']!.count - before['fail']!.count, 1);
+    assert.equal(after.n - before.n, 4);
+    assert.equal(after.e - before.e, 2);
+    assert.ok(after['success']!.ns > before['success']!.ns);
+    const all = (await call('GET', '/v2/models/stats')).json as { model_stats: { name: string }[] };
+    assert.ok(all.model_stats.some((m) => m.name === 'half'));
+    await expectError(call('GET', '/v2/models/nope/stats'), 404, /nope/);
+  });
+
+  void it('repository: index, unload, load by name from the roots, never outside them', async () => {
+    const index = async (
+      ready = false,
+    ): Promise<{ name: string; state?: string; version?: string; reason?: string }[]> =>
+      (await call('POST', '/v2/repository/index', ready ? '{"ready":true}' : '')).json as never;
+    let entries = await index();
+    assert.deepEqual(
+      entries.find((e) => e.name === 'half'),
+      { name: 'half', version: '1', state: 'READY' },
+    );
+    assert.deepEqual(
+      entries.find((e) => e.name === 'extra'),
+      { name: 'extra' },
+    );
+    assert.equal(
+      entries.find((e) => e.name === 'escape'),
+      undefined,
+      'a symlink out of the roots is not a model',
+    );
+    await expectError(call('POST', '/v2/repository/index', '{"ready":"yes"}'), 400, /"ready"/);
+
+    const unload = await call(
+      'POST',
+      '/v2/repository/models/half/unload',
+      '{"parameters":{"unload_dependents":false}}',
+    );
+    assert.equal(unload.status, 200);
+    assert.equal((await call('GET', '/v2/models/half/ready')).status, 404);
+    entries = await index();
+    assert.deepEqual(
+      entries.find((e) => e.name === 'half'),
+      { name: 'half', state: 'UNAVAILABLE', reason: 'unloaded' },
+    );
+    assert.equal(
+      (await index(true)).find((e) => e.name === 'half'),
+      undefined,
+    );
+    assert.equal((await call('POST', '/v2/repository/models/half/load', '{}')).status, 200);
+    assert.equal((await call('GET', '/v2/models/half/ready')).status, 200);
+    assert.equal(models.get('half')!.config.basePath, '/models/half', 'reloaded with its own config');
+
+    assert.equal((await call('POST', '/v2/repository/models/extra/load')).status, 200);
+    assert.equal(models.get('extra')!.config.basePath, join(roots, 'extra'));
+    await expectError(call('POST', '/v2/repository/models/escape/load'), 404, /no directory of that name/);
+    await expectError(call('POST', '/v2/repository/models/..%2F..%2Fetc/load'), 400, /Invalid model name/);
+    await expectError(call('POST', '/v2/repository/models/ghost/load'), 404, /ghost/);
+    await expectError(call('POST', '/v2/repository/models/ghost/unload'), 404, /ghost/);
+    await expectError(
+      call(
+        'POST',
+        '/v2/repository/models/x/load',
+        JSON.stringify({ parameters: { config: '{}', 'file:1/model.onnx': 'AAAA' } }),
+      ),
+      501,
+      /not supported/,
+    );
+    await expectError(call('POST', '/v2/repository/models/x/load', '[1]'), 400, /JSON object/);
+  });
+});
+
+void describe('KServe v2: model control mode none', () => {
+  void it('refuses load and unload with 503 but serves the index', async () => {
+    const kserve = createKServeService({
+      service,
+      registry,
+      statistics,
+      serverVersion: '1',
+      maxBatchSize: 1,
+      instanceCount: 1,
+      logger: createJsonLogger({ level: 'silent' }),
+    });
+    const s = await startHttpServer({
+      host: '127.0.0.1',
+      port: 0,
+      edge: createHttpEdge({
+        apis: [createKServeHttpApi({ kserve, bodyLimitBytes: 1024, requestTimeoutMs: 0 })],
+        logger: createJsonLogger({ level: 'silent' }),
+        notFoundMessage: () => 'Not Found',
+      }),
+    });
+    try {
+      const at = `http://127.0.0.1:${s.port}`;
+      const load = await fetch(`${at}/v2/repository/models/half/load`, { method: 'POST' });
+      assert.equal(load.status, 503);
+      assert.match(((await load.json()) as { error: string }).error, /--kserve_model_control_mode=explicit/);
+      assert.equal((await fetch(`${at}/v2/repository/models/half/unload`, { method: 'POST' })).status, 503);
+      assert.equal((await fetch(`${at}/v2/repository/index`, { method: 'POST' })).status, 200);
+    } finally {
+      await s.close(0);
+    }
+  });
+});
