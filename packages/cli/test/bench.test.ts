@@ -501,7 +501,7 @@ describe('runBench (short)', () => {
     }
   });
 
-  it('overload suite (short): capacity, open loop, shedding and RSS fields for gRPC and REST; no folder left', async () => {
+  it('overload suite (smoke): capacity, open loop at 3x, refusals only as UNAVAILABLE / RESOURCE_EXHAUSTED or 503 / 429, never a reset; no folder left', async () => {
     const root = await tempRoot();
     const steps: string[] = [];
     let planned = 0;
@@ -510,13 +510,14 @@ describe('runBench (short)', () => {
         ...SHORT,
         suites: ['overload'],
         paths: [],
-        serverArgs: ['--model_instances=1'],
+        // A short queue limit, so that a 1 s open loop at 3x capacity surely sheds.
+        serverArgs: ['--model_instances=1', '--max_queue_wait_ms=50'],
         overload: {
-          capacityConcurrencies: [1, 4],
-          capacityDurationMs: 400,
-          settleMs: 300,
+          capacityConcurrencies: [2],
+          capacityDurationMs: 300,
+          settleMs: 200,
           durationMs: 1000,
-          afterMs: 200,
+          afterMs: 0,
         },
         tempRoot: root,
         onPlan: (p) => {
@@ -532,23 +533,43 @@ describe('runBench (short)', () => {
         o.runs.map((r) => r.protocol),
         ['grpc', 'rest'],
       );
+      const refusals: Record<string, readonly string[]> = {
+        grpc: ['UNAVAILABLE', 'RESOURCE_EXHAUSTED'],
+        rest: ['HTTP 503', 'HTTP 429'],
+      };
       for (const r of o.runs) {
-        assert.equal(r.skipped, undefined, JSON.stringify(r));
-        assert.ok(r.capacity!.throughput > 0 && r.capacity!.points.length >= 1, JSON.stringify(r.capacity));
+        const what = JSON.stringify({ ...r, capacity: undefined });
+        assert.equal(r.skipped, undefined, what);
+        assert.ok(r.capacity!.throughput > 0 && r.capacity!.points.length === 1, JSON.stringify(r.capacity));
         assert.ok(r.requestBytes! > 600_000);
         const open = r.open!;
-        assert.ok(open.sent > 0 && open.ratePerSecond > 0);
+        assert.ok(open.ratePerSecond > 2.9 * r.capacity!.throughput, what);
+        assert.ok(open.sent > 0);
         const counted = Object.values(open.counts).reduce((a, b) => a + b, 0);
         const labelled = Object.values(open.labels).reduce((a, b) => a + b, 0);
         assert.equal(counted, open.sent);
         assert.equal(labelled, open.sent);
+        // Every request is answered: OK or refused the agreed way; no reset, timeout or other error.
+        assert.ok(open.counts.ok! > 0, what);
+        assert.ok(open.counts.shed! + open.counts['shed-429']! > 0, `nothing was shed: ${what}`);
+        assert.equal(open.counts.ok! + open.counts.shed! + open.counts['shed-429']!, open.sent, what);
+        for (const label of Object.keys(open.labels))
+          assert.ok(label === 'OK' || label === 'HTTP 200' || refusals[r.protocol]!.includes(label), what);
+        for (const m of Object.keys(open.messages)) assert.match(m, /overloaded|deadline/i, what);
+        assert.equal(open.rejection.n, open.counts.shed! + open.counts['shed-429']!);
+        assert.ok(open.accepted.n === open.counts.ok && open.accepted.p99 > 0);
         assert.ok(r.rss!.idleMiB > 0 && r.rss!.peakMiB > 0 && r.rss!.afterMiB > 0, JSON.stringify(r.rss));
-        assert.equal(r.targets!.length, 6);
+        assert.deepEqual(
+          r.targets!.map((t) => t.id),
+          ['goodput', 'accepted-p99', 'rejected-as-shed', 'rejection-time', 'rss-peak', 'rss-after'],
+        );
         assert.equal(r.loadAverageBefore.length, 3);
       }
       const md = formatMarkdown(report);
       assert.match(md, /### Overload/);
+      assert.match(md, /\| MobileNetV2 int8 gRPC \| [\d.]+ \(2\) \|/);
       assert.match(md, /\| goodput ≥ 80 % of capacity \| \*\*(PASS|FAIL)\*\*/);
+      assert.match(md, /\| every request not answered OK gets UNAVAILABLE \/ RESOURCE_EXHAUSTED \| \*\*PASS\*\*/);
     } finally {
       await rm(root, { recursive: true, force: true });
     }
