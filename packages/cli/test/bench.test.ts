@@ -478,7 +478,7 @@ describe('runBench (short)', () => {
         assert.ok(r.batching?.timeoutMicros === 0);
       }
       assert.ok(sweep.floors[0]!.before.p50 > 0 && sweep.floors[0]!.after.p50 > 0);
-      assert.deepEqual(sweep.serverArgs, ['--enable_serialization_as_tensor_content']);
+      assert.deepEqual(sweep.serverArgs, ['--max_queue_wait_ms=0', '--enable_serialization_as_tensor_content']);
       const cold = report.coldStart!;
       assert.deepEqual(
         cold.rows.map((r) => r.warmup),
