@@ -72,6 +72,17 @@ module.exports = {
       },
     },
     {
+      name: 'client-grpc-web-entry-is-browser-safe',
+      comment:
+        '@visionserve/client/grpc-web is bundled into the web console: nothing it reaches may load a Node built-in',
+      severity: 'error',
+      from: { path: '^packages/client/src/grpc-web\\.ts$' },
+      to: {
+        path: '^(node:)?(buffer|child_process|crypto|events|fs|http|http2|https|net|os|path|stream|tls|url|util|worker_threads|zlib)(/|$)',
+        reachable: true,
+      },
+    },
+    {
       name: 'server-does-not-import-cli',
       severity: 'error',
       from: { path: '^packages/server/' },

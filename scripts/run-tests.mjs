@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Runs every compiled test file with node's test runner, then the Python compatibility suite.
-// Usage: node scripts/run-tests.mjs [--only-node] [filter]
+// Runs every compiled test file with node's test runner, then the Python compatibility suite,
+// then the deploy/ manifest validation (Go, deploy/validate/run.sh).
+// Usage: node scripts/run-tests.mjs [--only-node | --only-deploy] [filter]
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync, existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -9,6 +10,14 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 const onlyNode = args.includes('--only-node');
+const onlyDeploy = args.includes('--only-deploy');
+
+/** deploy/validate/run.sh: every Kubernetes/KServe manifest against the real API types. */
+function runDeployValidation() {
+  const go = spawnSync('bash', [join(root, 'deploy', 'validate', 'run.sh')], { stdio: 'inherit', cwd: root });
+  return go.status ?? 1;
+}
+if (onlyDeploy) process.exit(runDeployValidation());
 const filter = args.find((a) => !a.startsWith('--'));
 
 function walk(dir, out) {
@@ -41,5 +50,7 @@ let status = node.status ?? 1;
 if (!onlyNode && !filter) {
   const py = spawnSync('bash', [join(root, 'compat', 'run.sh')], { stdio: 'inherit', cwd: root });
   if ((py.status ?? 1) !== 0) status = py.status ?? 1;
+  const deploy = runDeployValidation();
+  if (deploy !== 0) status = deploy;
 }
 process.exit(status);

@@ -1,4 +1,4 @@
-"""Starts a real visionserve process for the KServe v2 compatibility tests (stock tritonclient.http)."""
+"""Starts a real visionserve process for the KServe v2 compatibility tests (stock tritonclient.http and .grpc)."""
 import json
 import shutil
 import socket
@@ -30,11 +30,15 @@ def stage(root: Path, name: str, source: Path) -> Path:
     return root / name
 
 
+ALL_MODELS = ("mobilenet", "mnist", "half_plus_two", "dtype_echo")
+
+
 class Server:
     """visionserve with mobilenet (labels for classification), mnist (no batching), half_plus_two,
-    dtype_echo (every datatype) configured, and `spare` (half_plus_two again) only in the model root."""
+    dtype_echo (every datatype) configured, and `spare` (half_plus_two again) only in the model root.
+    `models` picks the configured ones; `extra_args` go to `visionserve serve`."""
 
-    def __init__(self, repo: Path):
+    def __init__(self, repo: Path, models=ALL_MODELS, extra_args=()):
         self.repo = repo
         mobilenet = stage(repo, "mobilenet", MODELS / "mobilenetv2-12-int8.onnx")
         shutil.copyfile(MODELS / "imagenet_synset.txt", mobilenet / "imagenet_synset.txt")
@@ -57,11 +61,13 @@ class Server:
             "model_config_list {\n"
             + "".join(
                 f"  config {{ name: '{m}' base_path: '{repo / m}' model_platform: 'onnx' }}\n"
-                for m in ("mobilenet", "mnist", "half_plus_two", "dtype_echo")
+                for m in models
             )
             + "}\n"
         )
         self.rest_port = free_port()
+        self.grpc_port = free_port()
+        self.grpc_url = f"127.0.0.1:{self.grpc_port}"  # inference.GRPCInferenceService beside TF Serving's
         self.url = f"127.0.0.1:{self.rest_port}"  # tritonclient takes host:port, no scheme
         self.base = f"http://{self.url}"
         self.log = open(repo / "server.log", "w+")
@@ -70,7 +76,7 @@ class Server:
                 "node",
                 str(CLI),
                 "serve",
-                f"--port={free_port()}",
+                f"--port={self.grpc_port}",
                 f"--rest_api_port={self.rest_port}",
                 "--sagemaker_port=-1",
                 "--host=127.0.0.1",
@@ -78,6 +84,7 @@ class Server:
                 f"--model_roots={repo}",
                 "--kserve_model_control_mode=explicit",
                 "--file_system_poll_wait_seconds=0",
+                *extra_args,
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -113,10 +120,34 @@ def server():
     shutil.rmtree(repo, ignore_errors=True)
 
 
+ADMIN_TOKEN = "compat-admin-token"
+
+
+@pytest.fixture(scope="session")
+def guarded_server():
+    """half_plus_two only, with model management behind --admin_token_file."""
+    repo = Path(tempfile.mkdtemp(prefix="vs-kserve-compat-guard-"))
+    token = repo / "admin.token"
+    token.write_text(ADMIN_TOKEN + "\n")
+    s = Server(repo, models=("half_plus_two",), extra_args=(f"--admin_token_file={token}",))
+    yield s
+    s.stop()
+    shutil.rmtree(repo, ignore_errors=True)
+
+
 @pytest.fixture
 def http(server):
     import tritonclient.http as httpclient
 
     c = httpclient.InferenceServerClient(server.url, network_timeout=60.0)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def grpc(server):
+    import tritonclient.grpc as grpcclient
+
+    c = grpcclient.InferenceServerClient(server.grpc_url)
     yield c
     c.close()

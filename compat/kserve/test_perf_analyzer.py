@@ -1,4 +1,5 @@
-"""A short perf_analyzer (Triton's load generator, 2.51.0 binary) run against visionserve over HTTP.
+"""A short perf_analyzer (Triton's load generator, 2.51.0 binary) run against visionserve over
+HTTP (binary and JSON tensors) and over gRPC (raw contents, plain and gzip-compressed).
 
 perf_analyzer reads the model metadata, the model configuration and the server metadata, then
 sends inference requests (binary tensors by default) and reads the statistics extension before
@@ -28,14 +29,23 @@ def perf_analyzer_env():
     return env
 
 
-@pytest.mark.parametrize("tensor_format", ["binary", "json"])
-def test_perf_analyzer_short_run(server, tensor_format):
+@pytest.mark.parametrize(
+    "protocol,options",
+    [
+        ("http", ["--input-tensor-format", "binary", "--output-tensor-format", "binary"]),
+        ("http", ["--input-tensor-format", "json", "--output-tensor-format", "json"]),
+        ("grpc", []),
+        ("grpc", ["--grpc-compression-algorithm", "gzip"]),
+    ],
+    ids=["http-binary", "http-json", "grpc", "grpc-gzip"],
+)
+def test_perf_analyzer_short_run(server, protocol, options):
     env = perf_analyzer_env()
     args = [
         str(VENV / "bin" / "perf_analyzer"),
         "-m", "mobilenet",
-        "-u", server.url,
-        "-i", "http",
+        "-u", server.url if protocol == "http" else server.grpc_url,
+        "-i", protocol,
         "-b", "2",
         "--shape", "input:3,224,224",
         "--concurrency-range", "1:1",
@@ -43,8 +53,7 @@ def test_perf_analyzer_short_run(server, tensor_format):
         "--measurement-request-count", "10",
         "--stability-percentage", "1000",
         "--max-trials", "3",
-        "--input-tensor-format", tensor_format,
-        "--output-tensor-format", tensor_format,
+        *options,
     ]
     out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -33,7 +33,7 @@ def stage(root: Path, name: str, version: int, source: Path):
 
 
 class Server:
-    def __init__(self, repo: Path, config_file: Path):
+    def __init__(self, repo: Path, config_file: Path, extra_args=(), ready_timeout=60):
         self.repo = repo
         self.config_file = config_file
         self.grpc_port = free_port()
@@ -50,6 +50,7 @@ class Server:
                 "--host=127.0.0.1",
                 f"--model_config_file={config_file}",
                 "--file_system_poll_wait_seconds=1",
+                *extra_args,
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -59,7 +60,7 @@ class Server:
             f"127.0.0.1:{self.grpc_port}",
             options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)],
         )
-        deadline = time.time() + 60
+        deadline = time.time() + ready_timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("server exited:\n" + self.logs())
@@ -98,6 +99,63 @@ model_config_list {{
 """
     )
     s = Server(repo, config)
+    yield s
+    s.stop()
+    shutil.rmtree(repo, ignore_errors=True)
+
+
+CACHE = ROOT / "compat" / ".cache"
+
+
+@pytest.fixture(scope="session")
+def savedmodels():
+    """The suite's SavedModels (written by TensorFlow once, then reused; see savedmodels.py)."""
+    from savedmodels import saved_models
+
+    return saved_models(CACHE / "savedmodels")
+
+
+@pytest.fixture(scope="session")
+def tf_server(savedmodels):
+    """A server of TensorFlow SavedModels, converted on load by this very venv (tensorflow + tf2onnx);
+    conversions are cached in compat/.cache/conversions by content hash."""
+    from savedmodels import CNN_VISION_CONFIG
+
+    repo = Path(tempfile.mkdtemp(prefix="vs-compat-tf-"))
+    for name, version_dir in (("half_plus_two", savedmodels["half_plus_two"]), ("cnn", savedmodels["cnn"])):
+        (repo / name).mkdir()
+        (repo / name / "1").symlink_to(version_dir)
+    (repo / "cnn" / "visionserve.json").write_text(json.dumps(CNN_VISION_CONFIG))
+    # The same SavedModel without the image settings: its serving_bytes cannot be served.
+    (repo / "cnn_no_config").mkdir()
+    (repo / "cnn_no_config" / "1").symlink_to(savedmodels["cnn"])
+    subprocess.run(
+        ["node", str(ROOT / "scripts" / "generate-fixtures.mjs"), str(repo), "half_plus_two_fp16"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    config = repo / "models.config"
+    config.write_text(
+        """
+model_config_list {
+  config { name: 'half_plus_two' base_path: 'half_plus_two' model_platform: 'tensorflow' }
+  config { name: 'cnn' base_path: 'cnn' model_platform: 'tensorflow' }
+  config { name: 'cnn_no_config' base_path: 'cnn_no_config' model_platform: 'tensorflow' }
+  config { name: 'fp16' base_path: 'half_plus_two_fp16' }
+}
+"""
+    )
+    s = Server(
+        repo,
+        config,
+        extra_args=[
+            f"--saved_model_converter_python={sys.executable}",
+            f"--saved_model_cache_dir={CACHE / 'conversions'}",
+            # cnn_no_config fails to load on purpose (its status names the ops): start anyway.
+            "--wait_for_models=true",
+        ],
+        ready_timeout=600,
+    )
     yield s
     s.stop()
     shutil.rmtree(repo, ignore_errors=True)

@@ -134,13 +134,14 @@ def test_specific_version_not_found(server):
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
 
-def test_classify_unimplemented(server):
+def test_classify_without_examples_is_invalid_argument(server):
     stub = prediction_service_pb2_grpc.PredictionServiceStub(server.channel)
     req = classification_pb2.ClassificationRequest()
     req.model_spec.name = "mobilenet"
     with pytest.raises(grpc.RpcError) as err:
         stub.Classify(req, timeout=10)
-    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == "Input is empty."
 
 
 def test_reload_config_replaces_model_set(server):

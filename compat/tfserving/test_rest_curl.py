@@ -72,4 +72,4 @@ def test_errors(server):
     code, body = curl("-d", '{"instances": [1]}', f"{server.rest}/v1/models/mobilenet/versions/9:predict")
     assert code == 404
     code, body = curl("-d", '{"examples": []}', f"{server.rest}/v1/models/mobilenet:classify")
-    assert code == 501
+    assert code == 400 and "empty" in json.loads(body)["error"]

@@ -36,7 +36,7 @@ import {
 } from './cli-args.js';
 
 /** ../shared beside the repository (models and photos); dist/src/cli -> repository root is 5 levels up. */
-const DEFAULT_SHARED = fileURLToPath(new URL('../../../../../../shared', import.meta.url));
+export const DEFAULT_SHARED = fileURLToPath(new URL('../../../../../shared', import.meta.url));
 
 const HELP = `Usage: visionserve bench [options]
 

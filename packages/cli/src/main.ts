@@ -12,6 +12,7 @@ Commands:
   serve                 start the server (gRPC :8500, REST :8501, SageMaker-style :8080)
   predict <input>       send an image or tensor file to a server; print classes or detections
   inspect <model>       show a model's signature (.onnx file, repository or running server)
+  convert <dir>         convert a TensorFlow SavedModel to ONNX ahead of time; --setup installs the converter
   bench                 latency/throughput benchmark: raw onnxruntime vs in-process vs gRPC vs REST vs /invocations
   generate-demo <dir>   write the demo model repository (half_plus_two) into <dir>
   help [command]        show help ("visionserve help predict", or "visionserve <command> --help")
@@ -24,6 +25,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
   predict: async () => (await import('./predict-command.js')).predict,
   inspect: async () => (await import('./inspect-command.js')).inspect,
   bench: async () => (await import('./bench-command.js')).bench,
+  convert: async () => (await import('./convert-command.js')).convert,
   'generate-demo': async () => (await import('./generate-demo-command.js')).generateDemo,
 };
 

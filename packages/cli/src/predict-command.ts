@@ -14,6 +14,7 @@ import {
   ServingError,
   type KServeModelMetadata,
   createInvocationsClient,
+  createKServeGrpcClient,
   createKServeHttpClient,
   createTfsGrpcClient,
   createTfsRestClient,
@@ -62,7 +63,7 @@ Sends an image, a .npy tensor or a JSON tensor file to a model and prints the to
 predict body ({"instances": ...} or {"inputs": ...}) or a bare nested list for the only input.
 
 Target:
-  --protocol grpc|rest|invocations|kserve-http   default grpc
+  --protocol grpc|rest|invocations|kserve-http|kserve-grpc   default grpc
   --server HOST            host of the default ports (default 127.0.0.1)
   --grpc HOST:PORT         gRPC address (default <server>:8500)
   --rest URL               REST base URL (default http://<server>:8501)
@@ -71,8 +72,10 @@ Target:
   --kserve URL             KServe v2 / Open Inference Protocol HTTP base URL (default
                            http://<server>:8501, where visionserve serves /v2; Triton: :8000)
   --kserve-json            kserve-http: JSON tensors instead of binary tensor data
-  --model NAME             model name (required for grpc/rest/kserve-http; tfs-model-name for invocations)
-  --version N | --label L  pin a version or a version label (kserve-http: versions only)
+  --kserve-grpc HOST:PORT  KServe v2 gRPC address (default <server>:8500, where visionserve serves
+                           inference.GRPCInferenceService beside TF Serving; Triton: :8001)
+  --model NAME             model name (required but for invocations; tfs-model-name there)
+  --version N | --label L  pin a version or a version label (kserve-*: versions only)
   --signature NAME         signature (default serving_default)
   --input-name NAME        input alias (default: the signature's only input)
   --format row|columnar    REST body format (default columnar)
@@ -105,6 +108,7 @@ Examples:
   visionserve predict tensor.npy --model mobilenet --json
   visionserve predict cat.jpg --protocol invocations --model mobilenet
   visionserve predict cat.jpg --protocol kserve-http --model mobilenet --labels imagenet_synset.txt
+  visionserve predict cat.jpg --protocol kserve-grpc --model mobilenet --labels imagenet_synset.txt
 `;
 
 const OPTIONS = {
@@ -115,6 +119,7 @@ const OPTIONS = {
   invocations: { type: 'string' },
   kserve: { type: 'string' },
   'kserve-json': { type: 'boolean' },
+  'kserve-grpc': { type: 'string' },
   model: { type: 'string' },
   version: { type: 'string' },
   label: { type: 'string' },
@@ -186,7 +191,13 @@ export const predict: Command = {
     if (positionals.length !== 1) throw new UsageError('expects exactly one input file');
     const inputPath = positionals[0]!;
     const protocol =
-      choiceOption(values, 'protocol', ['grpc', 'rest', 'invocations', 'kserve-http'] as const) ?? 'grpc';
+      choiceOption(values, 'protocol', [
+        'grpc',
+        'rest',
+        'invocations',
+        'kserve-http',
+        'kserve-grpc',
+      ] as const) ?? 'grpc';
     const host = stringOption(values, 'server') ?? '127.0.0.1';
     const model = stringOption(values, 'model');
     const version = numberOption(values, 'version', { min: 0, integer: true });
@@ -259,7 +270,9 @@ export const predict: Command = {
             baseUrl: stringOption(values, 'kserve') ?? `http://${host}:8501`,
             binary: !flag(values, 'kserve-json'),
           })
-        : undefined;
+        : protocol === 'kserve-grpc'
+          ? createKServeGrpcClient({ address: stringOption(values, 'kserve-grpc') ?? `${host}:8500` })
+          : undefined;
     if (kserveClient !== undefined && label !== undefined) {
       throw new UsageError('the KServe protocol has no version labels: use --version');
     }

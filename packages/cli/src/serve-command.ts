@@ -41,8 +41,8 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
       );
     }
     const server = await startVisionServer(config, logger);
-    logger.info('visionserve ready', { ...server.ports });
-    await new Promise<void>((resolve) => {
+    // The handlers go in before "ready" is said: whoever waits for that line may signal at once.
+    const stopped = new Promise<void>((resolve) => {
       const stop = (signal: string): void => {
         logger.info('shutting down', { signal });
         process.off('SIGINT', onInt);
@@ -58,11 +58,13 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
       process.on('SIGINT', onInt);
       process.on('SIGTERM', onTerm);
     });
+    logger.info('visionserve ready', { ...server.ports });
+    await stopped;
     await server.close();
     return 0;
   } catch (error) {
     if (error instanceof ConfigError) {
-      console.error(`visionserve: ${error.message}\n\n${SERVE_HELP}`);
+      console.error(`visionserve: ${error.message}\n(visionserve serve --help lists the flags)`);
       return 2;
     }
     console.error(`visionserve: ${error instanceof Error ? error.message : String(error)}`);

@@ -172,8 +172,10 @@ void describe('dynamic batching on real models (REST + gRPC)', () => {
       });
     }
     const before = batched.server.batching!.snapshot();
+    const statsBefore = batched.server.statistics.snapshot('affine', 1);
     const answers = await Promise.all(calls.map((c) => call(batched, c)));
     const after = batched.server.batching!.snapshot();
+    const statsAfter = batched.server.statistics.snapshot('affine', 1);
 
     for (let i = 0; i < calls.length; i++) {
       const c = calls[i]!;
@@ -201,6 +203,17 @@ void describe('dynamic batching on real models (REST + gRPC)', () => {
     for (const size of [...affine.sizes, ...delta('mobilenet').sizes])
       assert.ok(['2', '4', '8'].includes(size));
     assert.equal(delta('mobilenet').tasks, 14);
+
+    // Statistics (TF Serving traffic counts too): one success per request, one execution per
+    // merged run, batch_stats keyed by the padded sizes that ran.
+    assert.equal(statsAfter.success.count - statsBefore.success.count, 60);
+    assert.equal(statsAfter.queue.count - statsBefore.queue.count, 60);
+    // affine's rank-1 output `norm` makes it a max_batch_size 0 model in KServe terms: a request
+    // is one inference there, whatever its rows.
+    assert.equal(statsAfter.inferenceCount - statsBefore.inferenceCount, 60);
+    assert.equal(statsAfter.executionCount - statsBefore.executionCount, affine.batches);
+    for (const b of statsAfter.batches)
+      assert.ok([2, 4, 8].includes(b.batchSize), `batch size ${b.batchSize}`);
   });
 
   it('affine reference answers are the math (sanity check of the reference server)', async () => {

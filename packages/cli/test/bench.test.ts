@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { closedLoop, openLoop } from '../src/bench/load-loop.js';
 import { percentile, summarize } from '../src/bench/stats.js';
@@ -30,6 +30,7 @@ import { parseSuites } from '../src/bench/bench-suites.js';
 import { closedBlockS, createStepCounter, formatDuration, planLatency } from '../src/bench/bench-plan.js';
 import { createExitCleanup } from '../src/bench/exit-cleanup.js';
 import { parseBenchArgs } from '../src/bench-command.js';
+import { createGcTrace, gcBetween } from '../src/bench/server-gc.js';
 import { UsageError, createProgress } from '../src/cli-args.js';
 import { SHARED } from './helpers/shared.js';
 
@@ -332,11 +333,15 @@ describe('exit clean-up', () => {
 });
 
 describe('visionserve bench arguments', () => {
+  it('finds ../shared beside the repository by default (npm run bench passes no --shared)', () => {
+    assert.equal(parseBenchArgs([]).options.sharedDir, resolve(SHARED));
+  });
   it('defaults to the latency suite and parses the sweep and cold-start options', () => {
     const d = parseBenchArgs([]);
     assert.deepEqual(d.options.suites, ['latency']);
     assert.equal(d.options.cases, undefined, 'each suite picks its default cases');
-    assert.equal(d.options.paths.length, 7);
+    assert.equal(d.options.paths.length, 11);
+    assert.ok(d.options.paths.includes('kserve-http') && d.options.paths.includes('kserve-grpc'));
     assert.equal(d.planOnly, false);
     const a = parseBenchArgs([
       '--suite=all',
@@ -586,5 +591,25 @@ describe('runBench (short)', () => {
     } finally {
       await rm(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe('server GC from --trace-gc', () => {
+  it('counts pauses, incremental steps and major collections of every isolate, across chunk borders', () => {
+    const text = [
+      '[1:0x1a]      109 ms: Scavenge 3.8 (4.0) -> 3.4 (5.0) MB, 0.50 / 0.00 ms  (average mu = 1.000, current mu = 1.000) allocation failure; ',
+      '[1:0x2b]      866 ms: Mark-Compact 124.6 (158.0) -> 99.6 (133.3) MB, 1.25 / 0.00 ms  (+ 4.5 ms in 58 steps since start of marking, biggest step 2.1 ms, walltime since start of marking 340 ms) (average mu = 1.000, current mu = 1.000) finalize incremental marking via stack guard; GC in old space requested',
+      '[1:0x1a]      900 ms: Mark-Compact (reduce) 10.0 (12.0) -> 9.0 (11.0) MB, 2.00 / 0.00 ms  (average mu = 0.9, current mu = 0.9) low memory notification; GC in old space requested',
+      '{"level":"info","msg":"not a gc line"}',
+      '',
+    ].join('\n');
+    const trace = createGcTrace();
+    for (let i = 0; i < text.length; i += 7) trace.feed(text.slice(i, i + 7));
+    const t = trace.totals();
+    assert.equal(t.majors, 2);
+    assert.equal(t.minors, 1);
+    assert.ok(Math.abs(t.ms - (0.5 + 1.25 + 4.5 + 2)) < 1e-9, String(t.ms));
+    assert.deepEqual(gcBetween({ ms: 1, majors: 1, minors: 2 }, t), { ms: t.ms - 1, majors: 1, minors: -1 });
+    assert.equal(gcBetween(undefined, t), undefined);
   });
 });

@@ -1,6 +1,6 @@
 /**
- * KServe v2 (Open Inference Protocol) over HTTP against the real server with real models:
- * our client, the CLI and raw sockets. Accuracy is compared with raw onnxruntime run here.
+ * KServe v2 (Open Inference Protocol) over HTTP and gRPC against the real server with real
+ * models: our clients, the CLI and raw sockets. Accuracy is compared with raw onnxruntime run here.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -11,10 +11,13 @@ import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import {
   Code,
+  type KServeGrpcClient,
   type KServeHttpClient,
   ServingError,
   type Tensor,
+  createKServeGrpcClient,
   createKServeHttpClient,
+  createTfsRestClient,
   decodeDetections,
   parseClassificationEntry,
 } from '@visionserve/client';
@@ -33,6 +36,7 @@ const decoder = new TextDecoder();
 describe('KServe v2 HTTP API against a real server', () => {
   let h: Harness;
   let client: KServeHttpClient;
+  let grpcClient: KServeGrpcClient;
   let cat: Tensor;
   let soccer: Tensor;
   let root: string;
@@ -64,11 +68,16 @@ describe('KServe v2 HTTP API against a real server', () => {
       restMaxBodyBytes: 32 * 1024 * 1024,
     });
     client = createKServeHttpClient({ baseUrl: h.rest, defaultTimeoutMs: 60_000 });
+    grpcClient = createKServeGrpcClient({
+      address: `127.0.0.1:${h.server.ports.grpc!}`,
+      defaultTimeoutMs: 60_000,
+    });
     cat = (await imageToTensor(image('cat_tabby.jpg'), MOBILENET_V2_VISION_CONFIG.image)).tensor;
     soccer = (await imageToTensor(image('scene_soccer.jpg'), TFOD_DETECTOR_VISION_CONFIG.image)).tensor;
   });
   after(async () => {
     client.close();
+    grpcClient.close();
     await h.close();
     await rm(root, { recursive: true, force: true });
   });
@@ -251,7 +260,8 @@ describe('KServe v2 HTTP API against a real server', () => {
       m['inference_stats'] as Record<string, { count: number; ns: number }>;
     assert.equal(after['version'], '1');
     assert.equal(stats(after)['success']!.count - stats(before)['success']!.count, 1);
-    assert.equal(stats(after)['fail']!.count - stats(before)['fail']!.count, 1);
+    // The malformed request never reached the model: not a failure (as in Triton).
+    assert.equal(stats(after)['fail']!.count - stats(before)['fail']!.count, 0);
     assert.equal(stats(after)['queue']!.count - stats(before)['queue']!.count, 1);
     assert.ok(stats(after)['compute_infer']!.ns > stats(before)['compute_infer']!.ns);
     assert.ok((after['last_inference'] as number) > 0);
@@ -348,6 +358,202 @@ describe('KServe v2 HTTP API against a real server', () => {
     );
     const out = JSON.parse(stdout) as { protocol: string; classes: { class_id: number; label: string }[] };
     assert.equal(out.protocol, 'kserve-http');
+    assert.equal(out.classes[0]!.class_id, 281);
+    assert.match(out.classes[0]!.label, /tabby/);
+  });
+
+  it('gRPC: MobileNetV2 classifies the tabby cat (281) like raw onnxruntime; classification with labels', async () => {
+    const logits = (await runReference(sharedModel('mobilenetv2-12-int8.onnx'), { input: cat })).output!;
+    const r = await grpcClient.infer('mobilenet', { input: cat }, { id: 'cat' });
+    assert.deepEqual(r.model, { name: 'mobilenet', version: 1 });
+    assert.equal(r.id, 'cat');
+    assert.ok(r.wire.requestBytes > 602_112 && r.wire.requestBytes < 602_300, `${r.wire.requestBytes} B`);
+    const served = allScores(r.outputs['output']!, { softmax: true }).slice(0, 5);
+    assertSameTopK(served, allScores(logits, { softmax: true }));
+    assert.equal(served[0]!.class_id, 281);
+    const top = await grpcClient.infer(
+      { name: 'mobilenet', version: 1 },
+      { input: cat },
+      { outputs: [{ name: 'output', classification: 3 }] },
+    );
+    const parsed = (top.outputs['output']!.data as Uint8Array[]).map((b) =>
+      parseClassificationEntry(decoder.decode(b)),
+    );
+    assert.deepEqual(top.outputs['output']!.shape, [1, 3]);
+    assert.equal(parsed[0]!.index, 281);
+    assert.match(parsed[0]!.label!, /tabby/);
+    for (const p of parsed) {
+      assert.ok(Math.abs(p.score - (logits.data as Float32Array)[p.index]!) < 1e-4, `logit of ${p.index}`);
+    }
+  });
+
+  it('gRPC: the TF-OD YOLOX detects the players and the ball like raw onnxruntime; output selection', async () => {
+    const r = await grpcClient.infer('detector', { input_tensor: soccer });
+    const reference = await runReference(sharedModel('yolox_nano_tfod.onnx'), { input_tensor: soccer });
+    const options = { kind: 'detection', scoreThreshold: 0.5 } as const;
+    const [served] = decodeDetections(r.outputs, options, undefined, undefined);
+    const [expected] = decodeDetections(reference, options, undefined, undefined);
+    const classes = served!.detections.map((d) => d.class_id).sort((a, b) => a - b);
+    assert.deepEqual(
+      classes,
+      expected!.detections.map((d) => d.class_id).sort((a, b) => a - b),
+    );
+    assert.ok(classes.filter((c) => c === 1).length >= 3, `persons in ${classes.join(',')}`);
+    assert.ok(classes.includes(37), 'sports ball');
+    const only = await grpcClient.infer(
+      'detector',
+      { input_tensor: soccer },
+      { outputs: ['detection_scores', 'num_detections'] },
+    );
+    assert.deepEqual(Object.keys(only.outputs), ['detection_scores', 'num_detections']);
+  });
+
+  it('gRPC: every datatype round-trips through a real model (uint64 beyond 2^53 exactly)', async () => {
+    const enc = new TextEncoder();
+    const inputs: Record<string, Tensor> = {
+      bool: { dtype: 'bool', shape: [1, 2], data: Uint8Array.of(1, 0) },
+      uint8: { dtype: 'uint8', shape: [1, 2], data: Uint8Array.of(0, 255) },
+      uint16: { dtype: 'uint16', shape: [1, 2], data: Uint16Array.of(0, 65535) },
+      uint32: { dtype: 'uint32', shape: [1, 2], data: Uint32Array.of(0, 4294967295) },
+      uint64: { dtype: 'uint64', shape: [1, 2], data: BigUint64Array.of(2n ** 64n - 1n, 1n) },
+      int8: { dtype: 'int8', shape: [1, 2], data: Int8Array.of(-128, 127) },
+      int16: { dtype: 'int16', shape: [1, 2], data: Int16Array.of(-32768, 32767) },
+      int32: { dtype: 'int32', shape: [1, 2], data: Int32Array.of(-2147483648, 2147483647) },
+      int64: { dtype: 'int64', shape: [1, 2], data: BigInt64Array.of(-(2n ** 63n), 2n ** 63n - 1n) },
+      fp16: { dtype: 'float16', shape: [1, 2], data: Uint16Array.of(0x3c00, 0xc500) },
+      fp32: { dtype: 'float32', shape: [1, 2], data: Float32Array.of(0.1, -1e30) },
+      fp64: { dtype: 'float64', shape: [1, 2], data: Float64Array.of(0.1, -1e300) },
+      bytes: {
+        dtype: 'string',
+        shape: [1, 2],
+        data: [enc.encode(''), enc.encode('h\u00e9llo \u4e16\u754c')],
+      },
+    };
+    const r = await grpcClient.infer('dtype_echo', inputs);
+    for (const [name, t] of Object.entries(inputs)) {
+      const out = r.outputs[`${name}_out`]!;
+      assert.equal(out.dtype, t.dtype, name);
+      assert.deepEqual(out.shape, [1, 2], name);
+      if (t.dtype === 'string') {
+        const text = (d: Tensor['data']): string[] => (d as Uint8Array[]).map((b) => decoder.decode(b));
+        assert.deepEqual(text(out.data), text(t.data), name);
+      } else
+        assert.deepEqual(
+          [...(out.data as ArrayLike<unknown> & Iterable<unknown>)],
+          [...(t.data as Iterable<unknown>)],
+          name,
+        );
+    }
+    // ONNX string tensors carry text: bytes that are not UTF-8, or hold a NUL, are refused
+    // rather than run altered (over either binding).
+    for (const bad of [Uint8Array.of(0x61, 0, 0x62), Uint8Array.of(0xff, 0xfe)]) {
+      const hostile = { ...inputs, bytes: { dtype: 'string' as const, shape: [1, 2], data: [bad, bad] } };
+      await assert.rejects(
+        grpcClient.infer('dtype_echo', hostile),
+        (e: ServingError) => e.code === Code.INVALID_ARGUMENT && /not UTF-8 text/.test(e.message),
+      );
+      await assert.rejects(
+        client.infer('dtype_echo', hostile),
+        (e: ServingError) => e.code === Code.INVALID_ARGUMENT && /not UTF-8 text/.test(e.message),
+      );
+    }
+  });
+
+  it('gRPC: health, metadata, configuration, readiness and errors with Triton codes', async () => {
+    assert.equal(await grpcClient.serverLive(), true);
+    assert.equal(await grpcClient.serverReady(), true);
+    assert.ok((await grpcClient.serverMetadata()).extensions.includes('statistics'));
+    assert.deepEqual(await grpcClient.modelMetadata({ name: 'mobilenet', version: 1 }), {
+      name: 'mobilenet',
+      versions: ['1'],
+      platform: 'onnxruntime_onnx',
+      inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 3, 224, 224] }],
+      outputs: [{ name: 'output', datatype: 'FP32', shape: [-1, 1000] }],
+    });
+    const config = await grpcClient.modelConfig('mobilenet');
+    assert.equal(config['name'], 'mobilenet');
+    assert.deepEqual((config['input'] as { dims: string[] }[])[0]!.dims, ['3', '224', '224']);
+    assert.equal(await grpcClient.modelReady('mobilenet'), true);
+    await assert.rejects(grpcClient.modelReady('nope'), isCode(Code.NOT_FOUND));
+    await assert.rejects(grpcClient.infer('nope', { input: cat }), isCode(Code.NOT_FOUND));
+    await assert.rejects(grpcClient.infer('mobilenet', { wrong: cat }), isCode(Code.INVALID_ARGUMENT));
+    await assert.rejects(
+      grpcClient.infer('mobilenet', { input: { dtype: 'int32', shape: [1], data: Int32Array.of(1) } }),
+      isCode(Code.INVALID_ARGUMENT),
+    );
+    // A declared shape far beyond the bytes sent, over a real socket: refused, nothing allocated.
+    await assert.rejects(
+      grpcClient.infer('mobilenet', {
+        input: { dtype: 'float32', shape: [2147483647], data: new Float32Array(1) },
+      }),
+      isCode(Code.INVALID_ARGUMENT),
+    );
+  });
+
+  it('statistics count every request to a model whatever its protocol, and every model run', async () => {
+    const stats = async (): Promise<{ s: Record<string, { count: number }>; e: number; n: number }> => {
+      const m = (await client.statistics({ name: 'detector', version: 1 })).model_stats[0]!;
+      return {
+        s: m['inference_stats'] as Record<string, { count: number }>,
+        e: m['execution_count'] as number,
+        n: m['inference_count'] as number,
+      };
+    };
+    const before = await stats();
+    await client.infer('detector', { input_tensor: soccer }, { outputs: ['num_detections'] });
+    await grpcClient.infer('detector', { input_tensor: soccer }, { outputs: ['num_detections'] });
+    const tfs = createTfsRestClient({ baseUrl: h.rest });
+    try {
+      await tfs.predict('detector', { input_tensor: soccer });
+    } finally {
+      tfs.close();
+    }
+    const after = await stats();
+    assert.equal(after.s['success']!.count - before.s['success']!.count, 3);
+    assert.equal(after.s['queue']!.count - before.s['queue']!.count, 3);
+    assert.equal(after.e - before.e, 3);
+    assert.equal(after.n - before.n, 3);
+    const viaGrpc = (await grpcClient.statistics({ name: 'detector' })).model_stats[0]!;
+    assert.equal(viaGrpc['version'], '1');
+    assert.ok(Number(viaGrpc['execution_count']) >= after.e);
+  });
+
+  it('gRPC: repository index, load by name, unload', async () => {
+    assert.deepEqual(
+      (await grpcClient.repositoryIndex()).find((e) => e.name === 'half_plus_two'),
+      { name: 'half_plus_two', state: 'UNAVAILABLE', reason: 'unloaded' },
+    );
+    await grpcClient.loadModel('half_plus_two');
+    const r = await grpcClient.infer('half_plus_two', {
+      x: { dtype: 'float32', shape: [2], data: Float32Array.of(0, 4) },
+    });
+    assert.deepEqual([...(r.outputs['y']!.data as Float32Array)], [2, 4]);
+    await grpcClient.unloadModel('half_plus_two');
+    await assert.rejects(grpcClient.modelReady('half_plus_two'), isCode(Code.NOT_FOUND));
+    await assert.rejects(grpcClient.loadModel('nowhere'), isCode(Code.NOT_FOUND));
+  });
+
+  it('visionserve predict --protocol kserve-grpc prints the tabby', async () => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [
+        join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js'),
+        'predict',
+        join(REPO_ROOT, '..', 'shared', 'images', 'cat_tabby.jpg'),
+        '--protocol',
+        'kserve-grpc',
+        '--kserve-grpc',
+        `127.0.0.1:${h.server.ports.grpc!}`,
+        '--model',
+        'mobilenet',
+        '--labels',
+        join(MODELS, 'imagenet_synset.txt'),
+        '--json',
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    const out = JSON.parse(stdout) as { protocol: string; classes: { class_id: number; label: string }[] };
+    assert.equal(out.protocol, 'kserve-grpc');
     assert.equal(out.classes[0]!.class_id, 281);
     assert.match(out.classes[0]!.label, /tabby/);
   });

@@ -11,6 +11,7 @@ import { copyFile, mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { create, toBinary } from '@bufbuild/protobuf';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
+import { createKServeGrpcClient } from '@visionserve/client';
 import { Code, ServingError } from '@visionserve/protocol';
 import { ReloadConfigRequestSchema } from '@visionserve/protocol/tfs-proto';
 import {
@@ -362,6 +363,26 @@ describe('management guard', () => {
     assert.equal((await fetch(`${h.rest}/v2/models/other/ready`)).status, 200);
     assert.equal((await fetch(url('unload'), { method: 'POST', body: '{}' })).status, 403);
     assert.equal((await fetch(url('unload'), { method: 'POST', body: '{}', headers: auth })).status, 200);
+  });
+
+  it('KServe gRPC RepositoryModelLoad / Unload: PERMISSION_DENIED without the token, OK with it', async () => {
+    const address = `127.0.0.1:${h.server.ports.grpc!}`;
+    const anonymous = createKServeGrpcClient({ address });
+    const admin = createKServeGrpcClient({ address, metadata: { authorization: `Bearer ${token}` } });
+    const denied = (e: ServingError): boolean =>
+      e.code === Code.PERMISSION_DENIED && /not permitted/.test(e.message);
+    try {
+      await assert.rejects(anonymous.loadModel('other'), denied);
+      assert.equal(await anonymous.modelReady({ name: 'half' }), true); // the rest stays open
+      await admin.loadModel('other');
+      assert.equal(await anonymous.modelReady({ name: 'other' }), true);
+      await assert.rejects(anonymous.unloadModel('other'), denied);
+      await admin.unloadModel('other');
+      assert.equal((await fetch(`${h.rest}/v2/models/other/ready`)).status, 404);
+    } finally {
+      anonymous.close();
+      admin.close();
+    }
   });
 });
 

@@ -168,7 +168,11 @@ describe('SageMaker endpoint: hostile input', () => {
     });
     assert.equal(res.status, 400, res.text);
     // sharp refuses it from the header (limitInputPixels); nothing is decoded.
-    assert.match((res.json() as { error: string }).error, /exceeds (the )?pixel limit|exceeds the limit/);
+    // What the user sees: the size, the limit and the setting that raises it.
+    assert.match(
+      (res.json() as { error: string }).error,
+      /^Image of 50000x50000 pixels \(2500000000\) exceeds the limit of 40000000 pixels \(image.maxInputPixels in the model's visionserve.json\)$/,
+    );
     assert.ok(process.memoryUsage.rss() - before < 100 * 1024 * 1024);
   });
 

@@ -1,16 +1,25 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { buildOnnxModel } from '../src/tools/onnx-builder.js';
+import { createTfsGrpcClient } from '@visionserve/client';
 import { MOBILENET_V2_VISION_CONFIG } from '@visionserve/vision';
 import { imageToTensor } from '@visionserve/vision/image';
 import { allScores, assertSameTopK, runReference } from './helpers/reference.js';
-import { image, sharedModel } from './helpers/shared.js';
+import { IMAGES, REPO_ROOT, image, sharedModel } from './helpers/shared.js';
 import { placeModel, tempRepo } from './helpers/model-repo.js';
 import { type Harness, startHarness } from './helpers/server-harness.js';
-import { type HttpResult, placeDetector, placeMobilenet, request } from './helpers/sagemaker-models.js';
+import {
+  type HttpResult,
+  MOBILENET_ENDPOINT_CONFIG,
+  placeDetector,
+  placeMobilenet,
+  request,
+} from './helpers/sagemaker-models.js';
 
 /** y = 0.5 * x + 2 on `[batch, 3]` rows (for multi-column CSV). */
 function halfPlusTwoRows(): Uint8Array {
@@ -41,6 +50,9 @@ interface Detection {
   box: { ymin: number; xmin: number; ymax: number; xmax: number };
   box_pixels: { ymin: number; xmin: number; ymax: number; xmax: number };
 }
+
+const CLI = join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js');
+const runFile = promisify(execFile);
 
 const attrs = (value: string): Record<string, string> => ({ 'X-Amzn-SageMaker-Custom-Attributes': value });
 
@@ -166,6 +178,29 @@ describe('SageMaker endpoint on real models (no user code)', () => {
     for (const d of result.detections) assert.ok(d.score >= 0.5);
   });
 
+  it('`visionserve predict --protocol invocations` prints the detections as a short table', async () => {
+    const { stdout, stderr } = await runFile(
+      process.execPath,
+      [
+        CLI,
+        'predict',
+        join(IMAGES, 'scene_soccer.jpg'),
+        '--protocol',
+        'invocations',
+        '--invocations',
+        url,
+        '--model',
+        'detector',
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    const lines = stdout.trimEnd().split('\n');
+    assert.match(lines[0]!, /^\/invocations: 4 detections$/, stdout + stderr);
+    assert.equal(lines.length, 5, stdout);
+    assert.equal(lines.filter((l) => /^\s+person\s+0\.\d\d\s/.test(l)).length, 3, stdout);
+    assert.equal(lines.filter((l) => /^\s+sports ball\s+0\.\d\d\s/.test(l)).length, 1, stdout);
+  });
+
   it('application/json: TF Serving bodies pass through, bare values are wrapped as instances', async () => {
     const post = (body: string, headers: Record<string, string> = {}): Promise<HttpResult> =>
       request(`${url}/invocations`, { body, headers: { 'Content-Type': 'application/json', ...headers } });
@@ -179,7 +214,7 @@ describe('SageMaker endpoint on real models (no user code)', () => {
     assert.deepEqual((await post('7')).json(), { predictions: [5.5] });
     // JSON Lines sent as application/json are detected.
     assert.deepEqual((await post('1.0\n2.0\n')).json(), { predictions: [2.5, 3] });
-    // Routing by custom attributes; a missing version is 404; classify is not supported.
+    // Routing by custom attributes; a missing version is 404; classify takes tf.Examples, as TF Serving's :classify.
     const rows = await post('[[1, 2, 3], [4, 5, 6]]', attrs('tfs-model-name=rows'));
     assert.deepEqual(rows.json(), {
       predictions: [
@@ -190,7 +225,9 @@ describe('SageMaker endpoint on real models (no user code)', () => {
     const v7 = await post('1', attrs('tfs-model-name=half_plus_two, tfs-model-version=7'));
     assert.equal(v7.status, 404);
     assert.match(v7.text, /Specific\(half_plus_two, 7\)/);
-    assert.equal((await post('1', attrs('tfs-method=classify'))).status, 501);
+    const classify = await post('1', attrs('tfs-method=classify'));
+    assert.equal(classify.status, 400);
+    assert.match(classify.text, /key 'examples' is expected and was not found/);
     assert.equal((await post('1', attrs('tfs-model-version=x1'))).status, 400);
     assert.equal((await post('1', attrs('tfs-model-name=nope'))).status, 404);
     const bad = await post('{"instances": [1.0,');
@@ -256,5 +293,47 @@ describe('SageMaker endpoint on real models (no user code)', () => {
     });
     assert.equal(wildcard.status, 200);
     assert.equal(wildcard.contentType, 'application/json');
+  });
+});
+
+describe("editing a model's visionserve.json", () => {
+  it('and reloading the config changes the /invocations answer without a restart', async () => {
+    const root = await tempRepo('vs-sm-edit-');
+    const base = await placeMobilenet(root);
+    const h = await startHarness({ modelName: 'mobilenet', modelBasePath: base, sagemakerPort: 0 });
+    const client = createTfsGrpcClient({
+      address: `127.0.0.1:${h.server.ports.grpc!}`,
+      defaultTimeoutMs: 30_000,
+    });
+    try {
+      const ask = async (): Promise<{ label: string }[]> => {
+        const res = await request(`${h.sagemaker}/invocations`, {
+          body: image('cat_tabby.jpg'),
+          headers: { 'Content-Type': 'image/jpeg' },
+        });
+        assert.equal(res.status, 200, res.text);
+        return (res.json() as { predictions: { label: string }[][] }).predictions[0]!;
+      };
+      const first = await ask();
+      assert.equal(first.length, 5);
+      assert.match(first[0]!.label, /tabby/);
+      // Top-2 with other label names: the next answer must follow the edited file.
+      const synset = await readFile(join(base, 'imagenet_synset.txt'), 'utf8');
+      await writeFile(join(base, 'renamed.txt'), synset.replaceAll('tabby', 'TABBY'));
+      await writeFile(
+        join(base, 'visionserve.json'),
+        JSON.stringify({
+          ...MOBILENET_ENDPOINT_CONFIG,
+          postprocess: { ...MOBILENET_ENDPOINT_CONFIG.postprocess, topK: 2, labels: 'renamed.txt' },
+        }),
+      );
+      await client.reloadConfig([{ name: 'mobilenet', basePath: base }]);
+      const second = await ask();
+      assert.equal(second.length, 2);
+      assert.match(second[0]!.label, /TABBY/);
+    } finally {
+      client.close();
+      await h.close();
+    }
   });
 });

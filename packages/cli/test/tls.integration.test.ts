@@ -223,4 +223,22 @@ describe('mutual TLS (client_verify) and the management guard by client identity
     // The admin passes the guard; the empty config then fails validation, not permission.
     assert.notEqual(await grpcStatus(h.server.ports.grpc!, admin, path), '7');
   });
+
+  it('KServe gRPC RepositoryModelUnload is allowed for the named client only', async () => {
+    const ca = await readFile(certs.ca, 'utf8');
+    const path = '/inference.GRPCInferenceService/RepositoryModelUnload';
+    const admin = {
+      ca,
+      key: await readFile(certs.clientKey, 'utf8'),
+      cert: await readFile(certs.clientCert, 'utf8'),
+    };
+    const other = {
+      ca,
+      key: await readFile(stranger.clientKey, 'utf8'),
+      cert: await readFile(stranger.clientCert, 'utf8'),
+    };
+    assert.equal(await grpcStatus(h.server.ports.grpc!, other, path), '7'); // PERMISSION_DENIED
+    // The admin passes the guard; model control mode none then answers UNAVAILABLE, as in Triton.
+    assert.equal(await grpcStatus(h.server.ports.grpc!, admin, path), '14');
+  });
 });

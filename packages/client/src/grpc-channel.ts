@@ -2,39 +2,15 @@ import { connect, constants } from 'node:http2';
 import type { ClientHttp2Session, IncomingHttpHeaders, IncomingHttpStatusHeader } from 'node:http2';
 import { Code, ServingError, codeFromNumber } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
+import type { GrpcChannel } from './grpc-channel-types.js';
+
+export type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
 
 export interface GrpcChannelOptions {
   /** "host:port" or "http://host:port" (plaintext HTTP/2; TLS is not supported). */
   readonly address: string;
   /** Largest accepted response message in bytes. Default 2 GiB - 1 (no practical limit). */
   readonly maxReceiveBytes?: number;
-}
-
-export interface UnaryCallOptions {
-  /**
-   * Deadline relative to now, in ms: sent as `grpc-timeout`, and enforced locally too
-   * (the call rejects with DEADLINE_EXCEEDED even if the server never answers).
-   */
-  readonly timeoutMs?: number;
-  /** Cancels the call (RST_STREAM CANCEL); rejects with the signal's ServingError reason or CANCELLED. */
-  readonly signal?: AbortSignal;
-  /** Extra request metadata (ASCII values). */
-  readonly metadata?: Readonly<Record<string, string>>;
-}
-
-/**
- * A minimal unary gRPC client over node:http2 (no grpc-js): one HTTP/2
- * connection, length-prefixed messages, status from trailers. It imports in
- * milliseconds and costs far less CPU per call than grpc-js.
- */
-export interface GrpcChannel {
-  /** One unary call; `request` is the serialized message, or chunks whose concatenation is (written without copying). */
-  unary(
-    path: string,
-    request: Uint8Array | readonly Uint8Array[],
-    options?: UnaryCallOptions,
-  ): Promise<Uint8Array>;
-  close(): void;
 }
 
 function statusFrom(headers: IncomingHttpHeaders): { code: Code; message: string } | undefined {

@@ -28,3 +28,6 @@ export * from './tfs-rest-client.js';
 export * from './invocations-client.js';
 export * from './kserve-http-client.js';
 export { parseClassificationEntry, type ClassificationEntry } from '@visionserve/protocol/kserve';
+export * from './kserve-grpc-client.js';
+export * from './grpc-web-channel.js';
+export { createTfsGrpcWebClient, type TfsGrpcWebClientOptions } from './grpc-web.js';

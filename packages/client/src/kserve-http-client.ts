@@ -6,7 +6,7 @@
  * repository. node:http with keep-alive; no native dependencies, no protobuf.
  */
 import { gunzip, inflate, deflate, gzip } from 'node:zlib';
-import { Code, ServingError, type Tensor, invalidArgument, parseTfsJsonText } from '@visionserve/protocol';
+import { Code, ServingError, type Tensor, parseTfsJsonText } from '@visionserve/protocol';
 import {
   INFERENCE_HEADER_CONTENT_LENGTH,
   type InferParameters,
@@ -15,6 +15,7 @@ import {
 } from '@visionserve/protocol/kserve';
 import { type CallOptions, withCallScope } from './call-options.js';
 import { type HttpResult, type HttpTransport, createHttpTransport, errorFromHttp } from './http-transport.js';
+import { type KServeModelRef, kserveRef } from './kserve-ref.js';
 import type { ModelRef } from './model-ref.js';
 import type { PredictResult, Predictor } from './results.js';
 
@@ -36,9 +37,7 @@ export interface KServeHttpClientOptions {
   readonly binary?: boolean;
 }
 
-/** A model for the KServe API: a name, or a name and a version (the server's choice when omitted). */
-export type KServeModelRef =
-  string | { readonly name: string; readonly version?: number | string | undefined };
+export type { KServeModelRef } from './kserve-ref.js';
 
 /** One output to return. */
 export interface KServeRequestedOutput {
@@ -132,21 +131,8 @@ export interface KServeHttpClient extends Predictor {
   close(): void;
 }
 
-function refOf(model: KServeModelRef | ModelRef): { name: string; version: string } {
-  if (typeof model === 'string') return { name: model, version: '' };
-  if ('label' in model && model.label !== undefined) {
-    throw invalidArgument('The KServe protocol has no version labels; pin a version');
-  }
-  if (model.name === '') throw invalidArgument('Model name is empty');
-  const version = model.version === undefined ? '' : String(model.version);
-  if (version !== '' && !/^\d+$/.test(version)) {
-    throw invalidArgument(`Model version must be a non-negative integer, got ${version}`);
-  }
-  return { name: model.name, version };
-}
-
 function modelPath(model: KServeModelRef | ModelRef): string {
-  const { name, version } = refOf(model);
+  const { name, version } = kserveRef(model);
   return `/v2/models/${encodeURIComponent(name)}${version === '' ? '' : `/versions/${version}`}`;
 }
 
@@ -206,7 +192,7 @@ export function createKServeHttpClient(options: KServeHttpClientOptions): KServe
     inputs: Readonly<Record<string, Tensor>>,
     inferOptions: KServeInferOptions = {},
   ): Promise<KServeInferResult> => {
-    const ref = refOf(model);
+    const ref = kserveRef(model);
     const binaryInputs = inferOptions.binaryInputs ?? binaryDefault;
     const binaryOutputs = inferOptions.binaryOutputs ?? binaryDefault;
     const encoded = encodeHttpInferRequest({
@@ -274,7 +260,7 @@ export function createKServeHttpClient(options: KServeHttpClientOptions): KServe
 
   return {
     infer,
-    predict: async (model, inputs, callOptions) => infer(refOf(model), inputs, callOptions),
+    predict: async (model, inputs, callOptions) => infer(kserveRef(model), inputs, callOptions),
     serverLive: (callOptions) => status('/v2/health/live', callOptions),
     serverReady: (callOptions) => status('/v2/health/ready', callOptions),
     modelReady: async (model, callOptions) => status(`${modelPath(model)}/ready`, callOptions),

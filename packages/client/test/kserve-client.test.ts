@@ -1,10 +1,24 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { decodeHttpInferRequest, encodeHttpInferResponse } from '@visionserve/protocol/kserve';
-import { Code, ServingError, createKServeHttpClient, tensor } from '../src/index.js';
+import { create, toBinary } from '@bufbuild/protobuf';
+import {
+  ServerLiveResponseSchema,
+  decodeModelInferRequest,
+  writeModelInferResponse,
+} from '@visionserve/protocol/kserve-proto';
+import {
+  Code,
+  ServingError,
+  createKServeGrpcClient,
+  createKServeHttpClient,
+  stringTensorOf,
+  tensor,
+} from '../src/index.js';
 
 /** A stub KServe server: echoes input x as output y (decoding the request for real), records headers. */
 describe('KServe HTTP client (stub server)', () => {
@@ -113,5 +127,95 @@ describe('KServe HTTP client (stub server)', () => {
     assert.equal(await client.modelReady('nope'), false);
     await assert.rejects(client.infer({ name: 'm', version: 'x' }, {}), /non-negative integer/);
     client.close();
+  });
+});
+
+/** A stub gRPC server (node:http2): ModelInfer echoes input x as y (decoded for real); other calls by path. */
+describe('KServe gRPC client (stub server)', () => {
+  let server: http2.Http2Server;
+  let address: string;
+  before(async () => {
+    server = http2.createServer();
+    server.on('stream', (stream, headers) => {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () => {
+        const message = Buffer.concat(chunks).subarray(5);
+        const path = headers[':path'] ?? '';
+        const reply = (bytes: Uint8Array[]): void => {
+          const length = bytes.reduce((n, b) => n + b.byteLength, 0);
+          const prefix = Buffer.alloc(5);
+          prefix.writeUInt32BE(length, 1);
+          stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+          stream.once('wantTrailers', () => {
+            stream.sendTrailers({ 'grpc-status': '0' });
+          });
+          stream.end(Buffer.concat([prefix, ...bytes]));
+        };
+        if (path.endsWith('/ModelInfer')) {
+          const request = decodeModelInferRequest(message);
+          if (request.modelName === 'missing') {
+            stream.respond(
+              {
+                ':status': 200,
+                'content-type': 'application/grpc',
+                'grpc-status': '5',
+                'grpc-message': 'no%20such',
+              },
+              { endStream: true },
+            );
+            return;
+          }
+          reply(
+            writeModelInferResponse({
+              modelName: request.modelName,
+              modelVersion: '4',
+              id: request.id,
+              outputs: [{ name: 'y', tensor: request.inputs[0]!.tensor }],
+            }),
+          );
+        } else if (path.endsWith('/ServerLive')) {
+          reply([toBinary(ServerLiveResponseSchema, create(ServerLiveResponseSchema, { live: true }))]);
+        } else {
+          stream.respond(
+            { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12' },
+            { endStream: true },
+          );
+        }
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(() => {
+    server.close();
+  });
+
+  it('sends raw contents and reads raw outputs, id and version; maps statuses', async () => {
+    const client = createKServeGrpcClient({ address });
+    try {
+      const x = tensor(Float32Array.of(1, 2, 3, 4), [2, 2]);
+      const result = await client.infer('m', { x }, { id: 'r1' });
+      assert.deepEqual(Array.from(result.outputs['y']!.data as Float32Array), [1, 2, 3, 4]);
+      assert.deepEqual(result.outputs['y']!.shape, [2, 2]);
+      assert.equal(result.id, 'r1');
+      assert.deepEqual(result.model, { name: 'm', version: 4 });
+      assert.ok(result.wire.requestBytes > 16 && result.wire.responseBytes > 16);
+      const s = stringTensorOf(['héllo']);
+      const echoed = await client.predict({ name: 'm', version: 3 }, { s });
+      assert.equal(Buffer.from((echoed.outputs['y']!.data as Uint8Array[])[0]!).toString(), 'héllo');
+      assert.equal(await client.serverLive(), true);
+      await assert.rejects(
+        client.infer('missing', { x }),
+        (e: unknown) => e instanceof ServingError && e.code === Code.NOT_FOUND && e.message === 'no such',
+      );
+      await assert.rejects(
+        client.serverReady(),
+        (e: unknown) => e instanceof ServingError && e.code === Code.UNIMPLEMENTED,
+      );
+      assert.throws(() => client.infer({ name: 'm', version: 'v1' }, { x }), /non-negative integer/);
+    } finally {
+      client.close();
+    }
   });
 });

@@ -150,6 +150,79 @@ export function halfToNumber(bits: number): number {
   return sign * (1 + frac / 1024) * 2 ** (exp - 15);
 }
 
+const f32Scratch = new Float32Array(1);
+const f32Bits = new Uint32Array(f32Scratch.buffer);
+
+/**
+ * Corrects the 16-bit pattern `bits` found by rounding through float32 (which can round
+ * twice) to the pattern truly nearest to `value`, ties to the even pattern.
+ */
+function nearest16(value: number, bits: number, toNumber: (b: number) => number): number {
+  if (!Number.isFinite(value)) return bits;
+  const here = toNumber(bits);
+  if (!Number.isFinite(here) || here === value) return bits;
+  // The other candidate lies on the far side of `value`: one step away from zero or towards it.
+  const away = here < value === value > 0;
+  const other = away ? bits + 1 : bits - 1;
+  if ((other & 0x7fff) === 0x7fff || (bits & 0x7fff) === 0) return bits;
+  const there = toNumber(other);
+  if (!Number.isFinite(there)) return bits;
+  const d1 = Math.abs(value - here);
+  const d2 = Math.abs(value - there);
+  if (d2 < d1 || (d2 === d1 && (other & 1) === 0)) return other;
+  return bits;
+}
+
+/** Rounds to the nearest integer, ties to even (x >= 0). */
+function roundHalfEven(x: number): number {
+  const floor = Math.floor(x);
+  const rest = x - floor;
+  if (rest > 0.5) return floor + 1;
+  if (rest < 0.5) return floor;
+  return floor % 2 === 0 ? floor : floor + 1;
+}
+
+/**
+ * The half-precision bit pattern nearest to `value` (round to nearest, ties to even, as
+ * numpy's float16 conversion does): overflow gives infinity, tiny values subnormals or
+ * zero, NaN a quiet NaN. Rounds once from the double, never through float32.
+ */
+export function numberToHalf(value: number): number {
+  if (Number.isNaN(value)) return 0x7e00;
+  const sign = value < 0 || Object.is(value, -0) ? 0x8000 : 0;
+  const a = Math.abs(value);
+  // 65520 is halfway between the largest half (65504) and 2^16: it and above round to infinity.
+  if (a >= 65520) return sign | 0x7c00;
+  if (a < 2 ** -14) {
+    // Subnormal: units of 2^-24; 1024 units is the smallest normal, which the encoding absorbs.
+    return sign | roundHalfEven(a * 2 ** 24);
+  }
+  let exponent = Math.floor(Math.log2(a));
+  // log2 can be off by one next to powers of two.
+  if (2 ** exponent > a) exponent--;
+  else if (2 ** (exponent + 1) <= a) exponent++;
+  let mantissa = roundHalfEven((a / 2 ** exponent - 1) * 1024);
+  if (mantissa === 1024) {
+    mantissa = 0;
+    exponent++;
+  }
+  if (exponent > 15) return sign | 0x7c00;
+  return sign | ((exponent + 15) << 10) | mantissa;
+}
+
+/** The bfloat16 bit pattern nearest to a number (round to nearest, ties to even; NaN stays NaN). */
+export function numberToBfloat16(value: number): number {
+  return nearest16(value, bfloat16ViaFloat32(value), bfloat16ToNumber);
+}
+
+function bfloat16ViaFloat32(value: number): number {
+  f32Scratch[0] = value;
+  const x = f32Bits[0]!;
+  if ((x & 0x7f800000) === 0x7f800000 && (x & 0x7fffff) !== 0) return ((x >>> 16) | 0x40) & 0xffff;
+  const rounded = x + 0x7fff + ((x >>> 16) & 1);
+  return (rounded >>> 16) & 0xffff;
+}
+
 const DT_NAMES: Record<DType, string> = {
   float32: 'DT_FLOAT',
   float64: 'DT_DOUBLE',

@@ -6,5 +6,8 @@ export * from './errors.js';
 export * from './tensor.js';
 export * from './json-writer.js';
 export * from './tfs-json-decode.js';
+export * from './numeric-json.js';
 export * from './tfs-json-encode.js';
 export * from './records.js';
+export * from './tf-example.js';
+export * from './tfs-json-examples.js';

@@ -3,15 +3,17 @@
  * frontend and the client.
  *
  * Contracts:
- * - Every malformed input throws a ServingError (INVALID_ARGUMENT, or UNIMPLEMENTED for
- *   dtypes TF Serving cannot express in JSON); nothing recurses deeper than MAX_JSON_RANK,
+ * - Every malformed input throws a ServingError (INVALID_ARGUMENT); nothing recurses deeper than MAX_JSON_RANK,
  *   and no tensor is allocated before the nesting has been checked to hold its elements.
+ * - float16 / bfloat16 inputs take JSON numbers, rounded to the nearest 16-bit value (TF
+ *   Serving answers UNIMPLEMENTED for them).
  * - JSON numbers pass through float64 (JSON.parse): int64/uint64 values outside
  *   +-(2^53 - 1) cannot be read exactly and are refused rather than silently rounded.
  */
-import { type DType, allocate } from './dtype.js';
-import { Code, ServingError, invalidArgument } from './errors.js';
+import { type DType, allocate, numberToBfloat16, numberToHalf } from './dtype.js';
+import { type ServingError, invalidArgument } from './errors.js';
 import { type Tensor, checkShape } from './tensor.js';
+import { PackedNumbers, readNumericPredictBody } from './numeric-json.js';
 
 /** Row (`instances` / `predictions`) or columnar (`inputs` / `outputs`) format. */
 export type TfsFormat = 'row' | 'columnar';
@@ -60,6 +62,18 @@ export function parseTfsJsonText(text: string): unknown {
     const detail = error instanceof Error ? error.message : String(error);
     throw invalidArgument(`JSON Parse error: ${detail}`);
   }
+}
+
+/**
+ * A TF Serving predict body from its UTF-8 bytes: the big numeric shapes are read by the
+ * fast reader (tensors as PackedNumbers, which the codec below takes like nested lists),
+ * everything else by parseTfsJsonText. Same values, same errors.
+ */
+export function parseTfsPredictJson(bytes: Uint8Array): unknown {
+  return (
+    readNumericPredictBody(bytes) ??
+    parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'))
+  );
 }
 
 /** Replaces NaN/Infinity/-Infinity tokens outside strings with sentinel strings; undefined if none. */
@@ -113,7 +127,9 @@ export function isNonFiniteToken(leaf: unknown): boolean {
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+  return (
+    typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof PackedNumbers)
+  );
 }
 
 function isB64Object(value: unknown): value is { b64: unknown } {
@@ -143,6 +159,11 @@ export function parseTfsPredictBody(body: unknown): TfsPredictBody {
   if (!hasInstances && !hasInputs) throw invalidArgument("Missing 'inputs' or 'instances' key");
   if (hasInputs) return { signatureName, format: 'columnar', value: body['inputs'] };
   const instances = body['instances'];
+  if (instances instanceof PackedNumbers && instances.shape.length > 0) {
+    if (instances.shape[0] === 0)
+      throw invalidArgument("'instances' is an empty list; expecting at least one instance");
+    return { signatureName, format: 'row', value: instances };
+  }
   if (!Array.isArray(instances)) throw invalidArgument("Expecting 'instances' to be a list");
   if (instances.length === 0)
     throw invalidArgument("'instances' is an empty list; expecting at least one instance");
@@ -191,6 +212,10 @@ export function tfsJsonToTensors(
     return Object.fromEntries([[alias, jsonToTensor(value, spec.dtype, alias)]]);
   }
 
+  if (value instanceof PackedNumbers && value.shape.length > 0 && value.shape[0]! > 0) {
+    const [alias, spec] = single();
+    return Object.fromEntries([[alias, jsonToTensor(value, spec.dtype, alias)]]);
+  }
   if (!Array.isArray(value) || value.length === 0) {
     throw invalidArgument("'instances' must be a non-empty list");
   }
@@ -229,12 +254,7 @@ export function tfsJsonToTensors(
 /** Converts one nested-list JSON value to a tensor of `dtype`; shape comes from the nesting. */
 export function jsonToTensor(value: unknown, dtype: DType, alias: string): Tensor {
   const what = `Input "${preview(alias)}"`;
-  if (dtype === 'float16' || dtype === 'bfloat16') {
-    throw new ServingError(
-      Code.UNIMPLEMENTED,
-      `${what}: Conversion of JSON Value to type: ${dtype === 'float16' ? 'half' : 'bfloat16'} is not supported`,
-    );
-  }
+  if (value instanceof PackedNumbers) return packedToTensor(value, dtype, what);
   const shape: number[] = [];
   for (let v = value; Array.isArray(v); v = v[0] as unknown) {
     if (shape.length >= MAX_JSON_RANK) {
@@ -261,6 +281,22 @@ export function jsonToTensor(value: unknown, dtype: DType, alias: string): Tenso
       }
     });
   }
+  return { dtype, shape, data: put.data };
+}
+
+/** jsonToTensor for numbers the fast reader packed: same checks, same errors, one pass. */
+function packedToTensor(packed: PackedNumbers, dtype: DType, what: string): Tensor {
+  const shape = [...packed.shape];
+  const count = checkShape(shape, what);
+  if (dtype === 'float32') {
+    const data = allocate('float32', count);
+    packed.toFloat32(data);
+    return { dtype, shape, data };
+  }
+  const values = packed.exactValues();
+  if (dtype === 'float64') return { dtype, shape, data: values.slice() };
+  const put = leafWriter(dtype, what, count);
+  for (let i = 0; i < count; i++) put.set(i, values[i]);
   return { dtype, shape, data: put.data };
 }
 
@@ -311,10 +347,23 @@ const INT_RANGES: Partial<Record<DType, readonly [number, number]>> = {
   uint64: [0, Number.MAX_SAFE_INTEGER],
 };
 
+/**
+ * Base64 sent to a numeric input is usually an encoded image: TF Serving's message alone
+ * does not say where images go.
+ */
+function b64Hint(leaf: unknown, dtype: DType): string {
+  if (dtype === 'string' || typeof leaf !== 'object' || leaf === null || !('b64' in leaf)) return '';
+  return (
+    ` ({"b64": ...} is bytes, for string inputs; this input takes ${dtype} values. To send an encoded` +
+    ' image, post its bytes to /invocations with Content-Type: image/jpeg or image/png (decoded per the' +
+    " model's visionserve.json), or decode and resize it on the client into a tensor)"
+  );
+}
+
 function leafWriter(dtype: DType, what: string, count: number): LeafWriter {
   const bad = (leaf: unknown, extra = ''): ServingError =>
     invalidArgument(
-      `${what}: JSON Value: ${describe(leaf)} not formatted correctly for type: ${dtype}${extra}`,
+      `${what}: JSON Value: ${describe(leaf)} not formatted correctly for type: ${dtype}${extra || b64Hint(leaf, dtype)}`,
     );
   switch (dtype) {
     case 'float32':
@@ -394,8 +443,23 @@ function leafWriter(dtype: DType, what: string, count: number): LeafWriter {
       };
     }
     case 'float16':
-    case 'bfloat16':
-      throw new ServingError(Code.UNIMPLEMENTED, `${what}: Conversion of JSON Value to type: ${dtype}`);
+    case 'bfloat16': {
+      // TF Serving refuses these in JSON; numbers round to the nearest 16-bit value here.
+      const data = allocate(dtype, count);
+      const toBits = dtype === 'float16' ? numberToHalf : numberToBfloat16;
+      return {
+        data,
+        set(i, leaf) {
+          let n: number;
+          if (typeof leaf === 'number') n = leaf;
+          else if (leaf === NAN_TOKEN) n = NaN;
+          else if (leaf === POS_INF_TOKEN) n = Infinity;
+          else if (leaf === NEG_INF_TOKEN) n = -Infinity;
+          else throw bad(leaf);
+          data[i] = toBits(n);
+        },
+      };
+    }
   }
 }
 

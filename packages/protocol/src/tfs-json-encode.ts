@@ -2,7 +2,7 @@
  * Tensor -> TF Serving REST JSON: predict responses (server) and requests (client),
  * written straight into bytes by JsonWriter (no intermediate strings per number).
  */
-import { bfloat16ToNumber, halfToNumber } from './dtype.js';
+import { bfloat16ToNumber, halfToNumber, numberToBfloat16, numberToHalf } from './dtype.js';
 import { invalidArgument } from './errors.js';
 import { JsonWriter } from './json-writer.js';
 import { type Tensor, isStringData } from './tensor.js';
@@ -40,6 +40,15 @@ export function encodeTfsPredictRequest(
   writeTensorMapBody(w, format === 'row' ? 'instances' : 'inputs', inputs, format, true);
   w.byte(125);
   return w.bytes();
+}
+
+/** The shortest decimal that reads back (through the 16-bit rounding) as the same bits: 1.85, not 1.8496094. */
+function shortest16(value: number, bits: number, toBits: (n: number) => number): string {
+  for (let digits = 1; digits < 10; digits++) {
+    const text = String(Number(value.toPrecision(digits)));
+    if (toBits(Number(text)) === bits) return text;
+  }
+  return String(value);
 }
 
 function estimateBytes(tensors: Readonly<Record<string, Tensor>>): number {
@@ -180,9 +189,12 @@ function writeRun(w: JsonWriter, t: Tensor, offset: number, count: number, b64: 
     case 'float16':
     case 'bfloat16': {
       const u = data as Uint16Array;
+      const half = t.dtype === 'float16';
       for (let i = offset; i < end; i++) {
         if (i > offset) w.byte(44);
-        w.float32(t.dtype === 'float16' ? halfToNumber(u[i]!) : bfloat16ToNumber(u[i]!));
+        const value = half ? halfToNumber(u[i]!) : bfloat16ToNumber(u[i]!);
+        if (Number.isFinite(value)) w.ascii(shortest16(value, u[i]!, half ? numberToHalf : numberToBfloat16));
+        else w.float64(value);
       }
       return;
     }

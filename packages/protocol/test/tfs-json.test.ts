@@ -174,12 +174,22 @@ void describe('tfsJsonToTensors', () => {
     bad(() => convert('{"instances": [NaN]}', s), /NaN not formatted correctly for type: string/);
     bad(() => convert('{"instances": [1]}', s), /type: string/);
   });
-  void it('answers UNIMPLEMENTED for float16 / bfloat16 inputs', () => {
-    rejects(() => convert('{"instances": [1]}', { x: { dtype: 'float16' } }), Code.UNIMPLEMENTED, /half/);
-    rejects(
-      () => convert('{"instances": [1]}', { x: { dtype: 'bfloat16' } }),
-      Code.UNIMPLEMENTED,
-      /bfloat16/,
+  void it('takes JSON numbers for float16 / bfloat16 inputs and writes them back as short numbers', () => {
+    const half = convert('{"instances": [1, 0.1, -2.5e-3, 65504, 1e9, NaN]}', { x: { dtype: 'float16' } })[
+      'x'
+    ]!;
+    assert.equal(half.dtype, 'float16');
+    assert.deepEqual(Array.from(half.data as Uint16Array), [0x3c00, 0x2e66, 0x991f, 0x7bff, 0x7c00, 0x7e00]);
+    assert.equal(
+      text(encodeTfsPredictResponse({ x: half }, 'row')),
+      '{"predictions":[1,0.1,-0.0025,65500,Infinity,NaN]}',
+    );
+    const bf = convert('{"inputs": [[1.5, 3.14159]]}', { x: { dtype: 'bfloat16' } })['x']!;
+    assert.deepEqual(Array.from(bf.data as Uint16Array), [0x3fc0, 0x4049]);
+    assert.equal(text(encodeTfsPredictResponse({ x: bf }, 'columnar')), '{"outputs":[[1.5,3.14]]}');
+    bad(
+      () => convert('{"instances": ["a"]}', { x: { dtype: 'float16' } }),
+      /not formatted correctly for type: float16/,
     );
   });
 });

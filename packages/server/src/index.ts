@@ -2,7 +2,7 @@
 // A deliberate surface: start a server from a config, or compose core with your own frontends.
 
 // Starting a server.
-export { startVisionServer } from './server.js';
+export { startVisionServer, openApiDocument, type OpenApiDocumentOptions } from './server.js';
 export type { RunningVisionServer, VisionServerHooks } from './server.js';
 export { resolveServerConfig, DEFAULTS } from './config/server-config.js';
 export { parseFlags, FLAGS } from './config/flags.js';
@@ -44,3 +44,26 @@ export { encodeWarmupFile, parseWarmupFile, WARMUP_FILE_PATH } from './warmup/wa
 export type { WarmupRecord } from './warmup/warmup-file.js';
 export type { WarmupReport } from './warmup/warmup-session-factory.js';
 export type { BatchingCounters, BatchingStats } from './batching/batching-stats.js';
+
+// TensorFlow SavedModels: the converter (`visionserve convert`), and the response cache.
+export {
+  CONVERTER_REQUIREMENTS,
+  CONVERTER_SCRIPT,
+  SETUP_COMMAND,
+  createSavedModelConverter,
+  defaultCacheDir,
+  setupPython,
+} from './repository/saved-model-converter.js';
+export type {
+  Conversion,
+  SavedModelConverter,
+  SavedModelConverterOptions,
+} from './repository/saved-model-converter.js';
+export type { ConversionManifest, ConvertedSignature } from './repository/saved-model-manifest.js';
+export { createResponseCache, responseCacheKey } from './core/response-cache.js';
+export type {
+  ResponseCache,
+  ResponseCacheModelStats,
+  ResponseCacheOptions,
+  ResponseCacheStats,
+} from './core/response-cache.js';

@@ -3,6 +3,7 @@
  * core -> frontends). Nothing here is a global; every component gets its
  * dependencies passed in.
  */
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { Code, ServingError } from '@visionserve/protocol';
@@ -21,7 +22,7 @@ import type { ModelConfig } from './core/model-config.js';
 import { DEFAULT_VERSION_POLICY } from './core/model-config.js';
 import { createModelManager } from './core/model-manager.js';
 import type { ModelManager } from './core/model-manager.js';
-import { createInferenceService } from './core/create-inference-service.js';
+import { type InputAdapter, createInferenceService } from './core/create-inference-service.js';
 import type { InferenceService } from './core/inference-service.js';
 import type { ModelSource, SessionFactory } from './core/session.js';
 import type { HttpApi } from './frontends/http/http-api.js';
@@ -30,12 +31,17 @@ import { type StartedHttpServer, startHttpServer } from './frontends/http/start-
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
+import { createGrpcWebApi } from './frontends/grpc-web/grpc-web-api.js';
+import { type VersionTimes, createConsoleApi } from './frontends/console/console-api.js';
+import { openApiDocument } from './frontends/console/openapi-document.js';
+import { createTrafficSampler } from './observability/traffic-sampler.js';
 import { createSageMakerApi } from './frontends/sagemaker/index.js';
-import { createKServeHttpApi, createKServeService } from './frontends/kserve/index.js';
 import {
-  type InferenceStatistics,
-  createInferenceStatistics,
-} from './frontends/shared/inference-statistics.js';
+  createKServeGrpcService,
+  createKServeHttpApi,
+  createKServeService,
+} from './frontends/kserve/index.js';
+import { type InferenceStatistics, createInferenceStatistics } from './core/inference-statistics.js';
 import type { HandlerHost } from './contracts/handler-host.js';
 import type { ServableAssets } from './contracts/servable-assets.js';
 import { checkVersionConfined, resolveModelLocation } from './repository/confined-path.js';
@@ -43,7 +49,7 @@ import { findModelDirectory, listModelDirectories } from './repository/model-roo
 import { readModelAssets } from './repository/model-assets.js';
 import { createHandlerHost } from './runtime/handler-host.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
-import { MODEL_FILE_NAME, listVersions } from './repository/list-versions.js';
+import { MODEL_FILE_NAME, SAVED_MODEL_FILES, listVersions } from './repository/list-versions.js';
 import { describeModelLayoutProblem } from './repository/model-layout.js';
 import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
 import { createInflightBudget } from './frontends/shared/inflight-budget.js';
@@ -51,6 +57,12 @@ import { ConfigError } from './config/config-error.js';
 import { readOptionalFile } from './repository/optional-file.js';
 import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
+import { createModelFilesResolver } from './repository/model-files.js';
+import { createSavedModelConverter } from './repository/saved-model-converter.js';
+import { type ResponseCache, createResponseCache } from './core/response-cache.js';
+import { createConcurrencyLimit } from './frontends/shared/concurrency-limit.js';
+import { extendSignatures, imageBytesSignatureName } from './frontends/shared/image-bytes-signature.js';
+import { createInputAdapter } from './frontends/shared/input-adapters.js';
 import type { Logger } from './util/logger.js';
 import { WARMUP_FILE_PATH } from './warmup/warmup-file.js';
 import type { InferenceObserver } from './core/inference-observer.js';
@@ -66,6 +78,8 @@ import { type TlsFiles, loadTlsFiles } from './security/tls-files.js';
 import { createManagementPolicy } from './security/management-policy.js';
 import { type WarmupReport, createWarmupSessionFactory } from './warmup/warmup-session-factory.js';
 
+export { openApiDocument, type OpenApiDocumentOptions } from './frontends/console/openapi-document.js';
+
 export interface RunningVisionServer {
   /** Bound ports; a listener that is disabled is absent. */
   readonly ports: { readonly grpc?: number; readonly rest?: number; readonly sagemaker?: number };
@@ -73,6 +87,11 @@ export interface RunningVisionServer {
   readonly manager: ModelManager<ServableAssets>;
   /** Batching counters per batched model version; absent when batching is off. */
   readonly batching?: BatchingStats;
+  /**
+   * The response cache (hits, misses, evictions, bytes; per model too) for metrics; absent
+   * when --response_cache_bytes is 0.
+   */
+  readonly responseCache?: ResponseCache;
   /** Per-version inference statistics (KServe statistics extension). */
   readonly statistics: InferenceStatistics;
   /** The Prometheus metrics, when --monitoring_config_file enables them. */
@@ -124,12 +143,26 @@ async function createSessionFactory(
   config: ServerConfig,
   logger: Logger,
   hooks: VisionServerHooks,
+  adaptInputs: InputAdapter<ServableAssets>,
 ): Promise<{
   factory: SessionFactory;
   batching: BatchingStats | undefined;
   maxBatchSize: number | undefined;
 }> {
+  const converter = createSavedModelConverter({
+    python: config.savedModelConverterPython,
+    cacheDir: config.savedModelCacheDir,
+    timeoutMs: config.savedModelConversionTimeoutSeconds * 1000,
+    logger: logger.child({ component: 'savedmodel' }),
+  });
   let factory: SessionFactory = createOnnxSessionFactory({
+    resolveModelFiles: createModelFilesResolver({
+      converter,
+      servedElsewhere: async (basePath) => {
+        const name = imageBytesSignatureName(await readModelAssets(basePath));
+        return new Set(name === undefined ? [] : [name]);
+      },
+    }),
     instances: config.instances,
     intraOpThreads: config.intraOpThreads,
     interOpThreads: config.interOpThreads,
@@ -144,6 +177,14 @@ async function createSessionFactory(
       readWarmupFile: (source) => readOptionalFile(join(source.path, WARMUP_FILE_PATH)),
       iterations: config.numRequestIterationsForWarmup,
       concurrency: config.instances,
+      // Records for the signatures clients see (the encoded-image one too) replay as requests do.
+      servedSignatures: async (source, signatures) => {
+        const assets = await readModelAssets(source.basePath);
+        return {
+          signatures: extendSignatures(signatures, assets).signatures,
+          adaptInputs: (signature, inputs) => adaptInputs(signature, inputs, assets, undefined),
+        };
+      },
       onWarmup: hooks.onWarmup,
       logger: logger.child({ component: 'warmup' }),
     });
@@ -195,6 +236,17 @@ function serverVersion(): string {
     return typeof pkg.version === 'string' ? pkg.version : 'unknown';
   } catch {
     return 'unknown';
+  }
+}
+
+/** The built console (@visionserve/console's dist/), or undefined when it is not installed or built. */
+function consoleStaticDir(): string | undefined {
+  try {
+    const pkg = createRequire(import.meta.url).resolve('@visionserve/console/package.json');
+    const dir = join(dirname(pkg), 'dist');
+    return existsSync(join(dir, 'index.html')) ? dir : undefined;
+  } catch {
+    return undefined;
   }
 }
 
@@ -265,27 +317,44 @@ export async function startVisionServer(
   }
   // --- operations: metrics, access log, request log, tracing, TLS, management guard
   const ops = await createOperations(config, logger);
+  // Image decodes in flight at once, across every protocol and warmup (each holds the full-size pixels).
+  const imageDecodes = createConcurrencyLimit(Math.max(2, availableParallelism()));
+  const adaptInputs = createInputAdapter({ imageDecodes });
   const {
     factory: sessionFactory,
     batching,
     maxBatchSize,
-  } = await createSessionFactory(config, logger, {
-    ...hooks,
-    onWarmup: (report) => {
-      ops.metrics?.warmup(report);
-      hooks.onWarmup?.(report);
+  } = await createSessionFactory(
+    config,
+    logger,
+    {
+      ...hooks,
+      onWarmup: (report) => {
+        ops.metrics?.warmup(report);
+        hooks.onWarmup?.(report);
+      },
+      onWorkerExit: () => {
+        ops.metrics?.workerExited();
+        hooks.onWorkerExit?.();
+      },
     },
-    onWorkerExit: () => {
-      ops.metrics?.workerExited();
-      hooks.onWorkerExit?.();
-    },
-  });
+    adaptInputs,
+  );
   let handlerHost: HandlerHost | undefined;
+  const responseCache =
+    config.responseCacheBytes > 0 ? createResponseCache({ maxBytes: config.responseCacheBytes }) : undefined;
   const statistics = createInferenceStatistics();
+  /** When each version last changed state (the console's Models page). */
+  const versionTimes = new Map<string, VersionTimes>();
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
     loadAssets: async (source) => {
-      if (source.confined === true) await checkVersionConfined(source.basePath, source.path, MODEL_FILE_NAME);
+      if (source.confined === true) {
+        // A SavedModel's files count too: the converter reads them.
+        for (const file of [MODEL_FILE_NAME, ...SAVED_MODEL_FILES, 'variables', 'assets']) {
+          await checkVersionConfined(source.basePath, source.path, file);
+        }
+      }
       return readModelAssets(source.basePath);
     },
     listVersions,
@@ -293,8 +362,15 @@ export async function startVisionServer(
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
     onVersionEvent: (event) => {
       ops.metrics?.versionEvent(event);
+      if (event.type !== 'assets-refreshed') {
+        const key = `${event.model}\u0000${event.version}`;
+        if (event.type === 'unloaded') versionTimes.delete(key);
+        else versionTimes.set(key, { since: Date.now(), loadMs: event.durationMs });
+      }
       // Handler modules are imported once per worker: drop them when their version goes or its assets change.
       if (event.type === 'unloaded' || event.type === 'assets-refreshed') handlerHost?.forget(event.basePath);
+      // Cached responses belong to one version and the assets it ran with (image settings).
+      if (event.type !== 'loaded') responseCache?.invalidate(event.model, event.version);
       if (event.type === 'unloaded') statistics.forget(event.model, event.version);
     },
   });
@@ -308,6 +384,13 @@ export async function startVisionServer(
     manager,
     logger: logger.child({ component: 'core' }),
     admission: { maxQueueWaitMs: config.maxQueueWaitMs },
+    statistics,
+    extendSignatures,
+    adaptInputs,
+    responseCache:
+      responseCache === undefined
+        ? undefined
+        : { cache: responseCache, enabledFor: (assets) => assets.vision.config?.responseCache === true },
     observer: observers.inference,
   });
   const budget = createInflightBudget({
@@ -327,6 +410,10 @@ export async function startVisionServer(
     queueDepths: () => queueDepths(manager),
     batching: batching === undefined ? undefined : () => batching.snapshot(),
     inflight: () => ({ bytes: budget.usedBytes, requests: budget.requests, shed: budget.shed }),
+    responseCache:
+      responseCache === undefined
+        ? undefined
+        : () => ({ ...responseCache.stats(), models: responseCache.modelStats() }),
   });
   let draining = false;
   /** Models of the initial config while it loads (not ready until it settled); undefined afterwards. */
@@ -391,6 +478,15 @@ export async function startVisionServer(
   const kserveApi = (bodyLimitBytes: number, requestTimeoutMs: number): HttpApi =>
     createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs, managementGuard: ops.guard });
 
+  // One set of TF Serving gRPC services: the HTTP/2 server and gRPC-web on the REST port share it.
+  const tfsGrpcServices = createTfsGrpcServices({
+    service,
+    imageDecodes,
+    logger: logger.child({ component: 'grpc' }),
+    serializeAsTensorContent: config.serializeAsTensorContent,
+    managementGuard: ops.guard,
+  });
+
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
@@ -419,10 +515,56 @@ export async function startVisionServer(
               opsApi(true),
               createTfsRestApi({
                 service,
+                imageDecodes,
                 bodyLimitBytes: config.restMaxBodyBytes,
                 requestTimeoutMs: config.restTimeoutMs,
               }),
               ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
+              ...(config.enableConsole || config.enableOpenapi
+                ? [
+                    createConsoleApi({
+                      service,
+                      modelConfig: (name) => manager.modelConfig(name),
+                      versionTimes: (model, version) => versionTimes.get(`${model}\u0000${version}`),
+                      batching: {
+                        enabled: config.enableBatching,
+                        maxBatchSize,
+                        instances: config.instances,
+                      },
+                      openApi: config.enableOpenapi
+                        ? openApiDocument({
+                            version: serverVersion(),
+                            metricsPath: ops.metrics === undefined ? undefined : ops.metricsPath,
+                            consolePath: config.consolePath,
+                          })
+                        : undefined,
+                      staticDir: consoleStaticDir(),
+                      consolePath: config.enableConsole ? config.consolePath : undefined,
+                      traffic:
+                        ops.metrics === undefined
+                          ? undefined
+                          : createTrafficSampler({ read: () => metricsOf(ops).values() }),
+                      requestTimeoutMs: config.restTimeoutMs,
+                      logger: logger.child({ component: 'console' }),
+                    }),
+                  ]
+                : []),
+              ...(config.enableGrpcWeb
+                ? [
+                    createGrpcWebApi({
+                      services: tfsGrpcServices,
+                      logger: logger.child({ component: 'grpc-web' }),
+                      maxMessageBytes: config.restMaxBodyBytes,
+                      requestTimeoutMs: config.restTimeoutMs,
+                      corsOrigins:
+                        config.grpcWebCorsOrigins.length > 0
+                          ? config.grpcWebCorsOrigins
+                          : config.enableCors
+                            ? ['*']
+                            : [],
+                    }),
+                  ]
+                : []),
             ],
             logger: logger.child({ component: 'rest' }),
             notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
@@ -442,12 +584,10 @@ export async function startVisionServer(
           bodyTimeoutMs: config.requestBodyTimeoutMs,
           observer: observers.request,
           tls: ops.tls?.listener,
-          services: createTfsGrpcServices({
-            service,
-            logger: logger.child({ component: 'grpc' }),
-            serializeAsTensorContent: config.serializeAsTensorContent,
-            managementGuard: ops.guard,
-          }),
+          services: [
+            ...tfsGrpcServices,
+            ...(config.kserveGrpc ? [createKServeGrpcService({ kserve, managementGuard: ops.guard })] : []),
+          ],
         }),
       );
     }
@@ -471,6 +611,7 @@ export async function startVisionServer(
               opsApi(true),
               createSageMakerApi({
                 service,
+                imageDecodes,
                 registry: manager,
                 logger: logger.child({ component: 'sagemaker' }),
                 handlerHost: host,
@@ -568,6 +709,7 @@ export async function startVisionServer(
     service,
     manager,
     ...(batching ? { batching } : {}),
+    ...(responseCache ? { responseCache } : {}),
     statistics,
     ...(ops.metrics ? { metrics: ops.metrics } : {}),
     reloadTls: () => ops.tls?.reload() ?? Promise.resolve(false),
@@ -623,7 +765,7 @@ async function createOperations(config: ServerConfig, logger: Logger): Promise<O
       );
     }
     if (monitoring.prometheusEnabled) {
-      metrics = createLateBoundMetrics(config.enableBatching);
+      metrics = createLateBoundMetrics(config.enableBatching, config.responseCacheBytes > 0);
       metricsPath = monitoring.prometheusPath;
     }
   }
@@ -690,13 +832,14 @@ async function createOperations(config: ServerConfig, logger: Logger): Promise<O
 }
 
 /** Metrics whose scrape-time sources (manager, budget, batching) are attached once they exist. */
-function createLateBoundMetrics(batchingOn: boolean): NonNullable<Operations['metrics']> {
+function createLateBoundMetrics(batchingOn: boolean, cacheOn: boolean): NonNullable<Operations['metrics']> {
   let sources: MetricSources = {};
   const metrics = createServingMetrics({
     versionStates: () => sources.versionStates?.() ?? [],
     queueDepths: () => sources.queueDepths?.() ?? [],
     batching: batchingOn ? () => sources.batching?.() ?? [] : undefined,
     inflight: () => sources.inflight?.() ?? { bytes: 0, requests: 0, shed: 0 },
+    responseCache: cacheOn ? () => sources.responseCache?.() : undefined,
   });
   return Object.assign(metrics, {
     attach(next: MetricSources) {

@@ -54,6 +54,8 @@ function recordingSession(signature: Signature = SIGNATURE): RecordingSession {
           y: { dtype: 'float32', shape: [...x.shape], data: y },
           sum: { dtype: 'float32', shape: [x.shape[0]!], data: sum },
         };
+        options?.onExecution?.({ computeMs: 1 });
+        options?.onTimings?.({ queueMs: 0.5, computeMs: 1, batchSize: x.shape[0]! });
         const wanted = options?.outputNames;
         return wanted === undefined ? all : Object.fromEntries(wanted.map((n) => [n, all[n]!]));
       } finally {
@@ -122,6 +124,63 @@ void describe('batching session (fake session)', () => {
     assert.equal(snap.batches, 1);
     assert.equal(snap.tasks, 3);
     assert.deepEqual(snap.batchSizes, { 4: 1 });
+  });
+
+  void it("refuses inputs the inner session's checkInputs refuses before merging: the rest of the batch runs", async () => {
+    const inner = recordingSession();
+    const refusing: Session = {
+      ...inner,
+      run: (inputs, options) => inner.run(inputs, options),
+      checkInputs(inputs) {
+        if ((inputs['x']!.data as Float32Array).includes(-1))
+          throw new ServingError(Code.INVALID_ARGUMENT, 'no -1');
+      },
+    };
+    const session = createBatchingSession(refusing, {
+      parameters: resolveBatchingParameters(defaultBatchingParameters(1), [{ maxBatchSize: 8 }]),
+      scheduler: createBatchScheduler({ numBatchThreads: 1, logger: silentLogger }),
+      logger: silentLogger,
+    });
+    assert.ok(session.checkInputs !== undefined);
+    const [a, bad, c] = await Promise.allSettled([
+      session.run({ x: rows([[1, 2]]) }),
+      session.run({ x: rows([[-1, 2]]) }),
+      session.run({ x: rows([[3, 4]]) }),
+    ]);
+    assert.equal(a.status, 'fulfilled');
+    assert.equal(c.status, 'fulfilled');
+    assert.equal(bad.status, 'rejected');
+    isCode(Code.INVALID_ARGUMENT, /no -1/)(bad.reason);
+    assert.equal(inner.runs.length, 1);
+    assert.deepEqual(inner.runs[0]!.data, [1, 2, 3, 4]);
+  });
+
+  void it('reports each merged run once (to one request) with its batch size, and timings to every request', async () => {
+    const { session } = setup({ maxBatchSize: 8, allowedBatchSizes: [4, 8] });
+    const executions: { who: string; batchSize: number | undefined }[] = [];
+    const timings: string[] = [];
+    const options = (who: string): RunOptions => ({
+      onExecution: (e) => executions.push({ who, batchSize: e.batchSize }),
+      onTimings: (t) => {
+        assert.ok(t.queueMs >= 0.5 && t.computeMs === 1);
+        timings.push(who);
+      },
+    });
+    await Promise.all([
+      session.run({ x: rows([[1, 2]]) }, options('a')),
+      session.run({ x: rows([[3, 4]]) }, options('b')),
+      session.run({ x: rows([[5, 6]]) }, { onTimings: options('c').onTimings }),
+    ]);
+    // Three rows padded to the allowed size 4, in one run: one report, to the first listener.
+    assert.deepEqual(executions, [{ who: 'a', batchSize: 4 }]);
+    assert.deepEqual(timings.sort(), ['a', 'b', 'c']);
+    // Separate runs are reported separately.
+    await session.run({ x: rows([[1, 2]]) }, options('d'));
+    await session.run({ x: rows([[1, 2]]) }, options('e'));
+    assert.deepEqual(
+      executions.map((e) => e.who),
+      ['a', 'd', 'e'],
+    );
   });
 
   void it('passes sessions without a dynamic batch dimension through unchanged', () => {

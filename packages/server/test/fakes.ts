@@ -3,6 +3,7 @@
  * timing and failures, an in-memory "disk" for listVersions, and a logger that
  * records what it is told. Not a test file itself.
  */
+import type { ServableAssets } from '../src/contracts/servable-assets.js';
 import { Code, ServingError, type Tensor } from '@visionserve/protocol';
 import type {
   CallOptions,
@@ -101,6 +102,8 @@ export function createFakeSessionFactory(): FakeSessionFactory {
             if (factory.runDelayMs > 0) await sleep(factory.runDelayMs);
             if (options?.signal?.aborted) throw options.signal.reason;
             if (factory.runFailure !== undefined) throw factory.runFailure;
+            options?.onExecution?.({ computeMs: factory.runDelayMs });
+            options?.onTimings?.({ queueMs: 0, computeMs: factory.runDelayMs, batchSize: 1 });
             const x = inputs.x;
             const outputs: Record<string, Tensor> = {
               version: { dtype: 'int32', shape: [1], data: Int32Array.of(source.version) },
@@ -189,6 +192,12 @@ export function floatInput(rows: number[][]): Tensor {
   return { dtype: 'float32', shape: [rows.length, 2], data: Float32Array.from(rows.flat()) };
 }
 
+/** Assets of a version without visionserve.json, labels or handler. */
+export const NO_ASSETS: ServableAssets = {
+  vision: { config: undefined, labels: undefined },
+  handlerModulePath: undefined,
+};
+
 /** What a fake InferenceService needs to know of its models. */
 export interface FakeModels<A = undefined> {
   /** The version and signature a spec resolves to; throw NOT_FOUND etc. like the manager. */
@@ -240,6 +249,7 @@ export function fakeInferenceService<A = undefined>(
             model: { name: spec.name, version, signatureName: name },
             inputs: request.inputs,
             outputFilter: request.outputFilter,
+            ownedBuffers: request.ownedBuffers,
           },
           options,
         );

@@ -4,6 +4,7 @@ import { Code, ServingError } from '@visionserve/protocol';
 import { createInferenceService } from '../src/core/create-inference-service.js';
 import type { InferenceService } from '../src/core/inference-service.js';
 import type { ModelConfig } from '../src/core/model-config.js';
+import { createInferenceStatistics } from '../src/core/inference-statistics.js';
 import { type ModelManager, createModelManager } from '../src/core/model-manager.js';
 import {
   FAKE_SIGNATURE,
@@ -170,6 +171,65 @@ void describe('createInferenceService', () => {
       logger.records.some((r) => r.level === 'error' && r.message === 'Internal error during inference'),
     );
     factory.runFailure = undefined;
+    await closesPromptly(manager);
+  });
+
+  void it('records statistics for every request that runs a model, and every run', async () => {
+    const factory = createFakeSessionFactory();
+    const disk = createFakeDisk({ '/models/m': [1], '/models/b': [1] });
+    const logger = createMemoryLogger();
+    const manager = createModelManager({
+      sessionFactory: factory,
+      listVersions: (p) => disk.listVersions(p),
+      logger,
+    });
+    const statistics = createInferenceStatistics();
+    const service = createInferenceService({ manager, logger, statistics });
+    await service.reloadConfig([CONFIG]);
+    factory.runDelayMs = 5;
+    const arrivedAt = process.hrtime.bigint() - 1_000_000n;
+    await service.predict({ model: { name: 'm' }, inputs: { x: floatInput([[1, 2]]) } }, { arrivedAt });
+    await service.withServable({ name: 'm' }, async (servable) => {
+      await servable.predict({ inputs: { x: floatInput([[1, 2]]) } });
+      await sleep(5); // encoding, after the run: compute_output
+    });
+    // A scope that never predicts (metadata) is not a request.
+    await service.withServable({ name: 'm' }, (servable) => Promise.resolve(servable.signatures));
+    // Malformed requests never reach the model: not counted (as in Triton).
+    await assert.rejects(service.predict({ model: { name: 'm' }, inputs: { z: floatInput([[1, 2]]) } }));
+    // A failing run and a cancelled request are failures.
+    factory.runFailure = new ServingError(Code.INTERNAL, 'boom');
+    await assert.rejects(service.predict({ model: { name: 'm' }, inputs: { x: floatInput([[1, 2]]) } }));
+    factory.runFailure = undefined;
+    const controller = new AbortController();
+    const cancelled = service.predict(
+      { model: { name: 'm' }, inputs: { x: floatInput([[1, 2]]) } },
+      { signal: controller.signal },
+    );
+    controller.abort();
+    await assert.rejects(cancelled);
+    await sleep(10); // the cancelled run finishes in the background
+    // Unknown versions never reach a version: nothing to count.
+    await assert.rejects(service.predict({ model: { name: 'm', version: 9 }, inputs: {} }));
+
+    const s = statistics.snapshot('m', 1);
+    assert.equal(s.success.count, 2);
+    assert.equal(s.fail.count, 2);
+    assert.equal(s.queue.count, 2);
+    assert.equal(s.inferenceCount, 2);
+    assert.equal(s.executionCount, 2, 'the failed and the cancelled runs report no execution');
+    assert.deepEqual(
+      s.batches.map((b) => [b.batchSize, b.computeInfer.count]),
+      [[1, 2]],
+    );
+    assert.ok(s.batches[0]!.computeInfer.ns >= 2 * 4e6, 'compute time from the runtime');
+    // The parts add up to the success duration; the first request started 1 ms before its call.
+    const parts = s.queue.ns + s.computeInput.ns + s.computeInfer.ns + s.computeOutput.ns;
+    assert.ok(Math.abs(parts - s.success.ns) < 1e6, `${parts} vs ${s.success.ns}`);
+    assert.ok(s.computeInput.ns >= 1e6);
+    assert.ok(s.computeInfer.ns >= 2 * 4e6);
+    assert.ok(s.computeOutput.ns >= 4e6);
+    assert.ok(s.lastInferenceMs > 0);
     await closesPromptly(manager);
   });
 

@@ -4,145 +4,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { deflateSync, gzipSync } from 'node:zlib';
-import { Code, ServingError, type Tensor, notFound } from '@visionserve/protocol';
+import type { Tensor } from '@visionserve/protocol';
 import {
   decodeHttpInferResponse,
   encodeBytesElements,
   encodeHttpInferRequest,
 } from '@visionserve/protocol/kserve';
-import type { ServableAssets } from '../src/contracts/servable-assets.js';
-import type { CallOptions, ModelSpec, PredictRequest } from '../src/core/inference-service.js';
-import type { ModelConfig } from '../src/core/model-config.js';
-import type { ModelRegistry } from '../src/core/model-registry.js';
-import type { Signature } from '../src/core/signature.js';
 import { createHttpEdge } from '../src/frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from '../src/frontends/http/start-http-server.js';
 import { createKServeHttpApi, createKServeService } from '../src/frontends/kserve/index.js';
-import { createInferenceStatistics } from '../src/frontends/shared/inference-statistics.js';
+import { createInferenceStatistics } from '../src/core/inference-statistics.js';
 import { createTfsRestApi } from '../src/frontends/tfs-rest/index.js';
 import { findModelDirectory, listModelDirectories } from '../src/repository/model-roots.js';
 import { createJsonLogger } from '../src/util/logger.js';
-import { fakeInferenceService } from './fakes.js';
-
-const PREDICT = 'tensorflow/serving/predict';
-const HALF: Signature = {
-  inputs: { x: { name: 'x', dtype: 'float32', shape: [-1] } },
-  outputs: { y: { name: 'y', dtype: 'float32', shape: [-1] } },
-  methodName: PREDICT,
-};
-/** A batching classifier: scores = x. */
-const CLS: Signature = {
-  inputs: { x: { name: 'x', dtype: 'float32', shape: [-1, 4] } },
-  outputs: { scores: { name: 'scores', dtype: 'float32', shape: [-1, 4] } },
-  methodName: PREDICT,
-};
-/** Echoes every datatype. */
-const ECHO: Signature = {
-  inputs: {
-    b: { name: 'b', dtype: 'bool', shape: [-1] },
-    s: { name: 's', dtype: 'string', shape: [-1] },
-    h: { name: 'h', dtype: 'float16', shape: [-1] },
-    l: { name: 'l', dtype: 'uint64', shape: [-1] },
-  },
-  outputs: {
-    b_out: { name: 'b_out', dtype: 'bool', shape: [-1] },
-    s_out: { name: 's_out', dtype: 'string', shape: [-1] },
-    h_out: { name: 'h_out', dtype: 'float16', shape: [-1] },
-    l_out: { name: 'l_out', dtype: 'uint64', shape: [-1] },
-  },
-  methodName: PREDICT,
-};
-const LABELS: ServableAssets = {
-  vision: {
-    config: { postprocess: { kind: 'classification', labels: 'labels.txt', labelOffset: 0 } },
-    labels: new Map([
-      [0, 'zero'],
-      [1, 'one'],
-      [2, 'two'],
-      [3, 'three'],
-    ]),
-  },
-  handlerModulePath: undefined,
-};
-
-/** Configured models: name -> signature (a registry and a service over the same set). */
-const models = new Map<string, { signature: Signature; config: ModelConfig; assets?: ServableAssets }>();
-const configOf = (name: string, basePath = `/models/${name}`): ModelConfig => ({
-  name,
-  basePath,
-  versionPolicy: { kind: 'latest', numVersions: 1 },
-  versionLabels: {},
-});
-const addFake = (name: string, signature: Signature, assets?: ServableAssets): void => {
-  models.set(name, { signature, config: configOf(name), ...(assets ? { assets } : {}) });
-};
-
-function resolve(spec: ModelSpec): { version: number; signature: Signature; assets?: ServableAssets } {
-  const m = models.get(spec.name);
-  if (m === undefined) throw notFound(`Servable not found for request: Latest(${spec.name})`);
-  if (spec.version !== undefined && spec.version !== 1) {
-    throw notFound(`Servable not found for request: Specific(${spec.name}, ${spec.version})`);
-  }
-  return { version: 1, signature: m.signature, ...(m.assets ? { assets: m.assets } : {}) };
-}
-
-function run(
-  req: PredictRequest,
-  options?: CallOptions,
-): Promise<{
-  model: { name: string; version: number; signatureName: string };
-  outputs: Record<string, Tensor>;
-}> {
-  const name = req.model.name;
-  const model = { name, version: 1, signatureName: 'serving_default' };
-  if (name === 'boom') return Promise.reject(new Error('secret /path exploded'));
-  if (name === 'slow') {
-    return new Promise((_, reject) => {
-      options?.signal?.addEventListener('abort', () => {
-        reject(options.signal?.reason instanceof Error ? options.signal.reason : new Error('aborted'));
-      });
-    });
-  }
-  let outputs: Record<string, Tensor>;
-  if (name === 'cls') outputs = { scores: req.inputs['x']! };
-  else if (name === 'echo') {
-    outputs = Object.fromEntries(Object.entries(req.inputs).map(([k, t]) => [`${k}_out`, t]));
-  } else {
-    const x = req.inputs['x']!;
-    outputs = {
-      y: { dtype: 'float32', shape: x.shape, data: (x.data as Float32Array).map((v) => v / 2 + 2) },
-    };
-  }
-  const filter = req.outputFilter;
-  if (filter !== undefined && filter.length > 0) {
-    outputs = Object.fromEntries(Object.entries(outputs).filter(([k]) => filter.includes(k)));
-  }
-  return Promise.resolve({ model, outputs });
-}
-
-const service = fakeInferenceService<ServableAssets>({
-  resolve,
-  run,
-  status(spec) {
-    // Version 2 of "cls" is still loading.
-    if (spec.name === 'cls' && spec.version === 2) return [{ version: 2, state: 'LOADING' }];
-    resolve(spec);
-    return [{ version: 1, state: 'AVAILABLE' }];
-  },
-  modelNames: () => [...models.keys()],
-});
-const registry: ModelRegistry = {
-  modelConfig: (name) => models.get(name)?.config,
-  addModel(config) {
-    if (models.has(config.name)) return Promise.reject(new ServingError(Code.ALREADY_EXISTS, 'exists'));
-    models.set(config.name, { signature: HALF, config });
-    return Promise.resolve();
-  },
-  removeModel(name) {
-    if (!models.delete(name)) return Promise.reject(notFound(`no ${name}`));
-    return Promise.resolve();
-  },
-};
+import { CLS, ECHO, HALF, LABELS, addFake, models, registry, service } from './kserve-fakes.js';
 
 let server: StartedHttpServer;
 let base: string;
@@ -519,9 +394,9 @@ void describe('KServe v2 HTTP API (fakes)', () => {
     );
   });
 
-  void it('counts statistics per version: success, fail, queue, inference and execution counts', async () => {
+  void it('answers statistics per version from the core recorder, every key present', async () => {
     const stat = async (): Promise<
-      Record<string, { count: number; ns: number }> & { n: number; e: number }
+      Record<string, { count: number; ns: number }> & { n: number; e: number; batches: unknown }
     > => {
       const json = (await call('GET', '/v2/models/cls/stats')).json as {
         model_stats: {
@@ -529,27 +404,24 @@ void describe('KServe v2 HTTP API (fakes)', () => {
           inference_count: number;
           execution_count: number;
           inference_stats: Record<string, { count: number; ns: number }>;
+          batch_stats: unknown;
         }[];
       };
       const m = json.model_stats[0]!;
       assert.equal(m.version, '1');
-      return Object.assign(m.inference_stats, { n: m.inference_count, e: m.execution_count });
+      return Object.assign(m.inference_stats, {
+        n: m.inference_count,
+        e: m.execution_count,
+        batches: m.batch_stats,
+      });
     };
     const before = await stat();
-    const x: Tensor = { dtype: 'float32', shape: [3, 4], data: new Float32Array(12) };
-    await infer('/v2/models/cls/infer', { inputs: [{ name: 'x', tensor: x, binary: true }] });
-    await infer('/v2/models/cls/infer', {
-      inputs: [{ name: 'x', tensor: { ...x, shape: [1, 4], data: new Float32Array(4) }, binary: false }],
-    });
-    await expectError(
-      infer('/v2/models/cls/infer', {
-        inputs: [
-          { name: 'x', tensor: { dtype: 'int32', shape: [1, 4], data: new Int32Array(4) }, binary: false },
-        ],
-      }),
-      400,
-      /data-type/,
-    );
+    // Core records (tested in inference-service.test.ts); the fake core here does not.
+    const timings = { totalNs: 100, inputNs: 10, queueNs: 20, inferNs: 60, outputNs: 10 };
+    statistics.recordSuccess('cls', 1, { items: 3, ...timings });
+    statistics.recordSuccess('cls', 1, { items: 1, ...timings });
+    statistics.recordExecution('cls', 1, { batchSize: 4, computeNs: 50 });
+    statistics.recordFailure('cls', 1, 7);
     const after = await stat();
     for (const key of [
       'success',
@@ -565,10 +437,18 @@ void describe('KServe v2 HTTP API (fakes)', () => {
     }
     assert.equal(after['success']!.count - before['success']!.count, 2);
     assert.equal(after['queue']!.count - before['queue']!.count, 2);
-    assert.equal(after['fail']!.count - before['fail']!.count, 1);
+    assert.equal(after['queue']!.ns - before['queue']!.ns, 40);
+    assert.equal(after['fail']!.ns - before['fail']!.ns, 7);
     assert.equal(after.n - before.n, 4);
-    assert.equal(after.e - before.e, 2);
-    assert.ok(after['success']!.ns > before['success']!.ns);
+    assert.equal(after.e - before.e, 1);
+    assert.deepEqual(after.batches, [
+      {
+        batch_size: 4,
+        compute_input: { count: 1, ns: 0 },
+        compute_infer: { count: 1, ns: 50 },
+        compute_output: { count: 1, ns: 0 },
+      },
+    ]);
     const all = (await call('GET', '/v2/models/stats')).json as { model_stats: { name: string }[] };
     assert.ok(all.model_stats.some((m) => m.name === 'half'));
     await expectError(call('GET', '/v2/models/nope/stats'), 404, /nope/);

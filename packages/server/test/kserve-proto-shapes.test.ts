@@ -19,7 +19,7 @@ import type { Signature } from '../src/core/signature.js';
 import { KSERVE_EXTENSIONS } from '../src/frontends/kserve/kserve-service.js';
 import { modelConfigJson, modelMetadataJson } from '../src/frontends/kserve/model-json.js';
 import { modelStatisticsJson } from '../src/frontends/kserve/statistics-json.js';
-import { createInferenceStatistics } from '../src/frontends/shared/inference-statistics.js';
+import { createInferenceStatistics } from '../src/core/inference-statistics.js';
 
 const SIG: Signature = {
   inputs: { images: { name: 'images', dtype: 'uint8', shape: [-1, -1, -1, 3] } },
@@ -77,7 +77,8 @@ describe('KServe JSON shapes read as the inference protobuf messages', () => {
       strict,
     );
     const stats = createInferenceStatistics({ now: () => 1234 });
-    stats.recordSuccess('m', 1, 2, { totalNs: 10, inputNs: 1, inferNs: 7, outputNs: 2 });
+    stats.recordSuccess('m', 1, { items: 2, totalNs: 10, inputNs: 1, queueNs: 0, inferNs: 7, outputNs: 2 });
+    stats.recordExecution('m', 1, { batchSize: 2, computeNs: 6 });
     stats.recordFailure('m', 1, 5);
     const message = fromJson(
       ModelStatisticsSchema,

@@ -20,6 +20,12 @@ void describe('listVersions', () => {
     await writeFile(join(model, '6'), 'a file, not a dir');
     await symlink(join(model, '10'), join(model, '11'));
     await mkdir(join(root, 'empty'));
+    // TensorFlow SavedModel versions count too (converted on load).
+    await mkdir(join(root, 'tf', '2', 'variables'), { recursive: true });
+    await writeFile(join(root, 'tf', '2', 'saved_model.pb'), 'x');
+    await mkdir(join(root, 'tf', '3'), { recursive: true });
+    await writeFile(join(root, 'tf', '3', 'saved_model.pbtxt'), 'x');
+    await mkdir(join(root, 'tf', '4', 'variables'), { recursive: true });
   });
   after(async () => {
     await rm(root, { recursive: true, force: true });
@@ -27,6 +33,10 @@ void describe('listVersions', () => {
 
   void it('lists canonical numeric dirs holding model.onnx, ascending', async () => {
     assert.deepEqual(await listVersions(join(root, 'm')), [1, 3, 10, 11]);
+  });
+
+  void it('lists SavedModel version directories (saved_model.pb or .pbtxt)', async () => {
+    assert.deepEqual(await listVersions(join(root, 'tf')), [2, 3]);
   });
 
   void it('returns an empty list for a base path without versions', async () => {

@@ -20,7 +20,8 @@ import type {
   PredictRequest,
   PredictResponse,
 } from '../src/core/inference-service.js';
-import { fakeInferenceService } from './fakes.js';
+import { NO_ASSETS, fakeInferenceService } from './fakes.js';
+import type { ServableAssets } from '../src/contracts/servable-assets.js';
 import type { ModelConfig } from '../src/core/model-config.js';
 import type { VersionStatus } from '../src/core/model-state.js';
 import type { Signature } from '../src/core/signature.js';
@@ -40,7 +41,7 @@ const SIGNATURE: Signature = {
 };
 
 /** y = 0.5 * x + 2 and z = x for model "half"; other names exercise error paths. */
-function createFakeService(): ReturnType<typeof fakeInferenceService> & {
+function createFakeService(): ReturnType<typeof fakeInferenceService<ServableAssets>> & {
   readonly predictions: PredictRequest[];
   readonly reloads: (readonly ModelConfig[])[];
   /** Resolves with the abort reason a "slow" predict saw. */
@@ -49,12 +50,12 @@ function createFakeService(): ReturnType<typeof fakeInferenceService> & {
   const predictions: PredictRequest[] = [];
   const reloads: (readonly ModelConfig[])[] = [];
   const state = { slowAborted: Promise.resolve(undefined as unknown) };
-  const service = fakeInferenceService({
+  const service = fakeInferenceService<ServableAssets>({
     resolve(spec) {
       if (!['half', 'slow', 'boom', 'long'].includes(spec.name)) {
         throw notFound(`Servable not found for request: Latest(${spec.name})`);
       }
-      return { version: spec.version ?? 3, signature: SIGNATURE };
+      return { version: spec.version ?? 3, signature: SIGNATURE, assets: NO_ASSETS };
     },
     run(request: PredictRequest, options?: CallOptions): Promise<PredictResponse> {
       predictions.push(request);
@@ -406,21 +407,33 @@ describe('TF Serving gRPC frontend', () => {
     );
   });
 
-  it('refuses Classify, Regress and MultiInference with UNIMPLEMENTED', async () => {
+  it('checks Classify, Regress and MultiInference requests as TF Serving does', async () => {
     await rejectsWith(
       call(client, TFS_CLIENT_METHODS.classify, create(TFS_CLIENT_METHODS_SCHEMAS.classify)),
-      grpc.status.UNIMPLEMENTED,
-      /Classify/,
+      grpc.status.INVALID_ARGUMENT,
+      /^Missing ModelSpec$/,
     );
     await rejectsWith(
-      call(client, TFS_CLIENT_METHODS.regress, create(TFS_CLIENT_METHODS_SCHEMAS.regress)),
-      grpc.status.UNIMPLEMENTED,
-      /Regress/,
+      call(
+        client,
+        TFS_CLIENT_METHODS.regress,
+        create(TFS_CLIENT_METHODS_SCHEMAS.regress, { modelSpec: { name: 'half' } }),
+      ),
+      grpc.status.INVALID_ARGUMENT,
+      /No regression outputs found in SignatureDef/,
+    );
+    await rejectsWith(
+      call(
+        client,
+        TFS_CLIENT_METHODS.classify,
+        create(TFS_CLIENT_METHODS_SCHEMAS.classify, { modelSpec: { name: 'half', signatureName: 'nope' } }),
+      ),
+      grpc.status.INVALID_ARGUMENT,
+      /No signature was found with the name: nope/,
     );
     await rejectsWith(
       call(client, TFS_CLIENT_METHODS.multiInference, create(TFS_CLIENT_METHODS_SCHEMAS.multiInference)),
-      grpc.status.UNIMPLEMENTED,
-      /MultiInference/,
+      grpc.status.NOT_FOUND,
     );
   });
 

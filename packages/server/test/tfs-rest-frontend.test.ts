@@ -9,7 +9,8 @@ import { createHttpEdge } from '../src/frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from '../src/frontends/http/start-http-server.js';
 import { createTfsRestApi } from '../src/frontends/tfs-rest/index.js';
 import { type Logger, createJsonLogger } from '../src/util/logger.js';
-import { fakeInferenceService } from './fakes.js';
+import { NO_ASSETS, fakeInferenceService } from './fakes.js';
+import type { ServableAssets } from '../src/contracts/servable-assets.js';
 
 const HALF: Signature = {
   inputs: { x: { name: 'x', dtype: 'float32', shape: [-1] } },
@@ -38,7 +39,7 @@ const STR: Signature = {
 const SIGS: Record<string, Signature> = { half: HALF, two: TWO, str: STR, slow: HALF, boom: HALF };
 
 /** A fake InferenceService; `aborts` records abort reasons seen by predict. */
-function fakeService(aborts: unknown[]): InferenceService {
+function fakeService(aborts: unknown[]): InferenceService<ServableAssets> {
   const resolve = (spec: ModelSpec): { sig: Signature; version: number } => {
     const sig = SIGS[spec.name];
     if (!sig || (spec.version !== undefined && spec.version !== 1)) {
@@ -51,10 +52,10 @@ function fakeService(aborts: unknown[]): InferenceService {
     }
     return { sig, version: 1 };
   };
-  return fakeInferenceService({
+  return fakeInferenceService<ServableAssets>({
     resolve: (spec) => {
       const { sig, version } = resolve(spec);
-      return { version, signature: sig };
+      return { version, signature: sig, assets: NO_ASSETS };
     },
     run(req: PredictRequest, options) {
       const { version } = resolve(req.model);
@@ -107,7 +108,7 @@ function fakeService(aborts: unknown[]): InferenceService {
 
 /** The REST edge with the TF Serving API, as server.ts mounts it. */
 function tfsRestEdge(
-  service: InferenceService,
+  service: InferenceService<ServableAssets>,
   logger: Logger,
   limits: { bodyLimitBytes?: number; decompressedBodyLimitBytes?: number; requestTimeoutMs?: number } = {},
 ): ReturnType<typeof createHttpEdge> {
@@ -320,8 +321,16 @@ void describe('TF Serving REST frontend', () => {
       400,
       /Failed to convert version/,
     );
-    await expectError(post('/v1/models/half:classify', { examples: [] }), 501, /Classify is not supported/);
-    await expectError(post('/v1/models/half:regress', { examples: [] }), 501, /Regress is not supported/);
+    await expectError(
+      post('/v1/models/half:classify', { examples: [] }),
+      400,
+      /'examples' value is an empty array/,
+    );
+    await expectError(
+      post('/v1/models/half:regress', {}),
+      400,
+      /key 'examples' is expected and was not found/,
+    );
     await expectError(call('GET', '/v2/health/ready'), 404, /No handler/);
     await expectError(call('GET', '/'), 404, /No handler/);
     await expectError(call('PUT', '/v1/models/half'), 400, /Malformed request: PUT/);

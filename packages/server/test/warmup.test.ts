@@ -1,13 +1,18 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Code, ServingError, type Tensor } from '@visionserve/protocol';
+import { Code, ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
 import { createModelManager } from '../src/core/model-manager.js';
 import type { ModelSource, RunOptions, Session, SessionFactory } from '../src/core/session.js';
+import type { Signature } from '../src/core/signature.js';
 import { silentLogger } from '../src/util/logger.js';
 import { crc32c, maskedCrc32c } from '../src/warmup/crc32c.js';
 import { readTfRecords, writeTfRecords } from '../src/warmup/tfrecord.js';
 import { encodeWarmupFile, parseWarmupFile } from '../src/warmup/warmup-file.js';
-import { type WarmupReport, createWarmupSessionFactory } from '../src/warmup/warmup-session-factory.js';
+import {
+  type ServedSignatures,
+  type WarmupReport,
+  createWarmupSessionFactory,
+} from '../src/warmup/warmup-session-factory.js';
 import {
   FAKE_SIGNATURE,
   createFakeDisk,
@@ -169,6 +174,99 @@ void describe('warmup session factory', () => {
       [['file', 2, 6]],
     );
     await manager.close();
+  });
+
+  void it('replays records for served signatures through their input adapter; unknown ones fail the load', async () => {
+    const { factory, state, inner } = gatedFactory();
+    const jpeg: Tensor = {
+      dtype: 'string',
+      shape: [2],
+      data: [bytesOf('JPEG one'), bytesOf('JPEG two')],
+    };
+    // As the encoded-image signature derived from visionserve.json: strings in, "x" rows out.
+    const bytesSignature: Signature = {
+      inputs: { image_bytes: { name: 'image_bytes', dtype: 'string', shape: [-1] } },
+      outputs: FAKE_SIGNATURE.outputs,
+      methodName: FAKE_SIGNATURE.methodName,
+      runs: 'serving_default',
+      adapter: { kind: 'encoded-image', inputKey: 'image_bytes', imageInput: 'x' },
+      modelInputs: FAKE_SIGNATURE.inputs,
+    };
+    const adapted: string[][] = [];
+    const served: ServedSignatures = {
+      signatures: { serving_default: FAKE_SIGNATURE, serving_bytes: bytesSignature },
+      adaptInputs: (signature, inputs) => {
+        const data = (inputs['image_bytes']!.data as Uint8Array[]).map((b) => new TextDecoder().decode(b));
+        adapted.push(data);
+        if (!data.every((b) => b.startsWith('JPEG')))
+          return Promise.reject(invalidArgument('Image 0: not an image'));
+        return Promise.resolve({ x: floatInput(data.map((_, i) => [i, i])) });
+      },
+    };
+    const reports: WarmupReport[] = [];
+    const asked: string[][] = [];
+    const warmup = (records: Parameters<typeof encodeWarmupFile>[0], withServed = true) =>
+      createWarmupSessionFactory({
+        factory,
+        readWarmupFile: () => Promise.resolve(encodeWarmupFile(records)),
+        servedSignatures: withServed
+          ? (source, signatures) => {
+              asked.push([source.modelName, ...Object.keys(signatures)]);
+              return Promise.resolve(served);
+            }
+          : undefined,
+        onWarmup: (r) => reports.push(r),
+        logger: silentLogger,
+      });
+    const source = (version: number) => ({ modelName: 'm', version, path: `/m/${version}`, basePath: '/m' });
+
+    await (
+      await warmup([
+        { inputs: { image_bytes: jpeg }, signatureName: 'serving_bytes', outputFilter: ['y'] },
+        { inputs: { x: floatInput([[1, 2]]) } },
+      ]).load(source(1))
+    ).close();
+    assert.deepEqual(asked, [['m', 'serving_default']], 'asked once, with the session signatures');
+    assert.deepEqual(adapted, [['JPEG one', 'JPEG two']]);
+    assert.equal(state.runs.length, 2);
+    assert.deepEqual(state.runs[0]!.inputs['x']!.shape, [2, 2], 'the adapted batch ran');
+    assert.deepEqual(state.runs[0]!.options?.outputNames, ['y']);
+    assert.deepEqual(
+      reports.map((r) => [r.kind, r.records, r.runs]),
+      [['file', 2, 2]],
+    );
+
+    // TF Serving fails the load for a record it cannot run; so do adapter errors and unknown names.
+    const bad = (
+      record: Parameters<typeof encodeWarmupFile>[0][number],
+      version: number,
+      withServed = true,
+    ) => warmup([record], withServed).load(source(version));
+    await assert.rejects(
+      bad(
+        {
+          inputs: { image_bytes: { ...jpeg, data: [bytesOf('GIF89a')], shape: [1] } },
+          signatureName: 'serving_bytes',
+        },
+        2,
+      ),
+      isCode(Code.INVALID_ARGUMENT, /^Warmup request 0 of .* failed: Image 0: not an image/),
+    );
+    assert.ok(inner.events.includes('close m:2'), 'the loaded session was closed');
+    await assert.rejects(
+      bad({ inputs: { x: floatInput([[1, 2]]) }, signatureName: 'typo' }, 3),
+      isCode(Code.FAILED_PRECONDITION, /Serving signature key "typo" not found/),
+    );
+    await assert.rejects(
+      bad({ inputs: { x: floatInput([[1, 2]]) }, signatureName: 'serving_bytes' }, 4),
+      isCode(Code.INVALID_ARGUMENT, /input tensor alias not found/),
+    );
+    // Without servedSignatures only the session's own signatures exist.
+    await assert.rejects(
+      bad({ inputs: { image_bytes: jpeg }, signatureName: 'serving_bytes' }, 5, false),
+      isCode(Code.FAILED_PRECONDITION, /"serving_bytes" not found/),
+    );
+    assert.equal(state.runs.length, 2, 'no failing record reached the session');
   });
 
   void it('fails the load for a corrupt file or a failing record, and closes the session', async () => {

@@ -67,12 +67,11 @@ export async function imageToTensor(
   const sharp = await loadSharp();
   const maxPixels = options.maxInputPixels ?? 40_000_000;
   const channels = options.channels ?? 3;
-  let pipeline: SharpPipeline;
   let originalWidth: number;
   let originalHeight: number;
   try {
-    pipeline = sharp(bytes, { limitInputPixels: maxPixels, failOn: 'truncated', sequentialRead: true });
-    const meta = await pipeline.metadata();
+    // The header alone (no pixel limit yet, so that the error below can say the size).
+    const meta = await sharp(bytes, { limitInputPixels: false, failOn: 'truncated' }).metadata();
     originalWidth = meta.autoOrient?.width ?? meta.width ?? 0;
     originalHeight = meta.autoOrient?.height ?? meta.height ?? 0;
   } catch (error) {
@@ -84,10 +83,15 @@ export async function imageToTensor(
   if (originalWidth * originalHeight > maxPixels) {
     throw new ServingError(
       Code.INVALID_ARGUMENT,
-      `Image of ${originalWidth}x${originalHeight} pixels exceeds the limit of ${maxPixels} pixels`,
+      `Image of ${originalWidth}x${originalHeight} pixels (${originalWidth * originalHeight}) exceeds the limit of ` +
+        `${maxPixels} pixels (image.maxInputPixels in the model's visionserve.json)`,
     );
   }
-  pipeline = pipeline.autoOrient();
+  let pipeline: SharpPipeline = sharp(bytes, {
+    limitInputPixels: maxPixels,
+    failOn: 'truncated',
+    sequentialRead: true,
+  }).autoOrient();
   const width = options.width ?? options.height ?? originalWidth;
   const height = options.height ?? options.width ?? originalHeight;
   let contentWidth = width;

@@ -59,12 +59,38 @@ export interface DetectionPostprocess {
 
 export type Postprocess = ClassificationPostprocess | DetectionPostprocess;
 
+/**
+ * The signature that takes encoded images (TF Serving's `image_bytes` idiom): a DT_STRING
+ * input of JPEG/PNG/WebP bytes, decoded and laid out with `image`, then run by `base`.
+ */
+export interface ImageBytesSignature {
+  /** Signature name. Default "serving_bytes". */
+  readonly name?: string;
+  /** Its input key. Default "image_bytes". */
+  readonly input?: string;
+  /** The tensor signature that runs the decoded images. Default "serving_default". */
+  readonly base?: string;
+  /**
+   * Serve it as serving_default too (clients that name no signature send images); the
+   * tensor signature stays reachable by its own name when that is not serving_default,
+   * else as "serving_tensor". Default false.
+   */
+  readonly default?: boolean;
+}
+
 /** The contents of visionserve.json. */
 export interface VisionConfig {
   /** Enables encoded-image requests (application/x-image, image/jpeg, image/png, image/webp on /invocations). */
   readonly image?: ImageConfig;
   /** Built-in post-processing of image requests; without it the raw outputs are returned. */
   readonly postprocess?: Postprocess;
+  /**
+   * The encoded-image signature, offered whenever `image` is set (defaults above); `false`
+   * turns it off.
+   */
+  readonly imageBytesSignature?: ImageBytesSignature | false;
+  /** Answer repeated predicts from the server's response cache (--response_cache_bytes). Default false. */
+  readonly responseCache?: boolean;
 }
 
 /** A model's vision assets: its visionserve.json and the labels file that names. */
@@ -266,11 +292,29 @@ function readPostprocess(r: Reader): Postprocess {
 export function parseVisionConfig(json: unknown): VisionConfig {
   if (!isObject(json)) throw invalidArgument('visionserve.json must hold a JSON object');
   const r = new Reader(json, 'visionserve.json');
-  r.known(['image', 'postprocess']);
+  r.known(['image', 'postprocess', 'imageBytesSignature', 'responseCache']);
   const image = r.object('image');
   const post = r.object('postprocess');
+  let bytesSignature: ImageBytesSignature | undefined;
+  const bytesOff = r.key('imageBytesSignature') === false;
+  if (bytesOff) bytesSignature = undefined;
+  else {
+    const b = r.object('imageBytesSignature');
+    b?.known(['name', 'input', 'base', 'default']);
+    bytesSignature =
+      b === undefined
+        ? undefined
+        : defined({
+            name: b.string('name'),
+            input: b.string('input'),
+            base: b.string('base'),
+            default: b.bool('default'),
+          });
+  }
   return defined({
     image: image === undefined ? undefined : readImage(image),
     postprocess: post === undefined ? undefined : readPostprocess(post),
+    imageBytesSignature: bytesOff ? (false as const) : bytesSignature,
+    responseCache: r.bool('responseCache'),
   });
 }

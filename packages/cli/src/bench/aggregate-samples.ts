@@ -34,6 +34,8 @@ export function aggregateSamples(
   const errors = list.reduce((a, s) => a + s.errors, 0);
   const client = sum(list, (s) => s.clientCpuMs);
   const server = sum(list, (s) => s.serverCpuMs);
+  const gcMs = sum(list, (s) => s.serverGc?.ms);
+  const majors = sum(list, (s) => s.serverGc?.majors);
   const done = n + errors;
   const wire = list.find((s) => s.wire !== undefined)?.wire;
   const firstError = list.find((s) => s.firstError !== undefined)?.firstError;
@@ -47,6 +49,9 @@ export function aggregateSamples(
     ...(wire ? { requestBytes: wire.requestBytes, responseBytes: wire.responseBytes } : {}),
     ...(client !== undefined && done > 0 ? { clientCpuMsPerRequest: client / done } : {}),
     ...(server !== undefined && done > 0 ? { serverCpuMsPerRequest: server / done } : {}),
+    ...(gcMs !== undefined && majors !== undefined && done > 0
+      ? { serverGcMsPerRequest: gcMs / done, majorGcsPer1000: (majors * 1000) / done }
+      : {}),
     ...(floor ? { ratioP50: latency.p50 / floor.p50, ratioP99: latency.p99 / floor.p99 } : {}),
     ...(imageFloor
       ? { ratioImageFloorP50: latency.p50 / imageFloor.p50, ratioImageFloorP99: latency.p99 / imageFloor.p99 }

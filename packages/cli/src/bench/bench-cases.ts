@@ -78,7 +78,7 @@ export const CASES: Readonly<Record<CaseId, CaseSpec>> = {
     title: 'MobileNetV2 int8 classification (small request, small response)',
     short: 'MobileNetV2 int8',
     hasImage: true,
-    costMs: { 'rest-json': 70, invocations: 25, 'image-floor': 20 },
+    costMs: { 'rest-json': 70, invocations: 25, 'image-floor': 20, 'rest-b64': 25, 'rest-b64-cached': 5 },
     async stage(dir, sharedDir) {
       await mkdir(join(dir, '1'), { recursive: true });
       await copyFile(join(sharedDir, 'models', MOBILENET_FILE), join(dir, '1', 'model.onnx'));
@@ -117,6 +117,8 @@ export const CASES: Readonly<Record<CaseId, CaseSpec>> = {
       'in-process': 45,
       'grpc-tensor-content': 250,
       'grpc-typed': 350,
+      'kserve-http': 250,
+      'kserve-grpc': 250,
       'rest-json': 4000,
     },
     async stage(dir) {
@@ -186,13 +188,35 @@ export async function stageRepository(
   sharedDir: string,
   cases: readonly CaseId[],
 ): Promise<StagedRepository> {
-  for (const id of cases) await CASES[id].stage(join(root, id), sharedDir);
+  const names: string[] = [];
+  for (const id of cases) {
+    await CASES[id].stage(join(root, id), sharedDir);
+    names.push(id);
+    if (!CASES[id].hasImage) continue;
+    // A twin that answers from the response cache (the rest-b64-cached path).
+    const twin = join(root, cachedTwinName(id));
+    await CASES[id].stage(twin, sharedDir);
+    const vision = JSON.parse(await readFile(join(twin, 'visionserve.json'), 'utf8')) as Record<
+      string,
+      unknown
+    >;
+    await writeFile(
+      join(twin, 'visionserve.json'),
+      JSON.stringify({ ...vision, responseCache: true }, null, 2),
+    );
+    names.push(cachedTwinName(id));
+  }
   const configFile = join(root, 'models.config');
   await writeFile(
     configFile,
-    `model_config_list {\n${cases.map((id) => `  config { name: '${id}' base_path: '${join(root, id)}' model_platform: 'onnx' }`).join('\n')}\n}\n`,
+    `model_config_list {\n${names.map((name) => `  config { name: '${name}' base_path: '${join(root, name)}' model_platform: 'onnx' }`).join('\n')}\n}\n`,
   );
   return { root, configFile, modelPath: (id) => join(root, id, '1', 'model.onnx') };
+}
+
+/** The model name of a case's twin with `"responseCache": true`. */
+export function cachedTwinName(id: string): string {
+  return `${id}_cached`;
 }
 
 export function loadCase(id: CaseId, sharedDir: string): Promise<BenchCase> {

@@ -1,7 +1,17 @@
 /** The serving paths the latency suite measures, in table order, with what each one measures. */
 
 export type PathId =
-  'floor' | 'image-floor' | 'in-process' | 'grpc-tensor-content' | 'grpc-typed' | 'rest-json' | 'invocations';
+  | 'floor'
+  | 'image-floor'
+  | 'in-process'
+  | 'grpc-tensor-content'
+  | 'grpc-typed'
+  | 'kserve-http'
+  | 'kserve-grpc'
+  | 'rest-json'
+  | 'invocations'
+  | 'rest-b64'
+  | 'rest-b64-cached';
 
 export interface PathInfo {
   readonly id: PathId;
@@ -50,6 +60,19 @@ export const PATHS: readonly PathInfo[] = [
       'Predict with typed values both ways (int_val/float_val requests, float_val responses: TF Serving defaults)',
   },
   {
+    id: 'kserve-http',
+    kind: 'served',
+    label: 'KServe v2 HTTP binary',
+    description:
+      'POST /v2/models/{m}/infer with the binary tensor data extension both ways (JSON header, raw tensor bytes after it)',
+  },
+  {
+    id: 'kserve-grpc',
+    kind: 'served',
+    label: 'KServe v2 gRPC',
+    description: 'inference.GRPCInferenceService/ModelInfer with raw_input_contents / raw_output_contents',
+  },
+  {
     id: 'rest-json',
     kind: 'served',
     label: 'REST JSON',
@@ -58,9 +81,23 @@ export const PATHS: readonly PathInfo[] = [
   {
     id: 'invocations',
     kind: 'served',
-    label: '/invocations (image; ≙ REST b64)',
+    label: '/invocations (image, top-k out)',
     description:
-      'POST /invocations with the JPEG (application/x-image), top-k JSON out. Stands for TF Serving\'s REST {"b64": ...} idiom (encoded image in, server decodes), which needs a string-input model that ONNX cannot express',
+      'POST /invocations with the JPEG (application/x-image), top-k JSON out (the server decodes the image and applies visionserve.json post-processing)',
+  },
+  {
+    id: 'rest-b64',
+    kind: 'served',
+    label: 'REST b64 (serving_bytes)',
+    description:
+      'POST :predict with {"signature_name": "serving_bytes", "instances": [{"b64": JPEG}]}: TF Serving\'s image_bytes idiom, the server decodes and preprocesses; raw outputs out, decoded into tensors',
+  },
+  {
+    id: 'rest-b64-cached',
+    kind: 'served',
+    label: 'REST b64, response cache hit',
+    description:
+      'the same request to a twin of the model with "responseCache": true (server --response_cache_bytes): after the first, every request is answered from the cache',
   },
 ];
 

@@ -79,9 +79,12 @@ export function closedBlockS(cost: number, concurrency: number, l: BlockLimitsIn
   return (ms + cost) / 1000;
 }
 
+/** Paths that send the case's encoded image. */
+const IMAGE_PATHS: readonly PathId[] = ['image-floor', 'invocations', 'rest-b64', 'rest-b64-cached'];
+
 /** Whether a path runs for a case (the image paths need an image). */
 function runs(id: CaseId, path: PathId): boolean {
-  return CASES[id].hasImage || (path !== 'image-floor' && path !== 'invocations');
+  return CASES[id].hasImage || !IMAGE_PATHS.includes(path);
 }
 
 export function planLatency(i: LatencyPlanInput): SuitePlan {

@@ -94,9 +94,9 @@ function formatLatency(report: BenchReport, lines: string[]): void {
     if (closed.length > 0) {
       lines.push(`Closed loop, concurrency ${o.concurrency}:`, '');
       lines.push(
-        '| path | p50 ms | p90 | p95 | p99 | mean | req/s | p50 ×floor | p99 ×floor | request | response | client CPU ms/req | server CPU ms/req | n |',
+        '| path | p50 ms | p90 | p95 | p99 | mean | req/s | p50 ×floor | p99 ×floor | request | response | client CPU ms/req | server CPU ms/req | server GC ms/req (Mark-Compact /1k) | n |',
       );
-      lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+      lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
       for (const r of closed) lines.push(rowLine(report, r, false));
     }
     const note = imageFloorNote(c, report.rows);
@@ -113,9 +113,9 @@ function formatLatency(report: BenchReport, lines: string[]): void {
         '',
       );
       lines.push(
-        '| path | rate/s | p50 ms | p90 | p95 | p99 | mean | done/s | p50 ×floor | p99 ×floor | client CPU ms/req | server CPU ms/req | n |',
+        '| path | rate/s | p50 ms | p90 | p95 | p99 | mean | done/s | p50 ×floor | p99 ×floor | client CPU ms/req | server CPU ms/req | server GC ms/req (Mark-Compact /1k) | n |',
       );
-      lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+      lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
       for (const r of open) lines.push(rowLine(report, r, true));
     }
   }
@@ -124,7 +124,10 @@ function formatLatency(report: BenchReport, lines: string[]): void {
   lines.push(
     '',
     'CPU: client = this load-generator process (encode request, decode answer into tensors); server = the server process(es) from /proc. ' +
-      'In-process runs in one process, so its CPU is all "server". p99 of a block with fewer than 100 requests is its maximum.',
+      'In-process runs in one process, so its CPU is all "server". p99 of a block with fewer than 100 requests is its maximum. ' +
+      'Server GC: pauses and incremental marking steps of every isolate of the started servers (main thread and inference workers), ' +
+      "from V8's --trace-gc, per request, with major collections (Mark-Compact) per 1000 requests in brackets; concurrent " +
+      'marking and sweeping on V8 threads count only in server CPU.',
   );
 }
 
@@ -170,19 +173,19 @@ function formatSweep(sweep: SweepReport, lines: string[]): void {
   }
   lines.push(
     '',
-    '| model | layout | c | req/s | p50 ms | p90 | p99 | client CPU ms/req | server CPU ms/req | n | errors |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| model | layout | c | req/s | p50 ms | p90 | p99 | client CPU ms/req | server CPU ms/req | server GC ms/req (Mark-Compact /1k) | n | errors |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   );
   for (const r of sweep.rows) {
     if (r.skipped !== undefined && !r.latency) {
       lines.push(
-        `| ${CASES[r.case].short} | ${r.config} | ${r.concurrency} | ${r.skipped.replaceAll('|', '/')} | | | | | | | |`,
+        `| ${CASES[r.case].short} | ${r.config} | ${r.concurrency} | ${r.skipped.replaceAll('|', '/')} | | | | | | | | |`,
       );
       continue;
     }
     const l = r.latency!;
     lines.push(
-      `| ${CASES[r.case].short} | ${r.config} | ${r.concurrency} | ${num(r.throughput)} | ${formatMs(l.p50)} | ${formatMs(l.p90)} | ${formatMs(l.p99)} | ${num(r.clientCpuMsPerRequest, 2)} | ${num(r.serverCpuMsPerRequest, 2)} | ${l.n} | ${r.errors ?? 0}${r.firstError !== undefined ? ` (${r.firstError.replaceAll('|', '/')})` : ''} |`,
+      `| ${CASES[r.case].short} | ${r.config} | ${r.concurrency} | ${num(r.throughput)} | ${formatMs(l.p50)} | ${formatMs(l.p90)} | ${formatMs(l.p99)} | ${num(r.clientCpuMsPerRequest, 2)} | ${num(r.serverCpuMsPerRequest, 2)} | ${gcCell(r)} | ${l.n} | ${r.errors ?? 0}${r.firstError !== undefined ? ` (${r.firstError.replaceAll('|', '/')})` : ''} |`,
     );
   }
 }
@@ -232,13 +235,19 @@ export function formatMarkdown(report: BenchReport): string {
 function rowLine(report: BenchReport, r: BenchRow, open: boolean): string {
   const label = pathLabel(report, r.path);
   if (r.skipped !== undefined) {
-    const cols = open ? 12 : 13;
+    const cols = open ? 13 : 14;
     return `| ${label} | skipped: ${r.skipped.replaceAll('|', '/')} ${'| '.repeat(cols)}|`;
   }
   const l = r.latency!;
   const errors = r.errors ? ` (${r.errors} errors)` : '';
   if (open) {
-    return `| ${label} | ${num(r.ratePerSecond)} | ${p50Cell(r)} | ${formatMs(l.p90)} | ${formatMs(l.p95)} | ${formatMs(l.p99)} | ${formatMs(l.mean)} | ${num(r.throughput)} | ${ratio(r.ratioP50)} | ${ratio(r.ratioP99)} | ${num(r.clientCpuMsPerRequest, 2)} | ${num(r.serverCpuMsPerRequest, 2)} | ${l.n}${errors} |`;
+    return `| ${label} | ${num(r.ratePerSecond)} | ${p50Cell(r)} | ${formatMs(l.p90)} | ${formatMs(l.p95)} | ${formatMs(l.p99)} | ${formatMs(l.mean)} | ${num(r.throughput)} | ${ratio(r.ratioP50)} | ${ratio(r.ratioP99)} | ${num(r.clientCpuMsPerRequest, 2)} | ${num(r.serverCpuMsPerRequest, 2)} | ${gcCell(r)} | ${l.n}${errors} |`;
   }
-  return `| ${label} | ${p50Cell(r)} | ${formatMs(l.p90)} | ${formatMs(l.p95)} | ${formatMs(l.p99)} | ${formatMs(l.mean)} | ${num(r.throughput)} | ${ratio(r.ratioP50)} | ${ratio(r.ratioP99)} | ${formatBytes(r.requestBytes)} | ${formatBytes(r.responseBytes)} | ${num(r.clientCpuMsPerRequest, 2)} | ${num(r.serverCpuMsPerRequest, 2)} | ${l.n}${errors} |`;
+  return `| ${label} | ${p50Cell(r)} | ${formatMs(l.p90)} | ${formatMs(l.p95)} | ${formatMs(l.p99)} | ${formatMs(l.mean)} | ${num(r.throughput)} | ${ratio(r.ratioP50)} | ${ratio(r.ratioP99)} | ${formatBytes(r.requestBytes)} | ${formatBytes(r.responseBytes)} | ${num(r.clientCpuMsPerRequest, 2)} | ${num(r.serverCpuMsPerRequest, 2)} | ${gcCell(r)} | ${l.n}${errors} |`;
+}
+
+/** `0.12 (3.4)`: GC ms per request and Mark-Compacts per 1000 requests; — where not measured. */
+function gcCell(r: { serverGcMsPerRequest?: number; majorGcsPer1000?: number }): string {
+  if (r.serverGcMsPerRequest === undefined) return '—';
+  return `${num(r.serverGcMsPerRequest, 2)} (${num(r.majorGcsPer1000 ?? NaN, 1)})`;
 }

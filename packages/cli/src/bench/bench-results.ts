@@ -24,6 +24,10 @@ export interface BenchRow {
   readonly responseBytes?: number;
   readonly clientCpuMsPerRequest?: number;
   readonly serverCpuMsPerRequest?: number;
+  /** Server GC pauses and incremental marking (every isolate, --trace-gc) per request, ms. */
+  readonly serverGcMsPerRequest?: number;
+  /** Major collections (Mark-Compact) in the server per 1000 requests. */
+  readonly majorGcsPer1000?: number;
   /** Percentile ÷ the raw onnxruntime floor's. */
   readonly ratioP50?: number;
   readonly ratioP99?: number;
@@ -67,6 +71,9 @@ export interface SweepRow {
   readonly firstError?: string;
   readonly clientCpuMsPerRequest?: number;
   readonly serverCpuMsPerRequest?: number;
+  /** As in BenchRow. */
+  readonly serverGcMsPerRequest?: number;
+  readonly majorGcsPer1000?: number;
 }
 
 export interface SweepReport {

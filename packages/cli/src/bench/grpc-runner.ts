@@ -2,6 +2,7 @@
 import type { TensorEncoding, TfsGrpcClient } from '@visionserve/client';
 import type { BenchCase } from './bench-cases.js';
 import { type PathRunner, createSendRunner } from './path-runner.js';
+import type { GcTotals } from './server-gc.js';
 
 export interface GrpcRunnerOptions {
   readonly client: TfsGrpcClient;
@@ -10,6 +11,8 @@ export interface GrpcRunnerOptions {
   readonly encoding: TensorEncoding;
   /** The server's pid, for server CPU. Default: not measured. */
   readonly serverPid?: number;
+  /** The server's GC totals so far. Default: not measured. */
+  readonly serverGc?: () => GcTotals;
 }
 
 export function createGrpcRunner(options: GrpcRunnerOptions): PathRunner {
@@ -17,5 +20,6 @@ export function createGrpcRunner(options: GrpcRunnerOptions): PathRunner {
   return createSendRunner({
     send: async () => (await client.predict(benchCase.model, benchCase.inputs, { encoding })).wire,
     ...(options.serverPid !== undefined ? { serverPid: options.serverPid } : {}),
+    ...(options.serverGc !== undefined ? { serverGc: options.serverGc } : {}),
   });
 }

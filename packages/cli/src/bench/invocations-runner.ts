@@ -2,6 +2,7 @@
 import type { InvocationsClient } from '@visionserve/client';
 import type { CaseImage } from './bench-cases.js';
 import { type PathRunner, createSendRunner } from './path-runner.js';
+import type { GcTotals } from './server-gc.js';
 
 export interface InvocationsRunnerOptions {
   readonly client: InvocationsClient;
@@ -10,6 +11,8 @@ export interface InvocationsRunnerOptions {
   readonly image: CaseImage;
   /** The server's pid, for server CPU. Default: not measured. */
   readonly serverPid?: number;
+  /** The server's GC totals so far. Default: not measured. */
+  readonly serverGc?: () => GcTotals;
 }
 
 /** `Content-Type: application/x-image`; each answer is parsed as JSON. */
@@ -22,5 +25,6 @@ export function createInvocationsRunner(options: InvocationsRunnerOptions): Path
       return r.wire;
     },
     ...(options.serverPid !== undefined ? { serverPid: options.serverPid } : {}),
+    ...(options.serverGc !== undefined ? { serverGc: options.serverGc } : {}),
   });
 }

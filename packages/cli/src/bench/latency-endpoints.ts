@@ -6,21 +6,29 @@
  */
 import {
   createInvocationsClient,
+  createKServeGrpcClient,
+  createKServeHttpClient,
   createTfsGrpcClient,
   createTfsRestClient,
   type InvocationsClient,
+  type KServeGrpcClient,
+  type KServeHttpClient,
   type TfsGrpcClient,
   type TfsRestClient,
 } from '@visionserve/client';
 import type { BenchCase } from './bench-cases.js';
 import type { PathId } from './bench-paths.js';
+import type { GcTotals } from './server-gc.js';
 import type { ExitCleanup } from './exit-cleanup.js';
 import { createGrpcRunner } from './grpc-runner.js';
 import { type InProcessProbe, startInProcessProbe } from './in-process-probe.js';
 import { createInProcessRunner } from './in-process-runner.js';
 import { createInvocationsRunner } from './invocations-runner.js';
+import { createKServeRunner } from './kserve-runner.js';
 import type { PathRunner, Unavailable } from './path-runner.js';
 import { createRestJsonRunner } from './rest-json-runner.js';
+import { createRestB64Runner } from './rest-b64-runner.js';
+import { cachedTwinName } from './bench-cases.js';
 import { startServerProcess } from './server-process.js';
 
 export interface BenchTargets {
@@ -28,7 +36,7 @@ export interface BenchTargets {
   readonly grpc?: string;
   /** gRPC address of a running server started with --enable_serialization_as_tensor_content. */
   readonly grpcTensorContent?: string;
-  /** REST base URL of a running server. */
+  /** REST base URL of a running server (also its KServe v2 HTTP API, /v2). */
   readonly rest?: string;
   /** /invocations base URL of a running server. */
   readonly invocations?: string;
@@ -40,12 +48,18 @@ interface Endpoint<C> {
   readonly client: C;
   /** Server process, for server CPU; undefined when unknown. */
   readonly pid: number | undefined;
+  /** The server's GC totals (servers started here); undefined when unknown. */
+  readonly gc?: (() => GcTotals) | undefined;
 }
 
 export interface LatencyEndpoints {
   readonly grpcTyped: Endpoint<TfsGrpcClient> | undefined;
   readonly grpcTensorContent: Endpoint<TfsGrpcClient> | undefined;
   readonly rest: Endpoint<TfsRestClient> | undefined;
+  /** KServe v2 HTTP with binary tensor data, on the REST port. */
+  readonly kserveHttp: Endpoint<KServeHttpClient> | undefined;
+  /** KServe v2 gRPC, on the gRPC port (the typed-response server: KServe ignores that flag). */
+  readonly kserveGrpc: Endpoint<KServeGrpcClient> | undefined;
   readonly invocations: Endpoint<InvocationsClient> | undefined;
   readonly probe: InProcessProbe | undefined;
   /** Closes the clients, stops the servers and the probe this module started. */
@@ -95,52 +109,87 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
     let invocationsUrl: string | undefined;
     let mainPid: number | undefined;
     let tcPid: number | undefined;
+    let mainGc: (() => GcTotals) | undefined;
+    let tcGc: (() => GcTotals) | undefined;
     if (o.targets) {
       ({ grpc: grpcAddress, grpcTensorContent: grpcTcAddress, rest: restUrl } = o.targets);
       invocationsUrl = o.targets.invocations;
       mainPid = tcPid = o.targets.serverPid;
     } else {
-      if (wants('grpc-typed') || wants('rest-json') || wants('invocations')) {
+      if (
+        wants('grpc-typed') ||
+        wants('rest-json') ||
+        wants('invocations') ||
+        wants('kserve-http') ||
+        wants('kserve-grpc') ||
+        wants('rest-b64') ||
+        wants('rest-b64-cached')
+      ) {
         o.log('starting server (typed gRPC responses)...');
-        const main = await startServer(o.serverFlags);
+        // Only the cached twins opt in to the response cache; the other paths never hit it.
+        const cache = wants('rest-b64-cached') ? ['--response_cache_bytes=67108864'] : [];
+        const main = await startServer([...o.serverFlags, ...cache]);
         grpcAddress = `127.0.0.1:${main.grpcPort}`;
         restUrl = `http://127.0.0.1:${main.restPort}`;
         if (main.sagemakerPort !== undefined) invocationsUrl = `http://127.0.0.1:${main.sagemakerPort}`;
         mainPid = main.pid;
+        mainGc = main.gc;
       }
       if (wants('grpc-tensor-content')) {
         o.log('starting server (--enable_serialization_as_tensor_content)...');
         const tc = await startServer([...o.serverFlags, '--enable_serialization_as_tensor_content']);
         grpcTcAddress = `127.0.0.1:${tc.grpcPort}`;
         tcPid = tc.pid;
+        tcGc = tc.gc;
       }
     }
     const clientOptions = { defaultTimeoutMs: o.timeoutMs };
-    const closing = <C extends { close(): void }>(client: C, pid: number | undefined): Endpoint<C> => {
+    const closing = <C extends { close(): void }>(
+      client: C,
+      pid: number | undefined,
+      gc: (() => GcTotals) | undefined,
+    ): Endpoint<C> => {
       closers.push(() => {
         client.close();
       });
-      return { client, pid };
+      return { client, pid, gc };
     };
     const grpcTyped = grpcAddress
-      ? closing(createTfsGrpcClient({ address: grpcAddress, encoding: 'typed', ...clientOptions }), mainPid)
+      ? closing(
+          createTfsGrpcClient({ address: grpcAddress, encoding: 'typed', ...clientOptions }),
+          mainPid,
+          mainGc,
+        )
       : undefined;
     const grpcTensorContent = grpcTcAddress
       ? closing(
           createTfsGrpcClient({ address: grpcTcAddress, encoding: 'tensor_content', ...clientOptions }),
           tcPid,
+          tcGc,
         )
       : undefined;
     const rest = restUrl
       ? closing(
           createTfsRestClient({ baseUrl: restUrl, maxSockets: o.concurrency, ...clientOptions }),
           mainPid,
+          mainGc,
         )
+      : undefined;
+    const kserveHttp = restUrl
+      ? closing(
+          createKServeHttpClient({ baseUrl: restUrl, maxSockets: o.concurrency, ...clientOptions }),
+          mainPid,
+          mainGc,
+        )
+      : undefined;
+    const kserveGrpc = grpcAddress
+      ? closing(createKServeGrpcClient({ address: grpcAddress, ...clientOptions }), mainPid, mainGc)
       : undefined;
     const invocations = invocationsUrl
       ? closing(
           createInvocationsClient({ baseUrl: invocationsUrl, maxSockets: o.concurrency, ...clientOptions }),
           mainPid,
+          mainGc,
         )
       : undefined;
     let probe: InProcessProbe | undefined;
@@ -150,7 +199,7 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
       closers.push(() => started.close());
       probe = started;
     }
-    return { grpcTyped, grpcTensorContent, rest, invocations, probe, close };
+    return { grpcTyped, grpcTensorContent, rest, kserveHttp, kserveGrpc, invocations, probe, close };
   } catch (error) {
     await close();
     throw error;
@@ -159,8 +208,10 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
 
 /** The runner of a served path for one case, or why it cannot run. */
 export function runnerFor(path: PathId, benchCase: BenchCase, e: LatencyEndpoints): PathRunner | Unavailable {
-  const pid = (endpoint: { pid: number | undefined }) =>
-    endpoint.pid !== undefined ? { serverPid: endpoint.pid } : {};
+  const pid = (endpoint: Endpoint<unknown>) => ({
+    ...(endpoint.pid !== undefined ? { serverPid: endpoint.pid } : {}),
+    ...(endpoint.gc !== undefined ? { serverGc: endpoint.gc } : {}),
+  });
   switch (path) {
     case 'in-process':
       return e.probe
@@ -182,6 +233,14 @@ export function runnerFor(path: PathId, benchCase: BenchCase, e: LatencyEndpoint
       return e.grpcTyped
         ? createGrpcRunner({ client: e.grpcTyped.client, benchCase, encoding: 'typed', ...pid(e.grpcTyped) })
         : { unavailable: 'no gRPC server (pass --grpc)' };
+    case 'kserve-http':
+      return e.kserveHttp
+        ? createKServeRunner({ client: e.kserveHttp.client, benchCase, ...pid(e.kserveHttp) })
+        : { unavailable: 'no REST server (pass --rest)' };
+    case 'kserve-grpc':
+      return e.kserveGrpc
+        ? createKServeRunner({ client: e.kserveGrpc.client, benchCase, ...pid(e.kserveGrpc) })
+        : { unavailable: 'no gRPC server (pass --grpc)' };
     case 'rest-json':
       return e.rest
         ? createRestJsonRunner({ client: e.rest.client, benchCase, ...pid(e.rest) })
@@ -196,6 +255,18 @@ export function runnerFor(path: PathId, benchCase: BenchCase, e: LatencyEndpoint
             ...pid(e.invocations),
           })
         : { unavailable: NO_INVOCATIONS };
+    case 'rest-b64':
+    case 'rest-b64-cached':
+      if (benchCase.image === undefined) return { unavailable: benchCase.noImageReason ?? 'no image input' };
+      return e.rest
+        ? createRestB64Runner({
+            client: e.rest.client,
+            model: path === 'rest-b64' ? benchCase.model : cachedTwinName(benchCase.model),
+            benchCase,
+            image: benchCase.image,
+            ...pid(e.rest),
+          })
+        : { unavailable: 'no REST server (pass --rest)' };
     case 'floor':
     case 'image-floor':
       return { unavailable: 'floors are measured by the suite' };

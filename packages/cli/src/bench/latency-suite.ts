@@ -267,7 +267,8 @@ async function runCase(
         });
         continue;
       }
-      rows.push(aggregateSamples(base, usable, floorRef, p === 'invocations' ? imageRef : undefined));
+      const imagePath = p === 'invocations' || p === 'rest-b64' || p === 'rest-b64-cached';
+      rows.push(aggregateSamples(base, usable, floorRef, imagePath ? imageRef : undefined));
     }
   }
   const report: CaseReport = {

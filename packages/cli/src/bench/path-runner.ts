@@ -6,6 +6,7 @@
 import type { WireBytes } from '@visionserve/client';
 import { type LoopResult, type Send, closedLoop, openLoop, warmUp } from './load-loop.js';
 import { ownCpuMs, processCpuMs } from './proc-cpu.js';
+import { type GcTotals, gcBetween } from './server-gc.js';
 
 export type LoopMode = 'closed' | 'open';
 
@@ -31,6 +32,8 @@ export interface Sample extends LoopResult {
   readonly clientCpuMs: number | undefined;
   /** CPU of the server process during the block, ms (undefined where unknown). */
   readonly serverCpuMs: number | undefined;
+  /** Garbage collection in the server during the block (undefined where unknown). */
+  readonly serverGc?: GcTotals | undefined;
   readonly wire: WireBytes | undefined;
   /** Open-loop arrival rate; undefined for the closed loop. */
   readonly ratePerSecond: number | undefined;
@@ -50,6 +53,8 @@ export interface SendRunnerOptions {
   readonly send: () => Promise<WireBytes | undefined>;
   /** Process whose CPU counts as server CPU (same machine only). Default: none measured. */
   readonly serverPid?: number;
+  /** The server's GC totals so far (see server-gc.ts). Default: not measured. */
+  readonly serverGc?: () => GcTotals;
 }
 
 /** A client-side path: warm-up, then a closed or open loop of `send`, with client and server CPU. */
@@ -69,6 +74,7 @@ export function createSendRunner(options: SendRunnerOptions): PathRunner {
       };
       const pid = options.serverPid;
       const server0 = pid !== undefined ? await processCpuMs(pid) : undefined;
+      const gc0 = options.serverGc?.();
       const client0 = ownCpuMs();
       const r =
         spec.mode === 'closed'
@@ -76,10 +82,14 @@ export function createSendRunner(options: SendRunnerOptions): PathRunner {
           : await openLoop(send, spec.ratePerSecond, limits);
       const client1 = ownCpuMs();
       const server1 = pid !== undefined ? await processCpuMs(pid) : undefined;
+      // --trace-gc lines of the block's last collections may still be in the pipe.
+      if (options.serverGc) await new Promise((resolve) => setTimeout(resolve, 20));
+      const gc1 = options.serverGc?.();
       return {
         ...r,
         clientCpuMs: client1 - client0,
         serverCpuMs: server0 !== undefined && server1 !== undefined ? server1 - server0 : undefined,
+        serverGc: gcBetween(gc0, gc1),
         wire,
         ratePerSecond: spec.mode === 'open' ? spec.ratePerSecond : undefined,
       };

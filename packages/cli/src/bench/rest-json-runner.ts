@@ -2,12 +2,15 @@
 import type { TfsRestClient } from '@visionserve/client';
 import type { BenchCase } from './bench-cases.js';
 import { type PathRunner, createSendRunner } from './path-runner.js';
+import type { GcTotals } from './server-gc.js';
 
 export interface RestJsonRunnerOptions {
   readonly client: TfsRestClient;
   readonly benchCase: BenchCase;
   /** The server's pid, for server CPU. Default: not measured. */
   readonly serverPid?: number;
+  /** The server's GC totals so far. Default: not measured. */
+  readonly serverGc?: () => GcTotals;
 }
 
 /** `{"instances": ...}` in, `{"predictions": ...}` out, decoded into tensors (the case's output dtypes). */
@@ -18,5 +21,6 @@ export function createRestJsonRunner(options: RestJsonRunnerOptions): PathRunner
       (await client.predict(benchCase.model, benchCase.inputs, { format: 'row', outputs: benchCase.outputs }))
         .wire,
     ...(options.serverPid !== undefined ? { serverPid: options.serverPid } : {}),
+    ...(options.serverGc !== undefined ? { serverGc: options.serverGc } : {}),
   });
 }

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ExitCleanup } from './exit-cleanup.js';
+import { type GcTotals, createGcTrace } from './server-gc.js';
 
 const CLI = fileURLToPath(new URL('../../../bin/visionserve.js', import.meta.url));
 
@@ -14,6 +15,8 @@ export interface ServerProcess {
   readonly restPort: number;
   /** Undefined when the server has no SageMaker-style listener (frontend not present). */
   readonly sagemakerPort: number | undefined;
+  /** Garbage collection in the server so far (it runs with `--trace-gc`), every isolate. */
+  readonly gc: () => GcTotals;
   stop(): Promise<void>;
 }
 
@@ -29,7 +32,8 @@ export interface StartServerOptions {
 }
 
 /**
- * Resolves once the server logged "visionserve ready"; rejects if it exits first or after
+ * Resolves once the server logged "visionserve ready" (on stderr; its stdout carries V8's
+ * `--trace-gc` lines, which are counted); rejects if it exits first or after
  * `startTimeoutMs` (then it is killed). With `cleanup`, the child is sent SIGTERM if this
  * process is interrupted while the child runs.
  */
@@ -44,6 +48,7 @@ export function startServerProcess(
       prefix[0] ?? process.execPath,
       [
         ...(prefix.length > 0 ? [...prefix.slice(1), process.execPath] : []),
+        '--trace-gc',
         CLI,
         'serve',
         '--host=127.0.0.1',
@@ -66,13 +71,18 @@ export function startServerProcess(
     proc.once('exit', unregister);
     let log = '';
     let ready = false;
+    const gc = createGcTrace();
+    proc.stdout?.setEncoding('utf8');
+    proc.stdout?.on('data', (chunk: string) => {
+      gc.feed(chunk);
+    });
     const timer = setTimeout(() => {
       proc.kill('SIGKILL');
       reject(new Error(`server did not become ready within ${startTimeoutMs} ms:\n${log.slice(-2000)}`));
     }, startTimeoutMs);
-    const onData = (chunk: Buffer): void => {
+    const onData = (chunk: Buffer | string): void => {
       if (ready) return;
-      log += chunk.toString('utf8');
+      log += typeof chunk === 'string' ? chunk : chunk.toString('utf8');
       for (const line of log.split('\n')) {
         if (!line.includes('"visionserve ready"')) continue;
         let record: { grpc?: number; rest?: number; sagemaker?: number };
@@ -83,9 +93,7 @@ export function startServerProcess(
         }
         ready = true;
         clearTimeout(timer);
-        proc.stdout?.off('data', onData);
         proc.stderr?.off('data', onData);
-        proc.stdout?.resume();
         proc.stderr?.resume();
         proc.removeAllListeners('exit');
         proc.once('exit', unregister);
@@ -94,6 +102,7 @@ export function startServerProcess(
           grpcPort: record.grpc!,
           restPort: record.rest!,
           sagemakerPort: record.sagemaker,
+          gc: () => gc.totals(),
           stop: () =>
             new Promise<void>((done) => {
               if (proc.exitCode !== null || proc.signalCode !== null) {
@@ -109,7 +118,6 @@ export function startServerProcess(
         return;
       }
     };
-    proc.stdout?.on('data', onData);
     proc.stderr?.on('data', onData);
     proc.on('exit', (code) => {
       clearTimeout(timer);

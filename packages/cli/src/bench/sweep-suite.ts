@@ -121,6 +121,7 @@ export async function runSweepSuite(o: SweepSuiteOptions): Promise<SweepReport> 
           benchCase: c,
           encoding: o.encoding,
           serverPid: server.pid,
+          serverGc: server.gc,
         });
         for (const concurrency of o.concurrencies) {
           const label = `sweep · ${config.name} · ${c.id} · c=${concurrency}`;
@@ -162,6 +163,12 @@ export async function runSweepSuite(o: SweepSuiteOptions): Promise<SweepReport> 
                 : {}),
               ...(s.serverCpuMs !== undefined && done > 0
                 ? { serverCpuMsPerRequest: s.serverCpuMs / done }
+                : {}),
+              ...(s.serverGc !== undefined && done > 0
+                ? {
+                    serverGcMsPerRequest: s.serverGc.ms / done,
+                    majorGcsPer1000: (s.serverGc.majors * 1000) / done,
+                  }
                 : {}),
             });
           } catch (error) {

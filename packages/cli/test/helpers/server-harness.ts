@@ -10,6 +10,7 @@ import {
 import { resolveServerConfig, type ServerConfig } from '@visionserve/server';
 import { startVisionServer, type RunningVisionServer, type VisionServerHooks } from '@visionserve/server';
 import { silentLogger } from '@visionserve/server';
+import { assertContract, watchPorts } from './contract.js';
 
 export interface Harness {
   readonly server: RunningVisionServer;
@@ -37,6 +38,7 @@ export async function startHarness(
     ...flags,
   });
   const server = await startVisionServer(config, silentLogger, hooks);
+  watchPorts(server.ports.rest, server.ports.sagemaker);
   const grpc = createGrpcChannel({ address: `127.0.0.1:${server.ports.grpc!}` });
   return {
     server,
@@ -46,6 +48,7 @@ export async function startHarness(
     async close() {
       grpc.close();
       await server.close();
+      assertContract();
     },
   };
 }

@@ -8,7 +8,7 @@ import { create } from '@bufbuild/protobuf';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import { fromBytes } from '../dtype.js';
 import { invalidArgument } from '../errors.js';
-import { TENSOR_DOUBLE_VAL_FIELD, TENSOR_FLOAT_VAL_FIELD } from './wire-bytes.js';
+import { TENSOR_DOUBLE_VAL_FIELD, TENSOR_FLOAT_VAL_FIELD, readVarint, skipValue } from './wire-bytes.js';
 import type { Tensor } from '../tensor.js';
 import { dtypeFromDataType, shapeFromProto, tensorFromProto } from './tf-tensor-codec.js';
 import { TensorProtoSchema } from '../gen/tensorflow/core/framework/tensor_pb.js';
@@ -147,37 +147,6 @@ export function predictRequestViewFrom(request: PredictRequest): PredictRequestV
     inputs,
     outputFilter: request.outputFilter,
   });
-}
-
-/** A varint at `pos` of `buf`: [value, next position], or undefined when truncated or too long. */
-function readVarint(buf: Uint8Array, pos: number): [number, number] | undefined {
-  let value = 0;
-  let scale = 1;
-  for (let i = 0; i < 8 && pos < buf.length; i++) {
-    const b = buf[pos++]!;
-    value += (b & 0x7f) * scale;
-    if (b < 0x80) return [value, pos];
-    scale *= 128;
-  }
-  return undefined;
-}
-
-/** Skips one field's value; undefined when it runs past the bytes seen or the wire type is invalid. */
-function skipValue(buf: Uint8Array, pos: number, wireType: number): number | undefined {
-  switch (wireType) {
-    case 0:
-      return readVarint(buf, pos)?.[1];
-    case 1:
-      return pos + 8;
-    case 2: {
-      const len = readVarint(buf, pos);
-      return len === undefined ? undefined : len[1] + len[0];
-    }
-    case 5:
-      return pos + 4;
-    default:
-      return undefined;
-  }
 }
 
 const PREDICT_INPUTS = 2;

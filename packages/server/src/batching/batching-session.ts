@@ -58,6 +58,9 @@ interface Request {
   /** performance.now() when the request was queued, for its timings. */
   readonly queuedAt: number;
   readonly onTimings: RunOptions['onTimings'];
+  readonly onExecution: RunOptions['onExecution'];
+  /** Buffers handed over with the inputs; passed on when the request runs as its own batch. */
+  readonly transfer: RunOptions['transfer'];
   readonly pieces: Piece[];
   readonly results: (Record<string, Tensor> | undefined)[];
   done: number;
@@ -185,6 +188,7 @@ export function createBatchingSession(session: Session, options: BatchingSession
       outputs = await session.run(inputs, {
         signal,
         outputNames: group.outputNames,
+        ...(whole ? { transfer: only.request.transfer } : {}),
         onTimings: (t) => {
           // Each request waited for its batch, then the batch waited for an instance.
           for (const p of live) {
@@ -195,6 +199,11 @@ export function createBatchingSession(session: Session, options: BatchingSession
               batchSize: padded,
             });
           }
+        },
+        onExecution: (e) => {
+          // One run, reported once: to the first request in it that listens.
+          const reporter = live.find((p) => p.request.onExecution !== undefined);
+          reporter?.request.onExecution?.({ batchSize: padded, computeMs: e.computeMs });
         },
       });
     } catch (error) {
@@ -308,6 +317,8 @@ export function createBatchingSession(session: Session, options: BatchingSession
 
   return {
     signature: session.signature,
+    ...(session.checkInputs === undefined ? {} : { checkInputs: session.checkInputs.bind(session) }),
+    ...(session.signatures === undefined ? {} : { signatures: session.signatures }),
     pressure(extraQueued = 0) {
       const inner = session.pressure?.() ?? { queued: 0, estimatedWaitMs: 0, runMs: 0 };
       let queued = extraQueued;
@@ -329,12 +340,21 @@ export function createBatchingSession(session: Session, options: BatchingSession
       if (signal?.aborted) return Promise.reject(abortError(signal));
       let size: number;
       try {
+        // Refused here, before the request is merged: one bad request never fails a batch.
+        session.checkInputs?.(inputs);
         size = batchSize(inputs);
       } catch (error) {
         return Promise.reject(asServingError(error));
       }
-      // Nothing to batch: an empty request (or one without inputs) runs as is.
-      if (size === 0) return session.run(inputs, runOptions);
+      // Nothing to batch: an empty request (or one without inputs) runs as is; so do runs of
+      // signatures other than the default one (batching parameters describe that one).
+      if (
+        size === 0 ||
+        (runOptions.signatureName !== undefined &&
+          session.signatures?.[runOptions.signatureName] !== session.signature)
+      ) {
+        return session.run(inputs, runOptions);
+      }
       if (size > params.maxBatchSize) {
         return Promise.reject(
           invalidArgument(
@@ -352,6 +372,8 @@ export function createBatchingSession(session: Session, options: BatchingSession
           signal,
           queuedAt: performance.now(),
           onTimings: runOptions.onTimings,
+          onExecution: runOptions.onExecution,
+          transfer: runOptions.transfer,
           pieces: [],
           results: [],
           done: 0,

@@ -36,6 +36,10 @@ export function configFromEnv(
       maxEnqueuedBatches: int('SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES') ?? (bulk ? 100_000_000 : cores),
     };
   }
+  const python = env['VISIONSERVE_CONVERTER_PYTHON'];
+  if (python !== undefined && python !== '') out.savedModelConverterPython = python;
+  const cacheDir = env['VISIONSERVE_CACHE_DIR'];
+  if (cacheDir !== undefined && cacheDir !== '') out.savedModelCacheDir = cacheDir;
   Object.assign(out, sagemakerFromEnv(env, int));
   return out;
 }

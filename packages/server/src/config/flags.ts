@@ -139,6 +139,27 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'bool',
     help: 'start even if a base path is missing or empty, and poll for it (default false)',
   },
+  // --- TensorFlow SavedModels and the response cache ---
+  saved_model_converter_python: {
+    key: 'savedModelConverterPython',
+    type: 'string',
+    help: 'Python with tensorflow + tf2onnx for SavedModels (default: the one `visionserve convert --setup` made)',
+  },
+  saved_model_cache_dir: {
+    key: 'savedModelCacheDir',
+    type: 'string',
+    help: 'SavedModel conversion cache (default ~/.cache/visionserve)',
+  },
+  saved_model_conversion_timeout_seconds: {
+    key: 'savedModelConversionTimeoutSeconds',
+    type: 'int',
+    help: 'longest SavedModel conversion (default 600)',
+  },
+  response_cache_bytes: {
+    key: 'responseCacheBytes',
+    type: 'int',
+    help: 'response cache size for models with "responseCache": true in visionserve.json (default 0: off)',
+  },
   model_roots: {
     key: 'modelRoots',
     type: 'paths',
@@ -149,6 +170,11 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     key: 'kserveRest',
     type: 'bool',
     help: 'KServe v2 HTTP API (/v2) on the REST port (default true)',
+  },
+  kserve_grpc: {
+    key: 'kserveGrpc',
+    type: 'bool',
+    help: 'KServe v2 gRPC API (inference.GRPCInferenceService) on the gRPC port (default true)',
   },
   kserve_sagemaker_port: {
     key: 'kserveSagemakerPort',
@@ -262,6 +288,32 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'POST /models load timeout (default 300000)',
   },
+  // --- browser: gRPC-web, OpenAPI, console ---
+  enable_grpc_web: {
+    key: 'enableGrpcWeb',
+    type: 'bool',
+    help: 'gRPC-web (PredictionService, ModelService) on the REST port (default true)',
+  },
+  grpc_web_cors_origins: {
+    key: 'grpcWebCorsOrigins',
+    type: 'list',
+    help: 'comma-separated origins allowed to call gRPC-web cross-origin ("*": any; default none, or any with --rest_api_enable_cors_support)',
+  },
+  enable_openapi: {
+    key: 'enableOpenapi',
+    type: 'bool',
+    help: 'serve the OpenAPI 3.1 document at /openapi.json and its docs UI at /docs (default true)',
+  },
+  enable_console: {
+    key: 'enableConsole',
+    type: 'bool',
+    help: 'serve the web console on the REST port (default true)',
+  },
+  console_path: {
+    key: 'consolePath',
+    type: 'string',
+    help: 'URL path of the web console (default /console)',
+  },
 };
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -310,7 +362,12 @@ export function parseFlags(argv: readonly string[]): Partial<ServerConfig> {
     const eq = arg.indexOf('=');
     const name = (eq >= 0 ? arg.slice(2, eq) : arg.slice(2)).replaceAll('-', '_');
     const spec = FLAGS[name];
-    if (!spec) throw new ConfigError(`unknown flag --${name}`);
+    if (!spec) {
+      const near = closestFlag(name);
+      throw new ConfigError(
+        `unknown flag --${name}${near === undefined ? '' : ` (did you mean --${near}?)`}`,
+      );
+    }
     let raw: string;
     if (eq >= 0) raw = arg.slice(eq + 1);
     else if (spec.type === 'bool' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--')))
@@ -324,4 +381,52 @@ export function parseFlags(argv: readonly string[]): Partial<ServerConfig> {
     (out as Record<string, unknown>)[spec.key] = parseValue(name, spec, raw);
   }
   return out;
+}
+
+/** Names other servers use for our flags. */
+const COMMON_MISSPELLINGS: Readonly<Record<string, string>> = {
+  grpc_port: 'port',
+  http_port: 'rest_api_port',
+  model_path: 'model_base_path',
+  model_repository: 'model_config_file',
+};
+
+/** The known flag a mistyped one most likely meant: containing it, sharing most words, or a near spelling. */
+function closestFlag(name: string): string | undefined {
+  const known = COMMON_MISSPELLINGS[name];
+  if (known !== undefined) return known;
+  const names = Object.keys(FLAGS);
+  const containing = names.filter((n) => n.includes(name));
+  if (containing.length === 1) return containing[0];
+  const words = new Set(name.split('_'));
+  let best: string | undefined;
+  let bestScore = 0;
+  for (const n of names) {
+    const theirs = n.split('_');
+    const shared = theirs.filter((w) => words.has(w)).length;
+    const score = shared / new Set([...words, ...theirs]).size - editDistance(name, n) / 1000;
+    if (score > bestScore) {
+      best = n;
+      bestScore = score;
+    }
+  }
+  if (best !== undefined && bestScore >= 0.5) return best;
+  const maxDistance = Math.max(2, Math.floor(name.length / 4));
+  return names.find((n) => editDistance(name, n) <= maxDistance);
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(
+        previous[j]! + 1,
+        current[j - 1]! + 1,
+        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
 }

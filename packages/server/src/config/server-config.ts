@@ -116,6 +116,11 @@ export interface ServerConfig {
   // --- KServe v2 / Open Inference Protocol ---
   /** Serve the KServe v2 HTTP API (`/v2/...`) on the REST port (`--kserve_rest`). Default true. */
   readonly kserveRest: boolean;
+  /**
+   * Serve the KServe v2 gRPC API (`inference.GRPCInferenceService`) on the gRPC port, beside
+   * TF Serving's services (`--kserve_grpc`). Default true.
+   */
+  readonly kserveGrpc: boolean;
   /** Also serve it on the SageMaker-style port (`--kserve_sagemaker_port`). Default false. */
   readonly kserveSagemakerPort: boolean;
   /**
@@ -124,6 +129,26 @@ export interface ServerConfig {
    * default does (`--kserve_model_control_mode`). The index is always served. Default `none`.
    */
   readonly kserveModelControlMode: 'none' | 'explicit';
+
+  // --- TensorFlow SavedModels and the response cache ---
+  /**
+   * Python with tensorflow, tf2onnx and onnx that converts SavedModel versions to ONNX on load
+   * (`--saved_model_converter_python`, `VISIONSERVE_CONVERTER_PYTHON`). Default: the environment
+   * `visionserve convert --setup` made in the cache directory, when it exists.
+   */
+  readonly savedModelConverterPython: string | undefined;
+  /**
+   * Where conversions (and the converter environment) live (`--saved_model_cache_dir`,
+   * `VISIONSERVE_CACHE_DIR`). Default: $XDG_CACHE_HOME/visionserve or ~/.cache/visionserve.
+   */
+  readonly savedModelCacheDir: string | undefined;
+  /** One conversion may take this long before it is killed, in s (`--saved_model_conversion_timeout_seconds`). Default 600. */
+  readonly savedModelConversionTimeoutSeconds: number;
+  /**
+   * Bytes of predict responses cached for models whose visionserve.json sets
+   * `"responseCache": true` (`--response_cache_bytes`); 0 disables the cache. Default 0.
+   */
+  readonly responseCacheBytes: number;
 
   // --- operations: metrics, logs, tracing, TLS, management
   /** TF Serving's MonitoringConfig text file: `prometheus_config { enable: true path: ... }` (`--monitoring_config_file`). Default: no metrics. */
@@ -148,6 +173,21 @@ export interface ServerConfig {
   readonly disableModelManagement: boolean;
   /** On shutdown, answer /readyz 503 for this long before the listeners stop, in ms (`--shutdown_readiness_delay_ms`). Default 0. */
   readonly shutdownReadinessDelayMs: number;
+
+  // --- browser: gRPC-web, OpenAPI, console ---
+  /** gRPC-web for PredictionService and ModelService on the REST port (`--enable_grpc_web`). Default true. */
+  readonly enableGrpcWeb: boolean;
+  /**
+   * Origins allowed to call gRPC-web cross-origin; "*" any (`--grpc_web_cors_origins`).
+   * Default: none, or any with `--rest_api_enable_cors_support`.
+   */
+  readonly grpcWebCorsOrigins: readonly string[];
+  /** The OpenAPI 3.1 document at /openapi.json and its docs UI at /docs (`--enable_openapi`). Default true. */
+  readonly enableOpenapi: boolean;
+  /** The web console on the REST port (`--enable_console`). Default true. */
+  readonly enableConsole: boolean;
+  /** URL path of the web console, e.g. "/console" (`--console_path`). Default "/console". */
+  readonly consolePath: string;
 
   // --- SageMaker endpoint ---
   /** Model /invocations uses when no `tfs-model-name` is given (`SAGEMAKER_TFS_DEFAULT_MODEL_NAME`). Default: the first configured model. */
@@ -214,7 +254,12 @@ export const DEFAULTS = {
   httpHeadersTimeoutMs: 20_000,
   requestBodyTimeoutMs: 60_000,
   waitForModels: false,
+  savedModelConverterPython: undefined,
+  savedModelCacheDir: undefined,
+  savedModelConversionTimeoutSeconds: 600,
+  responseCacheBytes: 0,
   kserveRest: true,
+  kserveGrpc: true,
   kserveSagemakerPort: false,
   kserveModelControlMode: 'none',
   monitoringConfigFile: undefined,
@@ -228,6 +273,11 @@ export const DEFAULTS = {
   adminClientNames: [],
   disableModelManagement: false,
   shutdownReadinessDelayMs: 0,
+  enableGrpcWeb: true,
+  grpcWebCorsOrigins: [],
+  enableOpenapi: true,
+  enableConsole: true,
+  consolePath: '/console',
   sagemakerDefaultModelName: undefined,
   sagemakerMultiModel: false,
   sagemakerMaxModels: 0,
@@ -311,6 +361,7 @@ export function resolveServerConfig(
   }
   for (const [key, value] of [
     ['max_queue_wait_ms', config.maxQueueWaitMs],
+    ['response_cache_bytes', config.responseCacheBytes],
     ['ssl_config_poll_seconds', config.sslConfigPollSeconds],
     ['shutdown_readiness_delay_ms', config.shutdownReadinessDelayMs],
   ] as const) {
@@ -326,8 +377,14 @@ export function resolveServerConfig(
     ['sagemaker_max_body_bytes', config.sagemakerMaxBodyBytes],
     ['sagemaker_handler_workers', config.sagemakerHandlerWorkers],
     ['sagemaker_model_load_timeout_ms', config.sagemakerModelLoadTimeoutMs],
+    ['saved_model_conversion_timeout_seconds', config.savedModelConversionTimeoutSeconds],
   ] as const) {
     if (value < 1) throw new ConfigError(`--${key} must be >= 1, got ${value}`);
+  }
+  if (!/^\/[A-Za-z0-9._~-]+(?:\/[A-Za-z0-9._~-]+)*$/.test(config.consolePath)) {
+    throw new ConfigError(
+      `--console_path must be an absolute URL path such as /console (letters, digits, . _ ~ -), got "${config.consolePath}"`,
+    );
   }
   return Object.freeze(config);
 }

@@ -5,10 +5,34 @@ import { type AdmissionPolicy, checkAdmission } from './admission.js';
 import type { InferenceObserver, PredictEnd } from './inference-observer.js';
 import { type PendingAdmissions, createPendingAdmissions } from './pending-admissions.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
-import type { RunOptions } from './session.js';
+import type { InferenceStatistics } from './inference-statistics.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
-import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
+import { type RequestStatistics, createRequestStatistics } from './request-statistics.js';
+import { type ResponseCache, responseCacheKey } from './response-cache.js';
+import { type RunOptions, type Session, sessionSignatures } from './session.js';
+import { DEFAULT_SIGNATURE_NAME, type Signature, batchesAlongDimension0 } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
+
+/**
+ * Turns the inputs clients send to an adapted signature (`Signature.adapter`) into the
+ * model's inputs: parses tf.Examples, decodes images. Errors are ServingErrors.
+ */
+export type InputAdapter<A> = (
+  signature: Signature,
+  inputs: Readonly<Record<string, Tensor>>,
+  assets: A,
+  signal: AbortSignal | undefined,
+) => Promise<Record<string, Tensor>>;
+
+/**
+ * The signatures a version serves, from its session's and its assets: may add signatures
+ * (e.g. an encoded-image one) or replace them. `problems` are logged once per version and
+ * asset set (e.g. a visionserve.json setting that does not fit the model).
+ */
+export type SignatureExtender<A> = (
+  signatures: Readonly<Record<string, Signature>>,
+  assets: A,
+) => { readonly signatures: Readonly<Record<string, Signature>>; readonly problems?: readonly string[] };
 
 export interface InferenceServiceOptions<A> {
   /** Owns the model versions; the service acquires/releases one version per call. */
@@ -17,13 +41,48 @@ export interface InferenceServiceOptions<A> {
   readonly logger: Logger;
   /** Load shedding (see AdmissionPolicy). Default: no queue-wait limit; deadlines still apply. */
   readonly admission?: AdmissionPolicy | undefined;
+  /** Derives the signatures clients see. Default: the session's signatures as they are. */
+  readonly extendSignatures?: SignatureExtender<A> | undefined;
+  /** Runs for signatures with an adapter. Default: such requests fail with UNIMPLEMENTED. */
+  readonly adaptInputs?: InputAdapter<A> | undefined;
+  /**
+   * Answers repeated predicts of opted-in versions from a cache (`enabledFor` their
+   * assets). The caller invalidates entries when versions unload or change assets.
+   * Default: no cache.
+   */
+  readonly responseCache?:
+    { readonly cache: ResponseCache; readonly enabledFor: (assets: A) => boolean } | undefined;
   /** Told of every predict (metrics, request logs, tracing). Default: none (no cost). */
   readonly observer?: InferenceObserver | undefined;
+  /**
+   * Receives the statistics of every request that runs a model (whatever its protocol) and
+   * of every model run; answers from the response cache run no model and are not counted.
+   * Default: none kept.
+   */
+  readonly statistics?: InferenceStatistics | undefined;
 }
 
 /** Signature name of a request: "" and undefined mean the default, as in TF Serving. */
 function signatureNameOf(name: string | undefined): string {
   return name === undefined || name === '' ? DEFAULT_SIGNATURE_NAME : name;
+}
+
+/** Batch items of a request: dimension 0 of its first input for a model that batches, else 1. */
+function itemsOf(signature: Signature, inputs: Readonly<Record<string, Tensor>>): number {
+  if (!batchesAlongDimension0(signature)) return 1;
+  for (const tensor of Object.values(inputs)) return tensor.shape[0] ?? 1;
+  return 1;
+}
+
+/** What scopedServable needs from its service. */
+interface ServableContext<A> {
+  readonly logger: Logger;
+  readonly admission: AdmissionPolicy;
+  /** Requests admitted before their body was read, whose runs are not submitted yet. */
+  readonly pending: PendingAdmissions;
+  readonly signatures: Readonly<Record<string, Signature>>;
+  readonly adaptInputs: InputAdapter<A>;
+  readonly cache: ResponseCache | undefined;
 }
 
 /**
@@ -33,16 +92,15 @@ function signatureNameOf(name: string | undefined): string {
  */
 function scopedServable<A>(
   handle: ServableHandle<A>,
-  logger: Logger,
+  context: ServableContext<A>,
   scope: CallOptions,
-  admission: AdmissionPolicy,
-  pending: PendingAdmissions,
   runs: Promise<unknown>[],
   isOpen: () => boolean,
   observer: InferenceObserver | undefined,
+  stats: RequestStatistics | undefined,
 ): Servable<A> {
   const { session } = handle;
-  const signatures: Readonly<Record<string, Signature>> = { [DEFAULT_SIGNATURE_NAME]: session.signature };
+  const { logger, admission, pending, signatures, cache } = context;
   const signature = (name?: string): { name: string; signature: Signature } => {
     const resolved = signatureNameOf(name);
     if (!Object.hasOwn(signatures, resolved)) {
@@ -105,24 +163,80 @@ function scopedServable<A>(
   ): Promise<Record<string, Tensor>> {
     if (!isOpen()) throw internal('Servable used after its scope ended');
     const signal = options.signal ?? scope.signal;
-    if (signal?.aborted) throw abortError(signal);
-    const { signature: sig } = signature(request.signatureName);
-    // An admitted request's run is about to be submitted: it now counts as queued.
-    if (signal !== undefined) pending.take(session, signal);
-    checkAdmission(
-      session,
-      admission,
-      handle.name,
-      options.deadline ?? scope.deadline,
-      pending.count(session),
-    );
-    validateInputs(sig, request.inputs);
+    // A request counts (success or fail) once it reaches the model: shed or cancelled ones
+    // do, malformed ones do not (Triton counts neither requests it refuses in validation).
+    if (signal?.aborted) {
+      stats?.predicting();
+      throw abortError(signal);
+    }
+    const { name, signature: sig } = signature(request.signatureName);
+    try {
+      // An admitted request's run is about to be submitted: it now counts as queued.
+      if (signal !== undefined) pending.take(session, signal);
+      checkAdmission(
+        session,
+        admission,
+        handle.name,
+        options.deadline ?? scope.deadline,
+        pending.count(session),
+      );
+    } catch (error) {
+      stats?.predicting();
+      throw error;
+    }
+    const adapted = sig.adapter !== undefined && request.modelInputs !== true;
+    const modelSignature: Signature = { ...sig, inputs: sig.modelInputs ?? sig.inputs };
+    validateInputs(adapted ? sig : modelSignature, request.inputs);
     const aliases = validateOutputFilter(sig, request.outputFilter);
+    const key =
+      cache === undefined
+        ? undefined
+        : responseCacheKey(
+            handle.name,
+            handle.version,
+            `${name}${request.modelInputs === true ? '#model' : ''}`,
+            aliases,
+            request.inputs,
+          );
+    if (key !== undefined) {
+      const cached = cache!.lookup(key, handle.name);
+      if (cached !== undefined) return cached;
+    }
+    let byAlias = request.inputs;
+    if (adapted) {
+      byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
+      validateInputs(modelSignature, byAlias);
+    }
+    stats?.predicting();
     const inputs: Record<string, Tensor> = {};
-    for (const [alias, tensor] of Object.entries(request.inputs)) inputs[sig.inputs[alias]!.name] = tensor;
+    for (const [alias, tensor] of Object.entries(byAlias)) {
+      inputs[modelSignature.inputs[alias]!.name] = tensor;
+    }
     const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
-    const running = session.run(inputs, { signal, outputNames, transfer: request.ownedBuffers, onTimings });
-    runs.push(running.catch(() => undefined));
+    const runs_ = sig.runs ?? name;
+    const record = stats?.runStarting(itemsOf(modelSignature, byAlias));
+    const running = session.run(inputs, {
+      signal,
+      outputNames,
+      transfer: adapted ? undefined : request.ownedBuffers,
+      onTimings:
+        record === undefined
+          ? onTimings
+          : (t) => {
+              record.options.onTimings(t);
+              onTimings?.(t);
+            },
+      onExecution: record?.options.onExecution,
+      ...(runs_ === DEFAULT_SIGNATURE_NAME && session.signatures === undefined
+        ? {}
+        : { signatureName: runs_ }),
+    });
+    runs.push(
+      running.then(
+        () => record?.ended(),
+        () => record?.ended(),
+      ),
+    );
     const results = await raceAbort(running, signal);
     const outputs: Record<string, Tensor> = {};
     for (const alias of aliases) {
@@ -137,6 +251,7 @@ function scopedServable<A>(
       }
       outputs[alias] = tensor;
     }
+    if (key !== undefined) cache!.insert(key, handle.name, handle.version, outputs);
     return outputs;
   }
 }
@@ -147,9 +262,40 @@ function scopedServable<A>(
  * an unloading version is closed only after its last request.
  */
 export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
-  const { manager, logger } = options;
+  const { manager, logger, statistics } = options;
   const admission: AdmissionPolicy = options.admission ?? { maxQueueWaitMs: 0 };
   const pending = createPendingAdmissions();
+  const adaptInputs: InputAdapter<A> =
+    options.adaptInputs ??
+    (() => Promise.reject(new ServingError(Code.UNIMPLEMENTED, 'This signature needs an input adapter')));
+  /** Public signatures per session, for the assets they were derived from. */
+  const derived = new WeakMap<Session, { assets: A; signatures: Readonly<Record<string, Signature>> }>();
+
+  function signaturesOf(handle: ServableHandle<A>): Readonly<Record<string, Signature>> {
+    const base = sessionSignatures(handle.session);
+    const extend = options.extendSignatures;
+    if (extend === undefined) return base;
+    const memo = derived.get(handle.session);
+    if (memo !== undefined && memo.assets === handle.assets) return memo.signatures;
+    const { signatures, problems } = extend(base, handle.assets);
+    for (const problem of problems ?? []) {
+      logger.warn('signature not offered', { model: handle.name, version: handle.version, problem });
+    }
+    derived.set(handle.session, { assets: handle.assets, signatures });
+    return signatures;
+  }
+
+  function contextFor(handle: ServableHandle<A>): ServableContext<A> {
+    const rc = options.responseCache;
+    return {
+      logger,
+      admission,
+      pending,
+      signatures: signaturesOf(handle),
+      adaptInputs,
+      cache: rc !== undefined && rc.enabledFor(handle.assets) ? rc.cache : undefined,
+    };
+  }
 
   function toClientError(error: unknown, model: string): ServingError {
     if (error instanceof ServingError) return error;
@@ -164,14 +310,22 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
   ): Promise<T> {
     const { signal } = callOptions;
     if (signal?.aborted) throw abortError(signal);
+    const arrivedAt = callOptions.arrivedAt ?? process.hrtime.bigint();
     const handle = manager.acquire(spec);
+    const stats =
+      statistics === undefined
+        ? undefined
+        : createRequestStatistics(statistics, handle.name, handle.version, arrivedAt);
     const runs: Promise<unknown>[] = [];
     let open = true;
     try {
-      return await fn(
-        scopedServable(handle, logger, callOptions, admission, pending, runs, () => open, options.observer),
+      const result = await fn(
+        scopedServable(handle, contextFor(handle), callOptions, runs, () => open, options.observer, stats),
       );
+      stats?.finish(true);
+      return result;
     } catch (error) {
+      stats?.finish(false);
       throw toClientError(error, spec.name);
     } finally {
       open = false;

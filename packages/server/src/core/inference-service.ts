@@ -42,6 +42,11 @@ export interface CallOptions {
    * occupying the queue. The signal still enforces it.
    */
   readonly deadline?: number | undefined;
+  /**
+   * process.hrtime.bigint() when the request arrived (its body read), for the statistics:
+   * success and fail durations and compute_input start here. Default: when the core call started.
+   */
+  readonly arrivedAt?: bigint | undefined;
 }
 
 /** A predict against one pinned version. */
@@ -58,6 +63,12 @@ export interface ServablePredictRequest {
    * moved to the runtime with it instead of copied. The caller must not touch them again.
    */
   readonly ownedBuffers?: readonly ArrayBuffer[] | undefined;
+  /**
+   * The inputs are the model's own (`Signature.modelInputs`) rather than what clients
+   * send to an adapted signature (e.g. Classify builds feature tensors from tf.Examples
+   * itself). Default false.
+   */
+  readonly modelInputs?: boolean | undefined;
 }
 
 /**
@@ -67,7 +78,10 @@ export interface ServablePredictRequest {
 export interface Servable<A> {
   readonly name: string;
   readonly version: number;
-  /** Signature name -> signature. */
+  /**
+   * Signature name -> signature, as clients see them: the session's signatures plus those
+   * derived from the version's assets (e.g. an encoded-image signature).
+   */
   readonly signatures: Readonly<Record<string, Signature>>;
   /** The assets the version was loaded with (labels, image settings, handler module). */
   readonly assets: A;

@@ -1,5 +1,5 @@
 import { type Tensor } from '@visionserve/protocol';
-import type { Signature } from './signature.js';
+import { DEFAULT_SIGNATURE_NAME, type Signature } from './signature.js';
 
 export interface RunOptions {
   /** Aborts queued work; work already running in a worker finishes but its result is dropped. */
@@ -11,18 +11,40 @@ export interface RunOptions {
    * travel with the buffer (moved, not copied). Decorators that copy inputs ignore it.
    */
   readonly transfer?: readonly ArrayBuffer[] | undefined;
-  /** Told how the run went once it has finished (queue wait and compute time). */
+  /**
+   * Which of the session's signatures runs (see `Session.signatures`). Default: the
+   * session's `signature`.
+   */
+  readonly signatureName?: string | undefined;
+  /** Told, before the call resolves, how long it waited and ran (once per call that succeeds). */
   readonly onTimings?: ((timings: RunTimings) => void) | undefined;
+  /**
+   * Told of each model run that served this call as it finishes, for exactly one of the
+   * calls a run served: a batching layer that merges calls into one run reports that run to
+   * one of them (the first that asked). Summed over calls, every run is reported once.
+   */
+  readonly onExecution?: ((execution: RunExecution) => void) | undefined;
 }
 
-/** Where a run's time went, in milliseconds. */
+/** Where a call's time went, in milliseconds. */
 export interface RunTimings {
   /** Waiting for a free instance (and, with batching, for the batch to form). */
   readonly queueMs: number;
   /** The model run itself, as the runtime measured it around session.run. */
   readonly computeMs: number;
-  /** Rows in the executed batch (1 without batching); for statistics. */
+  /** Rows in the executed batch (1 without batching); for metrics and traces. */
   readonly batchSize: number;
+}
+
+/** One model run, in milliseconds. */
+export interface RunExecution {
+  /**
+   * Rows the run executed when a batching layer merged calls into it (padding included);
+   * undefined when the run was the reporting call's alone.
+   */
+  readonly batchSize?: number | undefined;
+  /** The model's own compute time (session.run in the worker). */
+  readonly computeMs: number;
 }
 
 /**
@@ -43,7 +65,13 @@ export interface SessionPressure {
 }
 
 export interface Session {
+  /** The default signature (serving_default), the one `run` uses without `signatureName`. */
   readonly signature: Signature;
+  /**
+   * Every signature the session can run, by name (a converted SavedModel has one per
+   * SignatureDef); absent: `signature` alone, as serving_default.
+   */
+  readonly signatures?: Readonly<Record<string, Signature>> | undefined;
   run(inputs: Readonly<Record<string, Tensor>>, options?: RunOptions): Promise<Record<string, Tensor>>;
   /**
    * The session's current load, as if `extraQueued` more runs (default 0) were waiting
@@ -51,8 +79,19 @@ export interface Session {
    * cannot tell leave it out (never shed).
    */
   pressure?(extraQueued?: number): SessionPressure;
+  /**
+   * Throws INVALID_ARGUMENT for inputs this session could not run faithfully (beyond the
+   * signature's dtype and shape), so that decorators refuse them before merging them with
+   * other requests. `run` checks them too; sessions without such limits leave it out.
+   */
+  checkInputs?(inputs: Readonly<Record<string, Tensor>>): void;
   /** Releases the session; pending runs are rejected with UNAVAILABLE. */
   close(): Promise<void>;
+}
+
+/** The signatures a session can run, by name. */
+export function sessionSignatures(session: Session): Readonly<Record<string, Signature>> {
+  return session.signatures ?? { [DEFAULT_SIGNATURE_NAME]: session.signature };
 }
 
 /** Where a model version lives and what to call it. */

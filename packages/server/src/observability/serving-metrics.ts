@@ -6,6 +6,17 @@ import type { VersionEvent } from '../core/version-entry.js';
 import type { RequestEnd } from '../frontends/shared/request-observer.js';
 import type { RequestRecord, RequestSink } from './request-hub.js';
 
+/** One metric's values as prom-client reports them (histograms: `_bucket` with `le`, `_sum`, `_count`). */
+export interface MetricValues {
+  readonly name: string;
+  readonly type: string;
+  readonly values: readonly {
+    readonly value: number;
+    readonly labels: Readonly<Record<string, string | number>>;
+    readonly metricName?: string;
+  }[];
+}
+
 /** One loaded version's state, for the model_state gauge. */
 export interface VersionStateSample {
   readonly model: string;
@@ -21,6 +32,19 @@ export interface BatchingSample {
   readonly paddingRows: number;
   readonly rejectedFull: number;
   readonly queuedTasks: number;
+}
+
+/** The response cache's counters (core's ResponseCache stats have this shape). */
+export interface ResponseCacheSample {
+  /** Bytes and entries held now, and the byte bound. */
+  readonly bytes: number;
+  readonly entries: number;
+  readonly maxBytes: number;
+  /** Monotonic counters per model that opted in. */
+  readonly models: ReadonlyMap<
+    string,
+    { readonly hits: number; readonly misses: number; readonly evictions: number }
+  >;
 }
 
 /** A warmup that finished (the warmup layer's report has this shape). */
@@ -39,6 +63,8 @@ export interface ServingMetricsOptions {
   readonly queueDepths?: (() => readonly { model: string; version: number; queued: number }[]) | undefined;
   /** Batching counters, read at scrape time; undefined when batching is off. */
   readonly batching?: (() => readonly BatchingSample[]) | undefined;
+  /** The response cache, read at scrape time; undefined when it is off (--response_cache_bytes=0). */
+  readonly responseCache?: (() => ResponseCacheSample | undefined) | undefined;
   /** The in-flight budget, read at scrape time. Default: none. */
   readonly inflight?: (() => { bytes: number; requests: number; shed: number }) | undefined;
   /** Export process metrics (CPU, memory, event-loop lag, GC) with the `visionserve_` prefix. Default true. */
@@ -56,6 +82,8 @@ export interface ServingMetrics extends RequestSink, InferenceObserver {
   requestLogged(model: string, outcome: 'written' | 'dropped'): void;
   /** The Prometheus text exposition. */
   render(): Promise<string>;
+  /** Every metric's current values (scrape-time sources are read, as for `render`). */
+  values(): Promise<MetricValues[]>;
   readonly contentType: string;
 }
 
@@ -350,6 +378,44 @@ export function createServingMetrics(options: ServingMetricsOptions = {}): Servi
     });
   }
 
+  if (options.responseCache !== undefined) {
+    const read = options.responseCache;
+    // Each series reads the cache's counters when scraped (monotonic per model: added as deltas).
+    const perModel = (field: 'hits' | 'misses' | 'evictions', help: string): void => {
+      const seen = new Map<string, number>();
+      new Counter({
+        name: `visionserve_response_cache_${field}_total`,
+        help,
+        labelNames: ['model'],
+        registers,
+        collect() {
+          for (const [model, now] of read()?.models ?? []) {
+            const delta = now[field] - (seen.get(model) ?? 0);
+            if (delta > 0) this.labels({ model }).inc(delta);
+            seen.set(model, now[field]);
+          }
+        },
+      });
+    };
+    const gauge = (name: string, field: 'bytes' | 'entries' | 'maxBytes', help: string): void => {
+      new Gauge({
+        name: `visionserve_response_cache_${name}`,
+        help,
+        registers,
+        collect() {
+          const sample = read();
+          if (sample !== undefined) this.set(sample[field]);
+        },
+      });
+    };
+    perModel('hits', 'Predicts answered from the response cache (Triton: nv_cache_num_hits_per_model).');
+    perModel('misses', 'Predicts of opted-in models that were not in the response cache and ran.');
+    perModel('evictions', 'Response cache entries dropped to stay within --response_cache_bytes.');
+    gauge('bytes', 'bytes', 'Bytes held by the response cache (outputs plus a fixed overhead per entry).');
+    gauge('entries', 'entries', 'Responses held by the response cache.');
+    gauge('max_bytes', 'maxBytes', 'The response cache bound (--response_cache_bytes).');
+  }
+
   const predictObserver = (start: PredictStart) => {
     const version = String(start.version);
     return (end: PredictEnd): void => {
@@ -371,6 +437,7 @@ export function createServingMetrics(options: ServingMetricsOptions = {}): Servi
   return {
     contentType: registry.contentType,
     render: () => registry.metrics(),
+    values: () => registry.getMetricsAsJSON() as unknown as Promise<MetricValues[]>,
 
     requestStarted(record) {
       inFlight(record.api).inc();

@@ -1,6 +1,6 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { MODEL_FILE_NAME } from './list-versions.js';
+import { MODEL_FILE_NAME, isVersionDirectory } from './list-versions.js';
 
 const VERSION_DIR = /^(0|[1-9]\d*)$/;
 
@@ -27,21 +27,20 @@ export async function describeModelLayoutProblem(basePath: string): Promise<stri
   }
   const versions = entries.filter((e) => VERSION_DIR.test(e));
   for (const v of versions) {
-    try {
-      if ((await stat(join(basePath, v, MODEL_FILE_NAME))).isFile()) return undefined;
-    } catch {
-      // Not a version: keep looking.
-    }
+    if (await isVersionDirectory(join(basePath, v))) return undefined;
+  }
+  if (entries.includes('saved_model.pb')) {
+    return `${basePath} holds saved_model.pb directly; versions live in numbered directories: move it (with variables/) to ${join(basePath, '1')}/`;
   }
   if (entries.includes(MODEL_FILE_NAME)) {
     return `${basePath} holds ${MODEL_FILE_NAME} directly; versions live in numbered directories: move it to ${join(basePath, '1', MODEL_FILE_NAME)}`;
   }
   if (versions.length > 0) {
-    return `${basePath} has version directories (${versions.slice(0, 5).join(', ')}) but none holds ${MODEL_FILE_NAME}`;
+    return `${basePath} has version directories (${versions.slice(0, 5).join(', ')}) but none holds ${MODEL_FILE_NAME} or saved_model.pb`;
   }
   const onnx = entries.find((e) => e.toLowerCase().endsWith('.onnx'));
   if (onnx !== undefined) {
     return `${basePath} holds ${onnx} but no version directory; expected ${join(basePath, '1', MODEL_FILE_NAME)}`;
   }
-  return `${basePath} holds no version directory (expected <base>/<version>/${MODEL_FILE_NAME}, e.g. ${join(basePath, '1', MODEL_FILE_NAME)})`;
+  return `${basePath} holds no version directory (expected <base>/<version>/${MODEL_FILE_NAME} or a SavedModel <base>/<version>/saved_model.pb, e.g. ${join(basePath, '1', MODEL_FILE_NAME)})`;
 }

@@ -3,13 +3,20 @@ import { join } from 'node:path';
 import { Code, ServingError, isDType, type DType, type Tensor } from '@visionserve/protocol';
 import type { ModelSource, RunOptions, Session, SessionFactory } from '../core/session.js';
 import type { Signature, TensorSpec } from '../core/signature.js';
-import { PREDICT_METHOD_NAME } from '../core/signature.js';
+import { DEFAULT_SIGNATURE_NAME, PREDICT_METHOD_NAME } from '../core/signature.js';
+import type {
+  DeclaredTensor,
+  ModelFiles,
+  ModelFilesResolver,
+  SignatureFile,
+} from '../contracts/model-files.js';
 import type { Logger } from '../util/logger.js';
-import type { FromWorker, ToWorker, WireSpec, WireTensor } from './wire-tensor.js';
+import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor } from './wire-tensor.js';
 import { tensorFromWire, toWire } from './wire-tensor.js';
 import type { WorkerInit } from './onnx-worker.js';
 import { abortError } from '../core/abort-error.js';
 import { createWorkerPool } from './worker-pool.js';
+import { checkOnnxStringInput } from './onnx-string-check.js';
 
 export interface OnnxRuntimeOptions {
   /** Worker threads (each with its own onnxruntime session) per model version. Default 1. */
@@ -24,6 +31,11 @@ export interface OnnxRuntimeOptions {
   readonly maxQueuedRuns?: number;
   /** File name of the model inside a version directory. Default "model.onnx". */
   readonly modelFileName?: string;
+  /**
+   * Finds the files of a version (e.g. converting a TensorFlow SavedModel first). Default:
+   * `<version>/<modelFileName>` as the one signature serving_default.
+   */
+  readonly resolveModelFiles?: ModelFilesResolver | undefined;
   /** An inference worker died unasked (it is replaced); for metrics. */
   readonly onWorkerExit?: (() => void) | undefined;
   readonly logger: Logger;
@@ -83,14 +95,75 @@ function signatureFrom(inputs: readonly WireSpec[], outputs: readonly WireSpec[]
   };
 }
 
-function startWorker(
-  init: WorkerInit,
-): Promise<{ worker: Worker; inputs: readonly WireSpec[]; outputs: readonly WireSpec[] }> {
+/**
+ * Declared tensors (a SavedModel's TensorInfos) over the ONNX file's: each alias must be a
+ * graph input/output of the same element type; the declared shape wins.
+ */
+function declaredSpecs(
+  what: string,
+  declared: Readonly<Record<string, DeclaredTensor>>,
+  actual: Readonly<Record<string, TensorSpec>>,
+): Record<string, TensorSpec> {
+  const out: Record<string, TensorSpec> = {};
+  for (const [alias, d] of Object.entries(declared)) {
+    const onnx = actual[alias];
+    if (onnx === undefined) {
+      throw new ServingError(Code.INTERNAL, `${what} "${alias}" is declared but missing from the ONNX file`);
+    }
+    if (onnx.dtype !== d.dtype) {
+      throw new ServingError(
+        Code.INTERNAL,
+        `${what} "${alias}" is declared ${d.dtype} but the ONNX file has ${onnx.dtype}`,
+      );
+    }
+    out[alias] = { name: onnx.name, dtype: d.dtype, shape: d.shape };
+  }
+  return out;
+}
+
+/** The signature of one signature file, from the ONNX metadata and what its format declares. */
+function signatureOfFile(name: string, file: SignatureFile, model: WireModel): Signature {
+  const onnx = signatureFrom(model.inputs, model.outputs);
+  const methodName = file.methodName ?? PREDICT_METHOD_NAME;
+  const outputs =
+    file.outputs === undefined
+      ? onnx.outputs
+      : declaredSpecs(`Signature ${name} output`, file.outputs, onnx.outputs);
+  if (file.examples !== undefined) {
+    const { inputKey, features } = file.examples;
+    const modelInputs: Record<string, TensorSpec> = {};
+    for (const f of features) {
+      const spec = onnx.inputs[f.key];
+      if (spec === undefined) {
+        throw new ServingError(
+          Code.INTERNAL,
+          `Signature ${name}: feature "${f.key}" is not an input of the ONNX file`,
+        );
+      }
+      modelInputs[f.key] = { name: spec.name, dtype: spec.dtype, shape: [-1, ...f.shape] };
+    }
+    const declared = file.inputs?.[inputKey];
+    return {
+      inputs: { [inputKey]: { name: inputKey, dtype: 'string', shape: declared?.shape ?? [-1] } },
+      outputs,
+      methodName,
+      adapter: { kind: 'tf-example', inputKey, features },
+      modelInputs,
+    };
+  }
+  const inputs =
+    file.inputs === undefined
+      ? onnx.inputs
+      : declaredSpecs(`Signature ${name} input`, file.inputs, onnx.inputs);
+  return { inputs, outputs, methodName };
+}
+
+function startWorker(init: WorkerInit): Promise<{ worker: Worker; models: readonly WireModel[] }> {
   return new Promise((resolve, reject) => {
     const worker = new Worker(WORKER_URL, { workerData: init });
     const onMessage = (message: FromWorker): void => {
       cleanup();
-      if (message.type === 'ready') resolve({ worker, inputs: message.inputs, outputs: message.outputs });
+      if (message.type === 'ready') resolve({ worker, models: message.models });
       else {
         void worker.terminate();
         reject(new Error(message.type === 'load-failed' ? message.message : 'unexpected message'));
@@ -115,11 +188,38 @@ function startWorker(
   });
 }
 
+/** A failed load as clients see it: the model directory replaced by name/version. */
+function loadError(source: ModelSource, raw: string, code?: Code): ServingError {
+  const message = raw.split(source.path).join(`${source.modelName}/${source.version}`);
+  return new ServingError(
+    code ?? loadFailureCode(raw),
+    `Failed to load model ${source.modelName} version ${source.version}: ${message}`,
+  );
+}
+
 async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promise<Session> {
   const count = Math.max(1, options.instances ?? 1);
-  const modelPath = join(source.path, options.modelFileName ?? 'model.onnx');
+  const files: ModelFiles =
+    options.resolveModelFiles === undefined
+      ? {
+          signatures: {
+            [DEFAULT_SIGNATURE_NAME]: { path: join(source.path, options.modelFileName ?? 'model.onnx') },
+          },
+        }
+      : await options.resolveModelFiles(source);
+  // One onnxruntime session per distinct file; signatures that share a file share it.
+  const keyOfPath = new Map<string, string>();
+  for (const file of Object.values(files.signatures)) {
+    if (!keyOfPath.has(file.path)) keyOfPath.set(file.path, `m${keyOfPath.size}`);
+  }
+  if (keyOfPath.size === 0) {
+    throw new ServingError(
+      Code.FAILED_PRECONDITION,
+      `Failed to load model ${source.modelName} version ${source.version}: it has no servable signature`,
+    );
+  }
   const init: WorkerInit = {
-    modelPath,
+    models: [...keyOfPath].map(([path, key]) => ({ key, path })),
     intraOpThreads: options.intraOpThreads ?? 1,
     interOpThreads: options.interOpThreads ?? 1,
     allowSpinning: options.allowSpinning ?? false,
@@ -132,28 +232,48 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
       started.map((r) => (r.status === 'fulfilled' ? r.value.worker.terminate() : Promise.resolve(0))),
     );
     const raw = failure.reason instanceof Error ? failure.reason.message : String(failure.reason);
+    if (/Unsupported data type: 16\b/.test(raw)) {
+      // onnxruntime-node has no bfloat16 tensors: it refuses the session while reading the metadata.
+      throw loadError(
+        source,
+        'the model has bfloat16 inputs or outputs, which onnxruntime-node does not support (convert them to float16 or float32)',
+        Code.UNIMPLEMENTED,
+      );
+    }
     // Keep the model directory out of client-visible messages.
-    const message = raw.split(source.path).join(`${source.modelName}/${source.version}`);
-    throw new ServingError(
-      loadFailureCode(raw),
-      `Failed to load model ${source.modelName} version ${source.version}: ${message}`,
-    );
+    throw loadError(source, raw);
   }
   const ready = started.map(
     (r) => (r as PromiseFulfilledResult<Awaited<ReturnType<typeof startWorker>>>).value,
   );
   const first = ready[0]!;
-  let signature: Signature;
+  const signatures: Record<string, Signature> = {};
+  const modelOf: Record<string, string> = {};
   try {
-    signature = signatureFrom(first.inputs, first.outputs);
+    const byKey = new Map(first.models.map((m) => [m.key, m]));
+    for (const [name, file] of Object.entries(files.signatures)) {
+      const key = keyOfPath.get(file.path)!;
+      signatures[name] = signatureOfFile(name, file, byKey.get(key)!);
+      modelOf[name] = key;
+    }
   } catch (error) {
     await Promise.all(ready.map((r) => r.worker.terminate()));
+    if (error instanceof ServingError) throw loadError(source, error.message, error.code);
     throw error;
   }
-  log.info('model version loaded', { instances: count, intraOpThreads: init.intraOpThreads });
+  const names = Object.keys(signatures);
+  const defaultName = Object.hasOwn(signatures, DEFAULT_SIGNATURE_NAME) ? DEFAULT_SIGNATURE_NAME : names[0]!;
+  const plain = names.length === 1 && names[0] === DEFAULT_SIGNATURE_NAME;
+  log.info('model version loaded', {
+    instances: count,
+    intraOpThreads: init.intraOpThreads,
+    ...(plain ? {} : { signatures: names }),
+  });
   return createPoolSession({
     workers: ready.map((r) => r.worker),
-    signature,
+    signature: signatures[defaultName]!,
+    signatures: plain ? undefined : signatures,
+    modelOf,
     log,
     respawn: async () => (await startWorker(init)).worker,
     maxQueuedRuns: options.maxQueuedRuns ?? DEFAULT_MAX_QUEUED_RUNS,
@@ -173,6 +293,10 @@ const DEFAULT_MAX_QUEUED_RUNS = 1000;
 interface PoolOptions {
   readonly workers: readonly Worker[];
   readonly signature: Signature;
+  /** Every signature when there are several (or other than serving_default). */
+  readonly signatures: Readonly<Record<string, Signature>> | undefined;
+  /** Signature name -> the worker's model key that runs it. */
+  readonly modelOf: Readonly<Record<string, string>>;
   readonly log: Logger;
   /** Starts a replacement worker with the same model and options. */
   readonly respawn: () => Promise<Worker>;
@@ -185,6 +309,7 @@ interface RunJob {
   readonly inputs: readonly WireTensor[];
   readonly transfer: ArrayBuffer[];
   readonly outputNames: readonly string[] | undefined;
+  readonly model: string | undefined;
 }
 
 interface RunResult {
@@ -220,7 +345,13 @@ function createPoolSession(pool: PoolOptions): Session {
       spawn: pool.respawn,
       onUnexpectedExit: pool.onWorkerExit,
       post: (worker, id, job) => {
-        const message: ToWorker = { type: 'run', id, inputs: job.inputs, outputNames: job.outputNames };
+        const message: ToWorker = {
+          type: 'run',
+          id,
+          inputs: job.inputs,
+          outputNames: job.outputNames,
+          model: job.model,
+        };
         worker.postMessage(message, job.transfer);
       },
       onMessage: (from, raw) => {
@@ -245,15 +376,26 @@ function createPoolSession(pool: PoolOptions): Session {
   /** Moving average of one run as the main thread sees it (dispatch to result), in ms. */
   let runMs = 0;
   const RUN_MS_WEIGHT = 0.1;
+  const checkInputs = (inputs: Readonly<Record<string, Tensor>>): void => {
+    for (const [name, t] of Object.entries(inputs)) checkOnnxStringInput(name, t);
+  };
   const session: Session & { [WORKER_FAULTS]: { kill(index: number): Promise<number> } } = {
     [WORKER_FAULTS]: {
       kill: (index: number) => terminate(pool.workers[index]!),
     },
     signature,
+    checkInputs,
+    ...(pool.signatures === undefined ? {} : { signatures: pool.signatures }),
     async run(inputs: Readonly<Record<string, Tensor>>, runOptions: RunOptions = {}) {
       if (closed) throw new ServingError(Code.UNAVAILABLE, 'Model version is unloading');
       const { signal } = runOptions;
       if (signal?.aborted) throw abortError(signal);
+      checkInputs(inputs);
+      const wanted = runOptions.signatureName;
+      const model = wanted === undefined ? undefined : pool.modelOf[wanted];
+      if (wanted !== undefined && model === undefined) {
+        throw new ServingError(Code.FAILED_PRECONDITION, `Serving signature key "${wanted}" not found.`);
+      }
       const transfer: ArrayBuffer[] = [];
       const owned =
         runOptions.transfer === undefined ? undefined : new Set<ArrayBufferLike>(runOptions.transfer);
@@ -261,7 +403,7 @@ function createPoolSession(pool: PoolOptions): Session {
       const submitted = performance.now();
       let dispatched = submitted;
       const result = await workers.submit<RunResult>(
-        { inputs: wire, transfer, outputNames: runOptions.outputNames },
+        { inputs: wire, transfer, outputNames: runOptions.outputNames, model },
         {
           signal,
           onDispatch: () => {
@@ -271,6 +413,7 @@ function createPoolSession(pool: PoolOptions): Session {
       );
       const took = performance.now() - dispatched;
       runMs = runMs === 0 ? took : runMs + RUN_MS_WEIGHT * (took - runMs);
+      runOptions.onExecution?.({ computeMs: result.computeMs });
       runOptions.onTimings?.({ queueMs: dispatched - submitted, computeMs: result.computeMs, batchSize: 1 });
       return result.outputs;
     },

@@ -2,21 +2,22 @@
  * Worker-thread entry: owns one onnxruntime InferenceSession. `session.run` is
  * a blocking native call, so it must never run on the main thread.
  *
- * Protocol (see wire-tensor.ts): after start it posts `ready` or `load-failed`;
- * then answers each `run` with `result` or `run-failed` carrying the same id.
- * Runs are handled one at a time in arrival order.
+ * Protocol (see wire-tensor.ts): after start it posts `ready` (with every model file's
+ * metadata) or `load-failed`; then answers each `run` with `result` or `run-failed`
+ * carrying the same id. Runs are handled one at a time in arrival order.
  */
 import { readFile } from 'node:fs/promises';
 import { parentPort, workerData } from 'node:worker_threads';
 import { readOnnxModelInfo } from '@visionserve/protocol/onnx';
 import ort from 'onnxruntime-node';
 import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
-import type { FromWorker, ToWorker, WireSpec, WireTensor } from './wire-tensor.js';
+import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor } from './wire-tensor.js';
 import { ownedBuffer, tensorFromWire } from './wire-tensor.js';
 import { ortSessionOptions } from './session-options.js';
 
 export interface WorkerInit {
-  readonly modelPath: string;
+  /** Model files to load, one onnxruntime session each; a run names one by key (default the first). */
+  readonly models: readonly { readonly key: string; readonly path: string }[];
   readonly intraOpThreads: number;
   readonly interOpThreads: number;
   readonly allowSpinning: boolean;
@@ -46,11 +47,11 @@ function specOf(meta: ort.InferenceSession.ValueMetadata, unknownRank: ReadonlyS
  * onnxruntime reports a tensor of unknown rank with shape [] like a scalar; the model file
  * tells them apart (no shape at all vs an empty one). Read only when some value is ambiguous.
  */
-async function unknownRankValues(session: ort.InferenceSession): Promise<Set<string>> {
+async function unknownRankValues(session: ort.InferenceSession, path: string): Promise<Set<string>> {
   const all = [...session.inputMetadata, ...session.outputMetadata];
   if (!all.some((m) => m.isTensor && m.shape.length === 0)) return new Set();
   try {
-    const info = readOnnxModelInfo(await readFile(init.modelPath));
+    const info = readOnnxModelInfo(await readFile(path));
     return new Set([...info.inputs, ...info.outputs].filter((v) => v.dims === undefined).map((v) => v.name));
   } catch {
     return new Set(); // onnxruntime loaded it; keep its view (scalars) rather than fail the load.
@@ -107,18 +108,30 @@ function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[]): WireTens
 }
 
 async function main(): Promise<void> {
-  let session: ort.InferenceSession;
+  const sessions = new Map<string, ort.InferenceSession>();
   try {
-    session = await ort.InferenceSession.create(init.modelPath, ortSessionOptions(init));
+    for (const model of init.models) {
+      sessions.set(model.key, await ort.InferenceSession.create(model.path, ortSessionOptions(init)));
+    }
   } catch (error) {
+    await Promise.all([...sessions.values()].map((s) => s.release()));
     post({ type: 'load-failed', message: error instanceof Error ? error.message : String(error) });
     return;
   }
-  const unknownRank = await unknownRankValues(session);
+  const first = sessions.values().next().value!;
+  const ready: WireModel[] = [];
+  for (const model of init.models) {
+    const session = sessions.get(model.key)!;
+    const unknownRank = await unknownRankValues(session, model.path);
+    ready.push({
+      key: model.key,
+      inputs: session.inputMetadata.map((m) => specOf(m, unknownRank)),
+      outputs: session.outputMetadata.map((m) => specOf(m, unknownRank)),
+    });
+  }
   post({
     type: 'ready',
-    inputs: session.inputMetadata.map((m) => specOf(m, unknownRank)),
-    outputs: session.outputMetadata.map((m) => specOf(m, unknownRank)),
+    models: ready,
   });
 
   // Runs execute strictly one after another: the next message is only handled after the
@@ -128,7 +141,9 @@ async function main(): Promise<void> {
   port!.on('message', (message: ToWorker) => {
     if (message.type === 'close') {
       chain = chain
-        .then(() => session.release())
+        .then(async () => {
+          await Promise.all([...sessions.values()].map((s) => s.release()));
+        })
         .finally(() => {
           port!.close();
         });
@@ -136,6 +151,8 @@ async function main(): Promise<void> {
     }
     chain = chain.then(async () => {
       try {
+        const session = message.model === undefined ? first : sessions.get(message.model);
+        if (session === undefined) throw new Error(`no model file ${message.model ?? ''} in this worker`);
         const feeds: Record<string, ort.Tensor> = {};
         for (const t of message.inputs) feeds[t.name] = toOrt(t);
         const started = performance.now();

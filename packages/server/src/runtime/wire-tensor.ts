@@ -37,11 +37,20 @@ export type ToWorker =
       readonly id: number;
       readonly inputs: readonly WireTensor[];
       readonly outputNames: readonly string[] | undefined;
+      /** Which of the worker's model files runs (WorkerInit.models); default the first. */
+      readonly model?: string | undefined;
     }
   | { readonly type: 'close' };
 
+/** The metadata of one model file a worker loaded. */
+export interface WireModel {
+  readonly key: string;
+  readonly inputs: readonly WireSpec[];
+  readonly outputs: readonly WireSpec[];
+}
+
 export type FromWorker =
-  | { readonly type: 'ready'; readonly inputs: readonly WireSpec[]; readonly outputs: readonly WireSpec[] }
+  | { readonly type: 'ready'; readonly models: readonly WireModel[] }
   | { readonly type: 'load-failed'; readonly message: string }
   | {
       readonly type: 'result';

@@ -57,6 +57,8 @@ export function parseWarmupFile(bytes: Uint8Array, source = WARMUP_FILE_PATH): P
 export interface WarmupRecord {
   readonly inputs: Readonly<Record<string, Tensor>>;
   readonly outputFilter?: readonly string[];
+  /** Signature name written into the request's model_spec. Default "serving_default". */
+  readonly signatureName?: string;
   /** Model name written into the request's model_spec. Default "". */
   readonly modelName?: string;
 }
@@ -73,7 +75,7 @@ export function encodeWarmupFile(records: readonly WarmupRecord[]): Uint8Array {
           case: 'predictLog',
           value: {
             request: {
-              modelSpec: { name: r.modelName ?? '', signatureName: 'serving_default' },
+              modelSpec: { name: r.modelName ?? '', signatureName: r.signatureName ?? 'serving_default' },
               inputs,
               outputFilter: [...(r.outputFilter ?? [])],
             },

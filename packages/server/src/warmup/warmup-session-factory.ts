@@ -1,6 +1,7 @@
 import { Code, ServingError, type Tensor, zeros } from '@visionserve/protocol';
 import { tensorFromProto, type PredictRequest } from '@visionserve/protocol/tfs-proto';
-import type { ModelSource, Session, SessionFactory } from '../core/session.js';
+import { type ModelSource, type Session, type SessionFactory, sessionSignatures } from '../core/session.js';
+import { DEFAULT_SIGNATURE_NAME, type Signature } from '../core/signature.js';
 import { validateInputs, validateOutputFilter } from '../core/validate-inputs.js';
 import type { Logger } from '../util/logger.js';
 import { WARMUP_FILE_PATH, parseWarmupFile } from './warmup-file.js';
@@ -18,6 +19,19 @@ export interface WarmupReport {
   /** Built-in warmup runs that failed (logged, not fatal). */
   readonly failedRuns: number;
   readonly elapsedMs: number;
+}
+
+/**
+ * The signatures clients see on one version, and how inputs to an adapted signature
+ * (`Signature.adapter`) become the model's inputs: what core's inference service does
+ * with its `extendSignatures` and `adaptInputs` for that version's assets.
+ */
+export interface ServedSignatures {
+  readonly signatures: Readonly<Record<string, Signature>>;
+  readonly adaptInputs: (
+    signature: Signature,
+    inputs: Readonly<Record<string, Tensor>>,
+  ) => Promise<Record<string, Tensor>>;
 }
 
 export interface WarmupSessionFactoryOptions {
@@ -41,6 +55,16 @@ export interface WarmupSessionFactoryOptions {
    * dimensions = 1); skipped when an input's rank is unknown. 0 disables it. Default 2.
    */
   readonly builtInRounds?: number | undefined;
+  /**
+   * The signatures of a freshly loaded version as clients see them (e.g. plus the
+   * encoded-image signature its visionserve.json asks for), so that warmup records for
+   * them replay through the same input adapters as requests (decoders warmed too). Called
+   * only for versions with a warmup file. Default: the session's signatures; records for
+   * adapted signatures then fail the load with UNIMPLEMENTED.
+   */
+  readonly servedSignatures?:
+    | ((source: ModelSource, signatures: Readonly<Record<string, Signature>>) => Promise<ServedSignatures>)
+    | undefined;
   /** Called once per version after its warmup, before the load resolves. */
   readonly onWarmup?: ((report: WarmupReport) => void) | undefined;
   readonly logger: Logger;
@@ -64,19 +88,45 @@ async function runAll(tasks: readonly (() => Promise<void>)[], concurrency: numb
   if (failure !== undefined) throw failure as Error;
 }
 
-/** Request inputs keyed by alias -> session run arguments keyed by graph name (as core's predict does). */
-function runArguments(
+/**
+ * A warmup request -> session run arguments, as core's predict makes them: the signature
+ * resolved by name among those clients see ("" = serving_default, unknown: FAILED_PRECONDITION
+ * as TF Serving), adapted inputs turned into the model's, then aliases mapped to graph names.
+ */
+async function runArguments(
   session: Session,
+  served: ServedSignatures | undefined,
   request: PredictRequest,
-): { inputs: Record<string, Tensor>; outputNames: string[] } {
-  const signature = session.signature;
-  const byAlias: Record<string, Tensor> = {};
+): Promise<{ inputs: Record<string, Tensor>; outputNames: string[]; signatureName: string | undefined }> {
+  const named = request.modelSpec?.signatureName || DEFAULT_SIGNATURE_NAME;
+  const signatures = served?.signatures ?? sessionSignatures(session);
+  if (!Object.hasOwn(signatures, named)) {
+    throw new ServingError(Code.FAILED_PRECONDITION, `Serving signature key "${named}" not found.`);
+  }
+  const signature = signatures[named]!;
+  const modelSignature: Signature = { ...signature, inputs: signature.modelInputs ?? signature.inputs };
+  let byAlias: Record<string, Tensor> = {};
   for (const [alias, proto] of Object.entries(request.inputs)) byAlias[alias] = tensorFromProto(proto, alias);
-  validateInputs(signature, byAlias);
+  if (signature.adapter !== undefined) {
+    if (served === undefined) {
+      throw new ServingError(
+        Code.UNIMPLEMENTED,
+        `Warmup requests for signature "${named}" (${signature.adapter.kind} inputs) are not supported`,
+      );
+    }
+    validateInputs(signature, byAlias);
+    byAlias = await served.adaptInputs(signature, byAlias);
+  }
+  validateInputs(modelSignature, byAlias);
   const aliases = validateOutputFilter(signature, request.outputFilter);
   const inputs: Record<string, Tensor> = {};
-  for (const [alias, t] of Object.entries(byAlias)) inputs[signature.inputs[alias]!.name] = t;
-  return { inputs, outputNames: aliases.map((a) => signature.outputs[a]!.name) };
+  for (const [alias, t] of Object.entries(byAlias)) inputs[modelSignature.inputs[alias]!.name] = t;
+  const runs = signature.runs ?? named;
+  return {
+    inputs,
+    outputNames: aliases.map((a) => signature.outputs[a]!.name),
+    signatureName: runs === DEFAULT_SIGNATURE_NAME && session.signatures === undefined ? undefined : runs,
+  };
 }
 
 /**
@@ -116,8 +166,12 @@ export function createWarmupSessionFactory(options: WarmupSessionFactoryOptions)
       const session = await options.factory.load(source);
       const t0 = performance.now();
       try {
+        const served =
+          requests === undefined
+            ? undefined
+            : await options.servedSignatures?.(source, sessionSignatures(session));
         const report = requests
-          ? await replay(session, requests)
+          ? await replay(session, served, requests)
           : builtInRounds > 0
             ? await builtIn(session, log)
             : undefined;
@@ -141,6 +195,7 @@ export function createWarmupSessionFactory(options: WarmupSessionFactoryOptions)
 
   async function replay(
     session: Session,
+    served: ServedSignatures | undefined,
     requests: readonly PredictRequest[],
   ): Promise<Omit<WarmupReport, 'modelName' | 'version' | 'elapsedMs'>> {
     let runs = 0;
@@ -150,8 +205,8 @@ export function createWarmupSessionFactory(options: WarmupSessionFactoryOptions)
         tasks.push(async () => {
           runs++;
           try {
-            const { inputs, outputNames } = runArguments(session, request);
-            await session.run(inputs, { outputNames });
+            const { inputs, outputNames, signatureName } = await runArguments(session, served, request);
+            await session.run(inputs, { outputNames, signatureName });
           } catch (error) {
             const code = error instanceof ServingError ? error.code : Code.INVALID_ARGUMENT;
             const message = error instanceof Error ? error.message : String(error);
@@ -170,7 +225,7 @@ export function createWarmupSessionFactory(options: WarmupSessionFactoryOptions)
     session: Session,
     log: Logger,
   ): Promise<Omit<WarmupReport, 'modelName' | 'version' | 'elapsedMs'>> {
-    const specs = Object.values(session.signature.inputs);
+    const specs = Object.values(session.signature.modelInputs ?? session.signature.inputs);
     if (specs.some((s) => s.shape === undefined)) {
       return { kind: 'none', records: 0, runs: 0, failedRuns: 0 };
     }

@@ -10,8 +10,12 @@
  * an exactly sized buffer (placed so that its tensor bytes are 8-byte aligned), admitted
  * against a byte budget as soon as its length prefix arrives, and a response is written as
  * the chunks the encoder produced (tensor bytes are never copied into one message).
+ * Compressed request messages (`grpc-encoding` gzip or deflate, as tritonclient's
+ * compression_algorithm sends them) are decompressed against the same budget; responses are
+ * never compressed.
  */
 import http2 from 'node:http2';
+import { createGunzip, createInflate } from 'node:zlib';
 import type { Http2Server, Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { Code, ServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
@@ -72,8 +76,14 @@ const PROBE_BYTES = 1024;
 /** Tensor views are placed at this alignment (the largest element size). */
 const ALIGNMENT = 8;
 
+/** Message encodings a request may use (`grpc-encoding`); "deflate" is the zlib format, as in gRPC. */
+type MessageEncoding = 'gzip' | 'deflate';
+const ENCODINGS: readonly string[] = ['gzip', 'deflate'];
+
 interface CallState {
   readonly stream: ServerHttp2Stream;
+  /** The request's `grpc-encoding` when it compresses messages. */
+  encoding?: MessageEncoding;
   readonly controller: AbortController;
   answered: boolean;
   reservation: Reservation | undefined;
@@ -194,7 +204,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     prefix[0] = 0;
     prefix.writeUInt32BE(length, 1);
     stream.respond(
-      { ':status': 200, 'content-type': 'application/grpc', 'grpc-accept-encoding': 'identity' },
+      {
+        ':status': 200,
+        'content-type': 'application/grpc',
+        'grpc-accept-encoding': 'identity, gzip, deflate',
+      },
       { waitForTrailers: true },
     );
     stream.once('wantTrailers', () => {
@@ -206,6 +220,73 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     }
     stream.end();
   };
+
+  /**
+   * A compressed request message, decompressed into its own buffer and placed for the
+   * method's alignment probe like an uncompressed one. Output is counted against the byte
+   * budget as it is produced (UNAVAILABLE when the budget runs out) and stops at
+   * maxMessageBytes (RESOURCE_EXHAUSTED): a compression bomb costs at most the budget.
+   */
+  const decompress = (
+    call: CallState,
+    method: GrpcMethod,
+    bytes: Uint8Array,
+  ): Promise<{ message: Uint8Array; buffer: ArrayBuffer }> =>
+    new Promise((resolve, reject) => {
+      const z = call.encoding === 'gzip' ? createGunzip() : createInflate();
+      const chunks: Buffer[] = [];
+      let total = 0;
+      let failed = false;
+      const fail = (error: ServingError): void => {
+        if (failed) return;
+        failed = true;
+        chunks.length = 0;
+        z.destroy();
+        reject(error);
+      };
+      z.on('data', (chunk: Buffer) => {
+        total += chunk.byteLength;
+        if (total > maxMessageBytes) {
+          fail(
+            new ServingError(
+              Code.RESOURCE_EXHAUSTED,
+              `Decompressed message larger than max (${maxMessageBytes})`,
+            ),
+          );
+        } else if (call.reservation !== undefined && !call.reservation.grow(chunk.byteLength)) {
+          fail(
+            new ServingError(
+              Code.UNAVAILABLE,
+              'Server is overloaded: too many request bytes in flight; retry later',
+              { reason: 'overloaded' },
+            ),
+          );
+        } else chunks.push(chunk);
+      });
+      z.on('error', (error) => {
+        fail(
+          new ServingError(
+            Code.INTERNAL,
+            `Cannot decompress the ${call.encoding!} message: ${error.message}`,
+          ),
+        );
+      });
+      z.on('end', () => {
+        if (failed) return;
+        const head = Buffer.concat(chunks, Math.min(total, PROBE_BYTES));
+        const offset = method.alignment?.(head);
+        const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
+        const buffer = new ArrayBuffer(total + shift);
+        const message = new Uint8Array(buffer, shift, total);
+        let at = 0;
+        for (const c of chunks) {
+          message.set(c, at);
+          at += c.byteLength;
+        }
+        resolve({ message, buffer });
+      });
+      z.end(bytes);
+    });
 
   /**
    * Reads the one message of a unary request into an exactly sized buffer, reserving its
@@ -220,6 +301,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       const prefix = new Uint8Array(5);
       let prefixFill = 0;
       let length = -1;
+      let compressed = false;
       /** Bytes of the message kept until the alignment probe has seen enough. */
       let head: Buffer[] | undefined = [];
       let headBytes = 0;
@@ -234,7 +316,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       const place = (): boolean => {
         const seen = Buffer.concat(head!, headBytes);
         head = undefined;
-        if (method.admit !== undefined) {
+        // A compressed head cannot be read: such calls are admitted when their run is submitted.
+        if (method.admit !== undefined && !compressed) {
           try {
             const release = method.admit(seen, { signal: call.controller.signal, deadline: call.deadline });
             if (release !== undefined) stream.once('close', release);
@@ -243,7 +326,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
             return false;
           }
         }
-        const offset = method.alignment?.(seen);
+        // A compressed message is read as it is and placed once it is decompressed.
+        const offset = compressed ? undefined : method.alignment?.(seen);
         const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
         buffer = new ArrayBuffer(length + shift);
         target = new Uint8Array(buffer, shift, length);
@@ -259,15 +343,16 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
           prefixFill += take;
           at = take;
           if (prefixFill < 5) return;
-          if (prefix[0] !== 0) {
+          if (prefix[0] !== 0 && (prefix[0] !== 1 || call.encoding === undefined)) {
             fail(
               new ServingError(
-                Code.UNIMPLEMENTED,
-                'Compressed messages are not supported (grpc-encoding identity only)',
+                Code.INTERNAL,
+                'Compressed message without a supported grpc-encoding (gzip, deflate)',
               ),
             );
             return;
           }
+          compressed = prefix[0] === 1;
           length = new DataView(prefix.buffer).getUint32(1);
           if (length > maxMessageBytes) {
             fail(
@@ -321,7 +406,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
           reject(new ServingError(Code.INTERNAL, 'Incomplete request message'));
           return;
         }
-        resolve({ message: target, buffer: buffer! });
+        if (!compressed) {
+          resolve({ message: target, buffer: buffer! });
+          return;
+        }
+        decompress(call, method, target).then(resolve, reject);
       };
       const onAbort = (): void => {
         cleanup();
@@ -398,11 +487,14 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     }
     const encoding = headers['grpc-encoding'];
     if (encoding !== undefined && encoding !== 'identity') {
-      finish(
-        call,
-        new ServingError(Code.UNIMPLEMENTED, `Message encoding "${String(encoding)}" is not supported`),
-      );
-      return;
+      if (typeof encoding !== 'string' || !ENCODINGS.includes(encoding)) {
+        finish(
+          call,
+          new ServingError(Code.UNIMPLEMENTED, `Message encoding "${String(encoding)}" is not supported`),
+        );
+        return;
+      }
+      call.encoding = encoding as MessageEncoding;
     }
     let deadline: number | undefined;
     try {

@@ -19,9 +19,10 @@ export interface HttpContext {
   /**
    * Reads the whole body within the API's limits, or within `limitBytes` (before and
    * after decompression) when given. Over a limit it rejects with a `body-too-large` ServingError,
-   * which the edge answers 413.
+   * which the edge answers 413. `alignAt`: a byte of the body to place 8-byte aligned (see
+   * ReadBodyOptions). The body's memory belongs to this request alone (see readBody).
    */
-  readBody(limitBytes?: number): Promise<Buffer>;
+  readBody(limitBytes?: number, placement?: { readonly alignAt?: number | undefined }): Promise<Buffer>;
   /** The caller's token and client certificate, for a ManagementGuard. */
   credentials(): ManagementCredentials;
 }
@@ -59,6 +60,12 @@ export interface HttpApi {
    */
   readonly owns?: RegExp;
   readonly unmatched?: (ctx: HttpContext) => Promise<void> | void;
+  /**
+   * Paths on which this API answers CORS itself (preflights included, e.g. gRPC-web's own
+   * headers): the edge's `--rest_api_enable_cors_support` headers are not added there.
+   * Default: none.
+   */
+  readonly corsPaths?: RegExp;
   /** Protocol-specific statuses for error reasons (e.g. 415 for unsupported-media-type). */
   readonly statusOverrides?: Partial<Readonly<Record<ErrorReason, number>>>;
   /** Deadline of one request in ms, body read and handler included; 0 disables. */

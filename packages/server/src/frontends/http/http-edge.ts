@@ -185,7 +185,7 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
     });
     const method = req.method ?? '';
     const path = (req.url ?? '/').split('?', 1)[0]!;
-    if (options.cors === true) {
+    if (options.cors === true && !apis.some((a) => a.corsPaths?.test(path) === true)) {
       for (const [name, value] of Object.entries(CORS_HEADERS)) res.setHeader(name, value);
       if (method === 'OPTIONS') {
         const origin = req.headers.origin;
@@ -248,8 +248,9 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
       signal: watch.signal,
       deadline: api.requestTimeoutMs > 0 ? Date.now() + api.requestTimeoutMs : undefined,
       credentials: () => credentialsOf(req.headers, req.socket),
-      readBody: (limitBytes) =>
+      readBody: (limitBytes, placement) =>
         readBody(req, {
+          alignAt: placement?.alignAt,
           limitBytes: limitBytes ?? api.bodyLimitBytes,
           decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
           encodings: api.contentEncodings,

@@ -19,6 +19,12 @@ export interface ReadBodyOptions {
    * without buffering the rest.
    */
   readonly reserve?: ((bytes: number) => boolean) | undefined;
+  /**
+   * A byte of the body to place at an 8-byte boundary of its buffer (where a binary tensor
+   * starts, so that it can be viewed instead of copied). Applies to identity bodies with a
+   * declared length. Default: the body starts at offset 0.
+   */
+  readonly alignAt?: number | undefined;
 }
 
 function overloaded(): ServingError {
@@ -37,7 +43,20 @@ export function bodyTooLarge(message: string): ServingError {
 }
 
 /**
- * Reads a request body into one Buffer. A declared `Content-Length` over the limit is
+ * The body in memory of its own: `body` itself when it spans its whole ArrayBuffer (a
+ * Buffer.concat or zlib result outside the pool), else a copy (pooled or shared memory).
+ */
+function exclusive(body: Buffer): Buffer {
+  if (body.byteOffset === 0 && body.byteLength === body.buffer.byteLength) return body;
+  const copy = Buffer.allocUnsafeSlow(body.byteLength);
+  copy.set(body);
+  return copy;
+}
+
+/**
+ * Reads a request body into one Buffer whose memory belongs to this request alone (never
+ * pooled, never shared with the socket): its ArrayBuffer may be handed to core as an owned
+ * buffer (moved to a worker) once the caller no longer reads the body. A declared `Content-Length` over the limit is
  * refused before reading; an undeclared (chunked) body is refused as soon as it passes
  * the limit, and the rest is not buffered (the caller answers and closes the connection).
  * A `Content-Encoding` among `encodings` is decompressed with its own cap (a bomb stops
@@ -67,7 +86,7 @@ export async function readBody(req: IncomingMessage, options: ReadBodyOptions): 
   const decompress = decoder === 'gzip' ? gunzip : inflate;
   return new Promise<Buffer>((resolve, reject) => {
     decompress(raw, { maxOutputLength: options.decompressedLimitBytes }, (error, out) => {
-      if (!error) resolve(out);
+      if (!error) resolve(exclusive(out));
       else if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
         reject(
           bodyTooLarge(
@@ -99,8 +118,12 @@ function collect(
   const { limitBytes: limit, signal, reserve } = options;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
-    const whole =
-      declared !== undefined && Number.isSafeInteger(declared) ? Buffer.allocUnsafeSlow(declared) : undefined;
+    let whole: Buffer | undefined;
+    if (declared !== undefined && Number.isSafeInteger(declared)) {
+      const at = options.alignAt;
+      const shift = at === undefined || at < 0 || at > declared ? 0 : (8 - (at % 8)) % 8;
+      whole = Buffer.allocUnsafeSlow(declared + shift).subarray(shift);
+    }
     let size = 0;
     const cleanup = (): void => {
       req.off('data', onData);
@@ -145,7 +168,14 @@ function collect(
         } else resolve(whole);
         return;
       }
-      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      // Always a copy: a chunk's memory may be shared with the socket's reads.
+      const body = Buffer.allocUnsafeSlow(size);
+      let at = 0;
+      for (const chunk of chunks) {
+        body.set(chunk, at);
+        at += chunk.byteLength;
+      }
+      resolve(body);
     };
     const onError = (error: Error): void => {
       fail(new ServingError(Code.CANCELLED, `Error reading request body: ${error.message}`));

@@ -14,16 +14,11 @@ import {
 } from '@visionserve/protocol/kserve';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
+import type { InferenceStatisticsReader } from '../../core/inference-statistics.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
+import { batchesAlongDimension0 } from '../../core/signature.js';
 import type { Logger } from '../../util/logger.js';
-import type { InferenceStatistics } from '../shared/inference-statistics.js';
-import {
-  type ModelMetadataJson,
-  isBatching,
-  labelledOutput,
-  modelConfigJson,
-  modelMetadataJson,
-} from './model-json.js';
+import { type ModelMetadataJson, labelledOutput, modelConfigJson, modelMetadataJson } from './model-json.js';
 import {
   type ModelControlMode,
   type ModelRoots,
@@ -52,8 +47,8 @@ export interface KServeServiceOptions {
   readonly service: InferenceService<ServableAssets>;
   /** The configured models (version policies) and explicit load / unload. */
   readonly registry: ModelRegistry;
-  /** Per version counters (shared by every KServe binding). */
-  readonly statistics: InferenceStatistics;
+  /** Per version counters, kept by core for every request to a model (any protocol). */
+  readonly statistics: InferenceStatisticsReader;
   /** Model directories a load may add (the model roots); undefined: only configured models. */
   readonly roots?: ModelRoots | undefined;
   /** `explicit` enables repository load / unload; `none` answers them UNAVAILABLE. Default `none`. */
@@ -62,7 +57,7 @@ export interface KServeServiceOptions {
   readonly rescan?: (() => Promise<void>) | undefined;
   /** Server metadata `version`. */
   readonly serverVersion: string;
-  /** max_batch_size reported for models that batch along dimension 0 (see isBatching). */
+  /** max_batch_size reported for models that batch along dimension 0 (see batchesAlongDimension0). */
   readonly maxBatchSize: number;
   /** Worker instances per model version (instance_group count). */
   readonly instanceCount: number;
@@ -75,10 +70,19 @@ export interface KServeServiceOptions {
 export interface InferCall<T> {
   /** Cancels the call (client gone, deadline). */
   readonly signal?: AbortSignal | undefined;
-  /** process.hrtime.bigint() when the request arrived (success / fail durations start here). */
-  readonly receivedAt: bigint;
-  /** Nanoseconds the binding spent decoding the request (part of compute_input). */
-  readonly decodeNs: number;
+  /** When the caller stops waiting (Date.now() clock, ms), if it said. */
+  readonly deadline?: number | undefined;
+  /**
+   * process.hrtime.bigint() when the request's bytes had arrived, before decoding (statistics:
+   * success / fail durations and compute_input start here).
+   */
+  readonly arrivedAt: bigint;
+  /**
+   * Whole buffers that belong to this request alone and that its input tensors may view
+   * (the request body or message): moved to the runtime instead of copied. The binding must
+   * not read them after the call.
+   */
+  readonly ownedBuffers?: readonly ArrayBuffer[] | undefined;
   /** Encodes the response for the wire (timed as compute_output); runs while the version is pinned. */
   encode(response: InferResponse): T | Promise<T>;
 }
@@ -100,9 +104,6 @@ export interface KServeService {
   loadModel(name: string, parameters: Readonly<Record<string, unknown>>): Promise<void>;
   unloadModel(name: string): Promise<void>;
 }
-
-const nowNs = (): bigint => process.hrtime.bigint();
-const since = (start: bigint): number => Number(nowNs() - start);
 
 /** The version a protocol version string names: "" is undefined (latest). */
 export function parseVersion(version: string): number | undefined {
@@ -227,14 +228,12 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
       );
     },
 
-    async infer(ref, request, call) {
-      let version: number | undefined;
-      try {
-        return await withModel(
-          ref,
+    infer(ref, request, call) {
+      const spec = specOf(ref);
+      return service
+        .withServable(
+          spec,
           async (servable) => {
-            version = servable.version;
-            const validateStart = nowNs();
             const { name: signatureName, signature } = servable.signature();
             const inputs: Record<string, Tensor> = {};
             for (const input of request.inputs) {
@@ -259,17 +258,17 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
               }
             }
             const names = request.outputs?.map((o) => o.name) ?? Object.keys(signature.outputs);
-            const inputNs = call.decodeNs + since(validateStart);
-
-            const inferStart = nowNs();
             const outputs = await servable.predict(
-              { inputs, outputFilter: request.outputs === undefined ? undefined : names, signatureName },
-              { signal: call.signal },
+              {
+                inputs,
+                outputFilter: request.outputs === undefined ? undefined : names,
+                signatureName,
+                ownedBuffers: call.ownedBuffers,
+              },
+              { signal: call.signal, deadline: call.deadline },
             );
-            const inferNs = since(inferStart);
 
-            const outputStart = nowNs();
-            const batching = isBatching(signature);
+            const batching = batchesAlongDimension0(signature);
             const labels = servable.assets?.vision.labels;
             const labelled = labelledOutput(signature, servable.assets);
             const offset =
@@ -302,22 +301,13 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
                 }
               }),
             };
-            const encoded = await call.encode(response);
-            const first = request.inputs[0]?.tensor.shape[0];
-            statistics.recordSuccess(servable.name, servable.version, batching ? (first ?? 1) : 1, {
-              totalNs: since(call.receivedAt),
-              inputNs,
-              inferNs,
-              outputNs: since(outputStart),
-            });
-            return encoded;
+            return call.encode(response);
           },
-          call.signal,
-        );
-      } catch (error) {
-        if (version !== undefined) statistics.recordFailure(ref.name, version, since(call.receivedAt));
-        throw error;
-      }
+          { signal: call.signal, deadline: call.deadline, arrivedAt: call.arrivedAt },
+        )
+        .catch((error: unknown) => {
+          throw notReady(error, spec);
+        });
     },
 
     statistics(ref) {

@@ -7,7 +7,7 @@
 import { configDataTypeName, datatypeOfDtype } from '@visionserve/protocol/kserve';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { VersionPolicy } from '../../core/model-config.js';
-import type { Signature, TensorSpec } from '../../core/signature.js';
+import { type Signature, type TensorSpec, batchesAlongDimension0 } from '../../core/signature.js';
 
 /** Triton's platform name for ONNX Runtime models. */
 export const ONNX_PLATFORM = 'onnxruntime_onnx';
@@ -28,19 +28,6 @@ export interface ModelMetadataJson {
 
 /** A shape for the wire: unknown rank is sent as one variable dimension. */
 const shapeOf = (spec: TensorSpec): readonly number[] => spec.shape ?? [-1];
-
-/**
- * True when the model batches along dimension 0: every input and output has rank >= 2
- * and a variable dimension 0. Such models report max_batch_size > 0 with per-item dims,
- * and classification ranks each batch item on its own. (Rank-1 tensors are not treated
- * as batched: their per-item dims would be empty.)
- */
-export function isBatching(signature: Signature): boolean {
-  const all = [...Object.values(signature.inputs), ...Object.values(signature.outputs)];
-  return (
-    all.length > 0 && all.every((t) => t.shape !== undefined && t.shape.length >= 2 && t.shape[0] === -1)
-  );
-}
 
 function tensorMetadata(alias: string, spec: TensorSpec): TensorMetadataJson {
   return { name: alias, datatype: datatypeOfDtype(spec.dtype), shape: shapeOf(spec) };
@@ -100,7 +87,7 @@ function versionPolicyJson(policy: VersionPolicy | undefined): unknown {
  */
 export function modelConfigJson(facts: ModelConfigFacts): Record<string, unknown> {
   const { signature, assets } = facts;
-  const batching = isBatching(signature);
+  const batching = batchesAlongDimension0(signature);
   const dims = (spec: TensorSpec): readonly number[] => {
     const shape = shapeOf(spec);
     return batching ? shape.slice(1) : shape;

@@ -1,5 +1,5 @@
 /** The statistics extension's JSON (Triton's ModelStatistics, every key present). */
-import type { StatisticDuration, VersionStatistics } from '../shared/inference-statistics.js';
+import type { StatisticDuration, VersionStatistics } from '../../core/inference-statistics.js';
 
 const duration = (d: StatisticDuration): { count: number; ns: number } => ({ count: d.count, ns: d.ns });
 

@@ -9,14 +9,14 @@ export interface InvocationTarget {
 }
 
 /**
- * ONNX models expose predict signatures only: classify/regress are UNIMPLEMENTED, as on
- * the REST port.
+ * Image requests run predict: `tfs-method=classify|regress` takes tf.Examples (JSON), so
+ * it is UNIMPLEMENTED with an image body.
  */
 export function checkPredictMethod(target: InvocationTarget): void {
   if (target.method !== 'predict') {
     throw new ServingError(
       Code.UNIMPLEMENTED,
-      `tfs-method=${target.method} is not supported by this server: ONNX models expose predict signatures only`,
+      `tfs-method=${target.method} takes tf.Examples as JSON ({"examples": [...]}), not an image body`,
     );
   }
 }

@@ -1,4 +1,13 @@
-import { Code, ServingError, invalidArgument, notFound } from '@visionserve/protocol';
+import {
+  Code,
+  ServingError,
+  encodeTfsClassifyResponse,
+  encodeTfsRegressResponse,
+  invalidArgument,
+  notFound,
+  parseTfsExamplesBody,
+  readNumericPredictBody,
+} from '@visionserve/protocol';
 import type { HandlerHost } from '../../contracts/handler-host.js';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService } from '../../core/inference-service.js';
@@ -6,6 +15,7 @@ import type { Logger } from '../../util/logger.js';
 import type { HttpContext } from '../http/http-api.js';
 import { sendBody } from '../http/send.js';
 import type { ConcurrencyLimit } from '../shared/concurrency-limit.js';
+import { type ExamplesInferenceOptions, classifyOn, regressOn } from '../shared/examples-inference.js';
 import { predictTfsJsonOn } from '../shared/tfs-json-predict.js';
 import {
   RESPONSE_CONTENT_TYPE,
@@ -33,6 +43,8 @@ export interface InvocationsDeps {
   readonly defaultModel: () => string | undefined;
   /** Image decodes in flight at once (each holds the full-size pixels). */
   readonly imageDecodes: ConcurrencyLimit;
+  /** Classify/regress (`tfs-method`) settings; shares imageDecodes. */
+  readonly examples: ExamplesInferenceOptions;
   /** TF Serving REST base URL for `context.restUri`; undefined when REST is off. */
   readonly restBaseUrl: string | undefined;
   /** TF Serving gRPC port for `context.grpcPort`; undefined when gRPC is off. */
@@ -109,23 +121,44 @@ export async function invoke(ctx: HttpContext, deps: InvocationsDeps, pathModel?
           `Unsupported Accept: ${req.headers.accept ?? ''}; this endpoint answers application/json or application/jsonlines`,
         );
       }
-      checkPredictMethod(target);
+      if (kind === 'image') checkPredictMethod(target);
       // Shed before reading the body when the model's queue is already too long; an
       // admitted request counts as queued until its run is submitted or it ends.
       res.once('close', deps.service.admit({ name: servable.name, version: servable.version }, call));
       const body = await ctx.readBody();
       if (body.byteLength === 0) throw invalidArgument('Empty request body');
       let out: Uint8Array;
-      if (kind === 'image') {
+      if (target.method === 'classify' || target.method === 'regress') {
+        // As the container forwards the body to TF Serving's :classify / :regress: tf.Examples.
+        const text = body.toString('utf8');
+        const examplesBody =
+          kind === 'json'
+            ? jsonToPredictBody(text)
+            : kind === 'csv'
+              ? csvToPredictBody(text)
+              : jsonLinesToPredictBody(text);
+        const { signatureName, input } = parseTfsExamplesBody(examplesBody);
+        out =
+          target.method === 'classify'
+            ? encodeTfsClassifyResponse(
+                (await classifyOn(servable, signatureName, input, deps.examples, call)).results,
+              )
+            : encodeTfsRegressResponse(
+                (await regressOn(servable, signatureName, input, deps.examples, call)).values,
+              );
+      } else if (kind === 'image') {
         out = await runImageInvocation(servable, image!, body, call, deps.imageDecodes);
       } else {
-        const text = body.toString('utf8');
+        // A TF Serving body of big numeric tensors is read without JSON.parse (same values).
+        const fast = kind === 'json' ? readNumericPredictBody(body) : undefined;
+        const text = fast === undefined ? body.toString('utf8') : '';
         const predictBody =
-          kind === 'csv'
+          fast ??
+          (kind === 'csv'
             ? csvToPredictBody(text)
             : kind === 'jsonlines'
               ? jsonLinesToPredictBody(text)
-              : jsonToPredictBody(text);
+              : jsonToPredictBody(text));
         out = await predictTfsJsonOn(servable, predictBody, call);
       }
       sendBody(

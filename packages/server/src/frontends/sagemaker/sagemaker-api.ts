@@ -6,7 +6,7 @@ import type { InferenceService } from '../../core/inference-service.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
 import type { Logger } from '../../util/logger.js';
 import type { HttpApi, HttpContext, HttpRoute } from '../http/http-api.js';
-import { createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
 import type { ManagementGuard } from '../shared/management-guard.js';
 import { type InvocationsDeps, invoke } from './invocations.js';
 import { createMultiModelApi, notLoaded } from './multi-model-api.js';
@@ -42,6 +42,8 @@ export interface SageMakerApiOptions {
   readonly restBaseUrl?: string | undefined;
   /** TF Serving gRPC port for `context.grpcPort`; undefined when gRPC is off. */
   readonly grpcPort?: number | undefined;
+  /** Image decodes in flight at once (each holds the full-size pixels). Default: cores, at least 2. */
+  readonly imageDecodes?: ConcurrencyLimit | undefined;
   /** TF Serving REST port, named in the multi-model load message; undefined when REST is off. */
   readonly restPort?: number | undefined;
   /** Who may load and unload models (multi-model `POST /models`, `DELETE /models/{m}`). Default: anyone. */
@@ -70,12 +72,14 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
   const guard = options.managementGuard;
   const multiModel = options.multiModel ?? false;
   const defaultModel = (): string | undefined => options.defaultModelName ?? service.modelNames()[0];
+  const imageDecodes = options.imageDecodes ?? createConcurrencyLimit(Math.max(2, availableParallelism()));
   const deps: InvocationsDeps = {
     service,
     handlerHost: options.handlerHost,
     logger,
     defaultModel,
-    imageDecodes: createConcurrencyLimit(Math.max(2, availableParallelism())),
+    imageDecodes,
+    examples: { imageDecodes },
     restBaseUrl: options.restBaseUrl,
     grpcPort: options.grpcPort,
   };

@@ -10,28 +10,40 @@
 import { type DescMessage, type MessageShape, create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import { anyPack } from '@bufbuild/protobuf/wkt';
-import { Code, ServingError, type Tensor, invalidArgument, unimplemented } from '@visionserve/protocol';
+import { Code, ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
 import {
+  ClassificationRequestSchema,
+  ClassificationResponseSchema,
   GetModelMetadataRequestSchema,
   GetModelMetadataResponseSchema,
   GetModelStatusRequestSchema,
   GetModelStatusResponseSchema,
   ModelSpecSchema,
+  MultiInferenceRequestSchema,
+  MultiInferenceResponseSchema,
   PredictRequestSchema,
   type PredictRequestView,
   PredictRequestViewSchema,
+  RegressionRequestSchema,
+  RegressionResponseSchema,
   ReloadConfigRequestSchema,
   ReloadConfigResponseSchema,
   SignatureDefMapSchema,
+  classificationResultToProto,
+  exampleInputFromProto,
   predictRequestIsViewable,
   predictRequestTensorOffset,
   predictRequestViewFrom,
+  regressionResultToProto,
   tensorFromProtoView,
   writePredictResponse,
 } from '@visionserve/protocol/tfs-proto';
+import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService, ModelSpec } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import type { GrpcMethod, GrpcService } from '../grpc/grpc-service.js';
+import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import { classifyOn, multiInferenceOn, regressOn } from '../shared/examples-inference.js';
 import type { ManagementGuard } from '../shared/management-guard.js';
 import {
   modelConfigsFromProto,
@@ -42,8 +54,10 @@ import {
 } from './tfs-messages.js';
 
 export interface TfsGrpcFrontendOptions {
-  /** The core inference API every call is served from. */
-  readonly service: InferenceService;
+  /** The core inference API every call is served from; versions carry their assets. */
+  readonly service: InferenceService<ServableAssets>;
+  /** Image decodes in flight at once (encoded images in tf.Example features). Default: 2. */
+  readonly imageDecodes?: ConcurrencyLimit | undefined;
   /** Receives config reloads. */
   readonly logger: Logger;
   /**
@@ -119,12 +133,114 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
   const logger = options.logger.child({ frontend: 'tfs-grpc' });
   const asTensorContent = options.serializeAsTensorContent ?? false;
 
-  const notSupported = (api: string): GrpcMethod => ({
-    handler: () =>
-      Promise.reject(
-        unimplemented(`${api} is not supported: visionserve serves ONNX models through Predict only`),
-      ),
-  });
+  const examples = { imageDecodes: options.imageDecodes ?? createConcurrencyLimit(2) };
+
+  const classify: GrpcMethod = {
+    async handler(bytes, { signal, deadline }) {
+      const request = decode(ClassificationRequestSchema, bytes);
+      if (request.modelSpec === undefined) throw invalidArgument('Missing ModelSpec');
+      const model = modelSpecFromProto(request.modelSpec);
+      const input = exampleInputFromProto(request.input);
+      const call = { signal, deadline };
+      return service.withServable(
+        model,
+        async (servable) => {
+          const { signatureName, results } = await classifyOn(
+            servable,
+            model.signatureName,
+            input,
+            examples,
+            call,
+          );
+          return one(
+            ClassificationResponseSchema,
+            create(ClassificationResponseSchema, {
+              modelSpec: modelSpecToProto(
+                { name: servable.name, version: servable.version, signatureName },
+                signatureName,
+              ),
+              result: classificationResultToProto(results),
+            }),
+          );
+        },
+        call,
+      );
+    },
+  };
+
+  const regress: GrpcMethod = {
+    async handler(bytes, { signal, deadline }) {
+      const request = decode(RegressionRequestSchema, bytes);
+      if (request.modelSpec === undefined) throw invalidArgument('Missing ModelSpec');
+      const model = modelSpecFromProto(request.modelSpec);
+      const input = exampleInputFromProto(request.input);
+      const call = { signal, deadline };
+      return service.withServable(
+        model,
+        async (servable) => {
+          const { signatureName, values } = await regressOn(
+            servable,
+            model.signatureName,
+            input,
+            examples,
+            call,
+          );
+          return one(
+            RegressionResponseSchema,
+            create(RegressionResponseSchema, {
+              modelSpec: modelSpecToProto(
+                { name: servable.name, version: servable.version, signatureName },
+                signatureName,
+              ),
+              result: regressionResultToProto(values),
+            }),
+          );
+        },
+        call,
+      );
+    },
+  };
+
+  const multiInference: GrpcMethod = {
+    async handler(bytes, { signal, deadline }) {
+      const request = decode(MultiInferenceRequestSchema, bytes);
+      // TF Serving resolves the model from the first task (an empty name is not found).
+      const first = request.tasks[0]?.modelSpec;
+      const model = modelSpecFromProto(first ?? create(ModelSpecSchema, {}));
+      const input = exampleInputFromProto(request.input);
+      const call = { signal, deadline };
+      return service.withServable(
+        { name: model.name, version: model.version, label: model.label },
+        async (servable) => {
+          const tasks = request.tasks.map((t) => ({
+            modelName: t.modelSpec?.name ?? '',
+            signatureName: t.modelSpec?.signatureName,
+            methodName: t.methodName,
+          }));
+          const results = await multiInferenceOn(servable, tasks, input, examples, call);
+          return one(
+            MultiInferenceResponseSchema,
+            create(MultiInferenceResponseSchema, {
+              results: results.map((r) => ({
+                modelSpec: modelSpecToProto(
+                  { name: servable.name, version: servable.version, signatureName: r.signatureName },
+                  r.signatureName,
+                ),
+                result:
+                  'classification' in r
+                    ? {
+                        case: 'classificationResult' as const,
+                        value: classificationResultToProto(r.classification),
+                      }
+                    : { case: 'regressionResult' as const, value: regressionResultToProto(r.regression) },
+              })),
+            }),
+          );
+        },
+        call,
+      );
+    },
+  };
 
   const predict: GrpcMethod = {
     alignment: predictRequestTensorOffset,
@@ -134,6 +250,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       return spec === undefined ? undefined : service.admit(spec, call);
     },
     async handler(bytes, { signal, deadline, messageBuffer }) {
+      const arrivedAt = process.hrtime.bigint();
       const request = decodePredictRequest(bytes);
       const model = modelSpecFromProto(request.modelSpec);
       const inputs: Record<string, Tensor> = {};
@@ -142,7 +259,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       }
       const result = await service.predict(
         { model, inputs, outputFilter: request.outputFilter, ownedBuffers: [messageBuffer] },
-        { signal, deadline },
+        { signal, deadline, arrivedAt },
       );
       return writePredictResponse(
         result.outputs,
@@ -221,10 +338,10 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       name: PREDICTION_SERVICE,
       api: 'tfs-grpc',
       methods: {
-        Classify: notSupported('Classify'),
-        Regress: notSupported('Regress'),
+        Classify: classify,
+        Regress: regress,
         Predict: predict,
-        MultiInference: notSupported('MultiInference'),
+        MultiInference: multiInference,
         GetModelMetadata: getModelMetadata,
       },
     },

@@ -1,14 +1,28 @@
-import { Code, ServingError, parseTfsJsonText } from '@visionserve/protocol';
+import { availableParallelism } from 'node:os';
+import {
+  Code,
+  ServingError,
+  encodeTfsClassifyResponse,
+  encodeTfsRegressResponse,
+  parseTfsExamplesBody,
+  parseTfsJsonText,
+  parseTfsPredictJson,
+} from '@visionserve/protocol';
+import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { HttpApi } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
+import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import { classifyOn, regressOn } from '../shared/examples-inference.js';
 import { predictTfsJson } from '../shared/tfs-json-predict.js';
 import { modelMetadataJson, modelStatusJson } from '../shared/tfs-status-json.js';
 import { TFS_GET_PATH, TFS_POST_PATH, TFS_REST_PREFIX, modelFromMatch } from './tfs-rest-routes.js';
 
 export interface TfsRestApiOptions {
-  /** The in-process inference API. */
-  readonly service: InferenceService;
+  /** The in-process inference API; versions carry their assets (labels, image config). */
+  readonly service: InferenceService<ServableAssets>;
+  /** Image decodes in flight at once (encoded images in tf.Example features). Default: cores, at least 2. */
+  readonly imageDecodes?: ConcurrencyLimit | undefined;
   /** Largest request body as received, in bytes (TF Serving has no limit). */
   readonly bodyLimitBytes: number;
   /** Largest body after gzip decompression, in bytes (TF Serving: 100 MB). Default: bodyLimitBytes. */
@@ -18,13 +32,16 @@ export interface TfsRestApiOptions {
 }
 
 /**
- * TF Serving's REST API (docs/protocols.md): model status, metadata and predict;
- * classify/regress answer 501. Every response is `application/json`; errors are
+ * TF Serving's REST API (docs/protocols.md): model status, metadata, predict, classify and
+ * regress (tf.Examples, see shared/examples-inference.ts). Every response is `application/json`; errors are
  * `{"error": ...}` with TF Serving's status mapping. A `/v1/...` path that matches no
  * route is 400 "Malformed request", as TF Serving answers.
  */
 export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
   const { service } = options;
+  const examples = {
+    imageDecodes: options.imageDecodes ?? createConcurrencyLimit(Math.max(2, availableParallelism())),
+  };
   return {
     name: 'tfs-rest',
     requestTimeoutMs: options.requestTimeoutMs,
@@ -60,22 +77,31 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
         handle: async (ctx) => {
           const model = modelFromMatch(ctx.params!);
           const method = ctx.params![4]!.toLowerCase();
-          if (method !== 'predict') {
-            throw new ServingError(
-              Code.UNIMPLEMENTED,
-              `${method === 'classify' ? 'Classify' : 'Regress'} is not supported by this server: ONNX models expose predict signatures only; use :predict`,
-            );
-          }
           const call = { signal: ctx.signal, deadline: ctx.deadline };
           // Shed before reading the body when the model's queue is already too long; an
           // admitted request counts as queued until its run is submitted or it ends.
           ctx.res.once('close', service.admit(model, call));
-          const body = await ctx.readBody();
-          sendJson(
-            ctx.res,
-            200,
-            await predictTfsJson(service, model, parseTfsJsonText(body.toString('utf8')), call),
+          const bytes = await ctx.readBody();
+          // Statistics time the request from here (the body is in).
+          const timed = { ...call, arrivedAt: process.hrtime.bigint() };
+          if (method === 'predict') {
+            sendJson(ctx.res, 200, await predictTfsJson(service, model, parseTfsPredictJson(bytes), timed));
+            return;
+          }
+          const { signatureName, input } = parseTfsExamplesBody(parseTfsJsonText(bytes.toString('utf8')));
+          const answer = await service.withServable(
+            model,
+            async (servable) =>
+              method === 'classify'
+                ? encodeTfsClassifyResponse(
+                    (await classifyOn(servable, signatureName, input, examples, call)).results,
+                  )
+                : encodeTfsRegressResponse(
+                    (await regressOn(servable, signatureName, input, examples, call)).values,
+                  ),
+            timed,
           );
+          sendJson(ctx.res, 200, answer);
         },
       },
     ],

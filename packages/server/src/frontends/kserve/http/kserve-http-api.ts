@@ -185,16 +185,21 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
       methods: ['POST'],
       path: MODEL_INFER,
       handle: async (ctx) => {
-        const receivedAt = process.hrtime.bigint();
         const ref = modelRef(ctx.params!);
-        const body = await ctx.readBody();
-        const decodeStart = process.hrtime.bigint();
-        const request = decodeHttpInferRequest(body, header(ctx, INFERENCE_HEADER_CONTENT_LENGTH));
-        const decodeNs = Number(process.hrtime.bigint() - decodeStart);
+        const headerLength = header(ctx, INFERENCE_HEADER_CONTENT_LENGTH);
+        // The binary tensor data starts right after the JSON header: place it 8-byte aligned.
+        const alignAt = headerLength === undefined ? undefined : Number(headerLength);
+        const body = await ctx.readBody(undefined, {
+          alignAt: alignAt !== undefined && Number.isSafeInteger(alignAt) ? alignAt : undefined,
+        });
+        const arrivedAt = process.hrtime.bigint();
+        const request = decodeHttpInferRequest(body, headerLength);
         const encoded = await kserve.infer(ref, request, {
           signal: ctx.signal,
-          receivedAt,
-          decodeNs,
+          deadline: ctx.deadline,
+          arrivedAt,
+          // The body is this request's own: input tensors viewing it move to the worker with it.
+          ownedBuffers: body.buffer instanceof ArrayBuffer ? [body.buffer] : undefined,
           encode: (response) => {
             const requested = new Map(request.outputs?.map((o) => [o.name, o]));
             return encodeHttpInferResponse(

@@ -1,16 +1,8 @@
 /**
- * Per model version inference statistics (the counters Triton's statistics extension
- * reports), recorded by frontends for each request that reached a model version. Protocol
- * neutral: the KServe HTTP and gRPC bindings share one recorder.
- *
- * What is measured today, and where per-run timings plug in: a frontend measures its own
- * decoding (compute_input), the servable's predict call (compute_infer) and its encoding
- * (compute_output). The predict span includes the wait for a free worker instance and, with
- * batching, for the batch to form, because the runtime does not report them yet; until it
- * does, `queueNs` is left undefined, the queue counter still counts every request (clients
- * such as perf_analyzer key on it) with 0 ns, and `execution_count` counts requests, not
- * merged batch runs. When the runtime reports a run's queue wait and compute time, pass
- * them as `queueNs` and `inferNs`, and `executions` as the runs the request started.
+ * Per model version inference statistics: the counters Triton's statistics extension
+ * reports, kept by core for every request that ran a model version, whatever protocol it
+ * came in by (KServe, TF Serving REST and gRPC, /invocations). Requests and model runs
+ * are recorded apart: with batching, several requests share one run.
  */
 
 /** A count and the nanoseconds it accumulated. */
@@ -19,25 +11,38 @@ export interface StatisticDuration {
   readonly ns: number;
 }
 
-/** Where one successful request's time went, in nanoseconds. */
+/** Where one successful request's time went, in nanoseconds; the parts add up to `totalNs`. */
 export interface RequestTimings {
-  /** From the request's arrival to its encoded response (success duration). */
+  /** Batch items of the request (its dimension 0 for a model that batches, else 1). */
+  readonly items: number;
+  /** From the request's arrival to the end of its core call (success duration). */
   readonly totalNs: number;
-  /** Decoding and checking the inputs (compute_input). */
+  /** Arrival to the model run: decoding and checking the inputs (compute_input). */
   readonly inputNs: number;
-  /** Waiting for an instance / a batch (queue); undefined while the runtime does not report it. */
-  readonly queueNs?: number | undefined;
-  /** Running the model (compute_infer); includes the queue wait when `queueNs` is undefined. */
+  /** Waiting for an instance and, with batching, for the batch to form (queue). */
+  readonly queueNs: number;
+  /** The run: moving tensors to the worker and back, and the model itself (compute_infer). */
   readonly inferNs: number;
-  /** Post-processing and encoding the outputs (compute_output). */
+  /** The run's end to the end of the core call: post-processing, encoding (compute_output). */
   readonly outputNs: number;
 }
 
-/** Counters of one batch size (the request's dimension 0 for batching models, else 1). */
+/** One model run (a batch of merged requests with batching). */
+export interface ExecutionTimings {
+  /** Rows the model ran (padding included). */
+  readonly batchSize: number;
+  /** The model's own compute time (onnxruntime's run in the worker). */
+  readonly computeNs: number;
+}
+
+/** Counters of the runs of one batch size. */
 export interface BatchStatistics {
   readonly batchSize: number;
+  /** Runs (count); the runtime does not time input preparation apart from the run, so ns is 0. */
   readonly computeInput: StatisticDuration;
+  /** Runs and their compute time. */
   readonly computeInfer: StatisticDuration;
+  /** Runs (count); output extraction is not timed apart from the run, so ns is 0. */
   readonly computeOutput: StatisticDuration;
 }
 
@@ -45,9 +50,9 @@ export interface BatchStatistics {
 export interface VersionStatistics {
   /** Milliseconds since the epoch of the last request; 0 when none. */
   readonly lastInferenceMs: number;
-  /** Batch items inferred (sum of the successful requests' batch sizes). */
+  /** Batch items inferred (sum of the successful requests' items). */
   readonly inferenceCount: number;
-  /** Model runs (see the module comment: requests until the runtime reports runs). */
+  /** Model runs. */
   readonly executionCount: number;
   readonly success: StatisticDuration;
   readonly fail: StatisticDuration;
@@ -55,23 +60,23 @@ export interface VersionStatistics {
   readonly computeInput: StatisticDuration;
   readonly computeInfer: StatisticDuration;
   readonly computeOutput: StatisticDuration;
-  /** By batch size, ascending. */
+  /** By executed batch size, ascending. */
   readonly batches: readonly BatchStatistics[];
 }
 
-export interface InferenceStatistics {
-  /** One successful request of `batchSize` items. */
-  recordSuccess(
-    model: string,
-    version: number,
-    batchSize: number,
-    timings: RequestTimings,
-    executions?: number,
-  ): void;
-  /** One request that reached the version and failed after `totalNs`. */
-  recordFailure(model: string, version: number, totalNs: number): void;
+/** Reads the counters (what the statistics extension answers). */
+export interface InferenceStatisticsReader {
   /** The counters of a version; all zero when nothing was recorded. */
   snapshot(model: string, version: number): VersionStatistics;
+}
+
+export interface InferenceStatistics extends InferenceStatisticsReader {
+  /** One successful request. */
+  recordSuccess(model: string, version: number, timings: RequestTimings): void;
+  /** One request that reached the version and failed after `totalNs`. */
+  recordFailure(model: string, version: number, totalNs: number): void;
+  /** One model run. */
+  recordExecution(model: string, version: number, execution: ExecutionTimings): void;
   /** Drops a version's counters (on unload), or every version's when `version` is omitted. */
   forget(model: string, version?: number): void;
 }
@@ -142,29 +147,32 @@ export function createInferenceStatistics(options: InferenceStatisticsOptions = 
   };
 
   return {
-    recordSuccess(model, version, batchSize, timings, executions = 1) {
+    recordSuccess(model, version, timings) {
       const v = entry(model, version);
       v.lastInferenceMs = now();
-      v.inferenceCount += batchSize;
-      v.executionCount += executions;
+      v.inferenceCount += timings.items;
       add(v.success, timings.totalNs);
-      add(v.queue, timings.queueNs ?? 0);
+      add(v.queue, timings.queueNs);
       add(v.input, timings.inputNs);
       add(v.infer, timings.inferNs);
       add(v.output, timings.outputNs);
-      let batch = v.batches.get(batchSize);
-      if (batch === undefined) {
-        batch = { input: counter(), infer: counter(), output: counter() };
-        v.batches.set(batchSize, batch);
-      }
-      add(batch.input, timings.inputNs);
-      add(batch.infer, timings.inferNs);
-      add(batch.output, timings.outputNs);
     },
     recordFailure(model, version, totalNs) {
       const v = entry(model, version);
       v.lastInferenceMs = now();
       add(v.fail, totalNs);
+    },
+    recordExecution(model, version, execution) {
+      const v = entry(model, version);
+      v.executionCount++;
+      let batch = v.batches.get(execution.batchSize);
+      if (batch === undefined) {
+        batch = { input: counter(), infer: counter(), output: counter() };
+        v.batches.set(execution.batchSize, batch);
+      }
+      add(batch.input, 0);
+      add(batch.infer, execution.computeNs);
+      add(batch.output, 0);
     },
     snapshot(model, version) {
       const v = models.get(model)?.get(version);

@@ -1,0 +1,92 @@
+import { createGrpcWebChannel, createTfsGrpcStub } from '@visionserve/client/grpc-web';
+import { type ModelJson, models } from './api.js';
+import { h } from './dom.js';
+
+type Entry = Parameters<ReturnType<typeof createTfsGrpcStub>['reloadConfig']>[0][number];
+
+function entryOf(m: ModelJson): Entry {
+  const policy = m.versionPolicy as { kind: string; numVersions?: number; versions?: number[] } | null;
+  return {
+    name: m.name,
+    basePath: m.basePath,
+    versionPolicy:
+      policy?.kind === 'all'
+        ? { all: true }
+        : policy?.kind === 'specific'
+          ? { specific: policy.versions ?? [] }
+          : { latest: policy?.numVersions ?? 1 },
+    versionLabels: m.versionLabels,
+  };
+}
+
+export async function renderManage(view: HTMLElement, rerender: () => void): Promise<void> {
+  const list = await models();
+  const token = h('input', { id: 'manage-token', type: 'password', autocomplete: 'off' });
+  token.value = sessionStorage.getItem('visionserve-admin-token') ?? '';
+  const status = h('p', { role: 'status', id: 'manage-status' });
+  const apply = async (entries: Entry[], what: string): Promise<void> => {
+    sessionStorage.setItem('visionserve-admin-token', token.value);
+    const client = createTfsGrpcStub(createGrpcWebChannel({ baseUrl: '' }), {
+      ...(token.value === '' ? {} : { metadata: { authorization: `Bearer ${token.value}` } }),
+      defaultTimeoutMs: 300_000,
+    });
+    status.textContent = `${what}…`;
+    try {
+      await client.reloadConfig(entries);
+      status.textContent = `${what}: done.`;
+      rerender();
+    } catch (error) {
+      status.textContent = `${what} failed: ${String(error instanceof Error ? error.message : error)}`;
+    }
+  };
+  const name = h('input', { id: 'load-name', required: true });
+  const base = h('input', { id: 'load-path', required: true, size: '50' });
+  const load = h('button', { type: 'submit' }, 'Load');
+  const form = h(
+    'form',
+    { class: 'row' },
+    h('label', {}, 'Model name', name),
+    h('label', {}, 'Base path on the server', base),
+    load,
+  );
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    void apply([...list.map(entryOf), { name: name.value, basePath: base.value }], `Loading ${name.value}`);
+  });
+  view.replaceChildren(
+    h('h2', {}, 'Manage'),
+    h(
+      'p',
+      {},
+      'Loads, unloads and reloads go through ModelService.HandleReloadConfigRequest over gRPC-web, so the management guard (--admin_token_file, --disable_model_management) applies.',
+    ),
+    h('label', {}, 'Admin token (sent as Authorization: Bearer; empty when the guard is off)', token),
+    status,
+    h('h3', {}, 'Loaded models'),
+    h(
+      'ul',
+      {},
+      ...list.map((m) => {
+        const unload = h(
+          'button',
+          { type: 'button', class: 'secondary', 'aria-label': `Unload ${m.name}` },
+          'Unload',
+        );
+        const reload = h(
+          'button',
+          { type: 'button', class: 'secondary', 'aria-label': `Reload ${m.name}` },
+          'Reload',
+        );
+        unload.addEventListener('click', () => {
+          void apply(list.filter((x) => x !== m).map(entryOf), `Unloading ${m.name}`);
+        });
+        reload.addEventListener('click', () => {
+          void apply(list.map(entryOf), `Reloading ${m.name}`);
+        });
+        return h('li', {}, h('strong', {}, m.name), ` (${m.basePath}) `, unload, ' ', reload);
+      }),
+    ),
+    h('h3', {}, 'Load a model'),
+    form,
+  );
+}

@@ -1,0 +1,86 @@
+/**
+ * `inference.ModelInferResponse`, the gRPC inference response: written by the server with
+ * every output's data in `raw_output_contents` (one entry per output, in output order, as
+ * Triton answers and tritonclient reads), numeric data as views of the output tensors (no
+ * copy); decoded by the client.
+ */
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { invalidArgument } from '../errors.js';
+import { type Tensor, checkShape } from '../tensor.js';
+import { binaryOf, tensorFromBinary } from '../kserve/binary-tensor.js';
+import { datatypeOfDtype, isKServeDatatype } from '../kserve/datatype.js';
+import type { InferResponse } from '../kserve/infer-types.js';
+import { ModelInferResponseSchema } from '../gen/inference/inference_pb.js';
+import { varintBytes } from '../tfs-proto/wire-bytes.js';
+import { tensorFromContents } from './tensor-contents.js';
+
+/** ModelInferResponse.raw_output_contents. */
+const RAW_OUTPUT_CONTENTS_TAG = (6 << 3) | 2;
+
+/**
+ * Writes a ModelInferResponse as chunks whose concatenation is the serialized message:
+ * the small fields encoded by protobuf-es, then one `raw_output_contents` entry per output
+ * (a tag and length, then a view of numeric data or the length-prefixed BYTES). Fields
+ * stay in field-number order, so the bytes equal protobuf-es's encoding of the same message.
+ */
+export function writeModelInferResponse(response: InferResponse): Uint8Array[] {
+  const head = toBinary(
+    ModelInferResponseSchema,
+    create(ModelInferResponseSchema, {
+      modelName: response.modelName,
+      modelVersion: response.modelVersion,
+      id: response.id,
+      outputs: response.outputs.map((o) => ({
+        name: o.name,
+        datatype: datatypeOfDtype(o.tensor.dtype),
+        shape: o.tensor.shape.map(BigInt),
+      })),
+    }),
+  );
+  const chunks: Uint8Array[] = [head];
+  for (const o of response.outputs) {
+    const data = binaryOf(o.tensor);
+    chunks.push(new Uint8Array([RAW_OUTPUT_CONTENTS_TAG, ...varintBytes(data.byteLength)]));
+    if (data.byteLength > 0) chunks.push(data);
+  }
+  return chunks;
+}
+
+/**
+ * Decodes a ModelInferResponse: output i takes `raw_output_contents[i]` when present, else
+ * its typed `contents` (an output of no elements may have neither). Numeric raw data are
+ * views of `bytes` where aligned. INVALID_ARGUMENT for undecodable bytes and for data that
+ * does not match an output's datatype and shape.
+ */
+export function decodeModelInferResponse(bytes: Uint8Array): InferResponse {
+  let message;
+  try {
+    message = fromBinary(ModelInferResponseSchema, bytes);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : 'undecodable bytes';
+    throw invalidArgument(`Malformed inference.ModelInferResponse: ${reason}`);
+  }
+  const raw = message.rawOutputContents;
+  const outputs = message.outputs.map((output, i) => {
+    const what = `Output '${output.name.slice(0, 64)}'`;
+    if (!isKServeDatatype(output.datatype)) {
+      throw invalidArgument(`${what}: unknown datatype ${JSON.stringify(output.datatype.slice(0, 32))}`);
+    }
+    const shape = output.shape.map((d) => {
+      if (d < 0n || d > BigInt(Number.MAX_SAFE_INTEGER)) {
+        throw invalidArgument(`${what}: invalid dimension ${d.toString()}`);
+      }
+      return Number(d);
+    });
+    const count = checkShape(shape, what);
+    let tensor: Tensor;
+    if (i < raw.length) tensor = tensorFromBinary(output.datatype, shape, count, raw[i]!, what);
+    else if (output.contents !== undefined) {
+      tensor = tensorFromContents(output.datatype, shape, count, output.contents, what);
+    } else if (count === 0) {
+      tensor = tensorFromBinary(output.datatype, shape, 0, new Uint8Array(0), what);
+    } else throw invalidArgument(`${what}: the response carries no data for it`);
+    return { name: output.name, tensor };
+  });
+  return { modelName: message.modelName, modelVersion: message.modelVersion, id: message.id, outputs };
+}

@@ -1,0 +1,398 @@
+/**
+ * A fast reader for the TF Serving predict bodies that carry big tensors:
+ * `{"instances": <numbers>}`, `{"inputs": <numbers>}` and `{"inputs": {"name": <numbers>, ...}}`
+ * (with an optional `"signature_name"`), where `<numbers>` is a rectangular nested list of
+ * JSON numbers. It reads the UTF-8 bytes straight into one Float64Array per tensor with its
+ * shape, instead of building a JavaScript array per row and a heap number per element.
+ *
+ * Contract: for every body it accepts, the result is what JSON.parse followed by the general
+ * codec would give (same float64 values bit for bit, same shape); for anything else (other
+ * keys, strings with escapes, named rows, NaN/Infinity tokens, ragged lists, malformed text)
+ * it returns undefined and the caller takes the general path, whose errors are the contract.
+ */
+
+/**
+ * A rectangular nested list of JSON numbers read by readNumericPredictBody. Numbers of up
+ * to 15 significant digits are read exactly; longer ones (up to 18 digits, such as the
+ * 17-digit repr of a float32 widened to float64 that numpy's tolist() gives) are first
+ * approximated to within a few float64 ulps and made exact only where it matters: all of
+ * them for exactValues(), and for toFloat32() only those within a few ulps of a float32
+ * rounding boundary.
+ */
+export class PackedNumbers {
+  #resolved: boolean;
+
+  constructor(
+    /** Sizes of the nesting, outermost first; [] for a bare number. */
+    readonly shape: readonly number[],
+    private readonly values: Float64Array,
+    /** (index, start, end) of every approximated number: its text in `bytes`. */
+    private readonly inexact: Int32Array,
+    private readonly bytes: Uint8Array,
+  ) {
+    this.#resolved = inexact.length === 0;
+  }
+
+  /** Element count. */
+  get length(): number {
+    return this.values.length;
+  }
+
+  /** The numbers in row-major order, exactly as JSON.parse reads them. */
+  exactValues(): Float64Array {
+    if (!this.#resolved) {
+      for (let k = 0; k < this.inexact.length; k += 3) {
+        this.values[this.inexact[k]!] = exactNumber(this.bytes, this.inexact[k + 1]!, this.inexact[k + 2]!);
+      }
+      this.#resolved = true;
+    }
+    return this.values;
+  }
+
+  /** Writes Math.fround(exact value) of every number into `out` (as a float32 tensor gets them). */
+  toFloat32(out: Float32Array): void {
+    if (this.#resolved) {
+      out.set(this.values);
+      return;
+    }
+    out.set(this.values);
+    for (let k = 0; k < this.inexact.length; k += 3) {
+      const i = this.inexact[k]!;
+      if (!float32Safe(this.values[i]!, out[i]!)) {
+        out[i] = exactNumber(this.bytes, this.inexact[k + 1]!, this.inexact[k + 2]!);
+      }
+    }
+  }
+}
+
+const F32 = new Float32Array(1);
+const U32 = new Uint32Array(F32.buffer);
+
+/**
+ * True when `f` = fround(x) is also fround(v) for every v within 2^-48 of x (relative): x
+ * is not near a float32 rounding boundary (half a float32 ulp from f) nor at the edges of
+ * the float32 range, so the exact double would round to the same float32.
+ */
+function float32Safe(x: number, f: number): boolean {
+  F32[0] = f;
+  const bits = U32[0]!;
+  const exp = (bits >>> 23) & 0xff;
+  // Zero, subnormal or tiny (no ulp below), near overflow, non-finite: the exact path.
+  if (exp < 24 || exp >= 0xfe) return false;
+  // Below a power of two the lower neighbour is half as far.
+  if ((bits & 0x7fffff) === 0 && Math.abs(x) < Math.abs(f)) return false;
+  U32[0] = (exp - 23) << 23; // the float32 ulp at f: 2^(exp - 127 - 23)
+  const halfUlp = F32[0] / 2;
+  return halfUlp - Math.abs(x - f) > Math.abs(x) * MARGIN;
+}
+
+/** Relative distance from a boundary under which toFloat32 re-reads a number exactly. */
+const MARGIN = 2 ** -48;
+
+/** The number whose JSON text is bytes[start, end), as JSON.parse reads it. */
+function exactNumber(bytes: Uint8Array, start: number, end: number): number {
+  let text = '';
+  for (let i = start; i < end; i++) text += String.fromCharCode(bytes[i]!);
+  return Number(text);
+}
+
+/** A predict body the fast reader accepted: the JSON object with PackedNumbers for the tensors. */
+export type NumericPredictBody = Record<string, string | PackedNumbers | Record<string, PackedNumbers>>;
+
+/** Nesting deeper than this goes to the general path (which refuses beyond its own limit). */
+const MAX_DEPTH = 64;
+
+// 10^0 .. 10^22 are exact doubles: m * 10^e or m / 10^e with m < 2^53 is correctly rounded.
+const POW10 = Array.from({ length: 23 }, (_, i) => Number(`1e${i}`));
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+const LBRACKET = 0x5b;
+const RBRACKET = 0x5d;
+const LBRACE = 0x7b;
+const RBRACE = 0x7d;
+const MINUS = 0x2d;
+const PLUS = 0x2b;
+const DOT = 0x2e;
+const ZERO = 0x30;
+const NINE = 0x39;
+
+/** Thrown inside the reader to fall back; never escapes it. */
+const FALLBACK = new Error('not a numeric predict body');
+
+class Reader {
+  pos = 0;
+  /** Values of the tensor being read (grown by doubling, then copied out exactly sized). */
+  private scratch = new Float64Array(1024);
+  private count = 0;
+  /** (index, start, end) of the approximated numbers of the tensor being read. */
+  private inexact = new Int32Array(96);
+  private inexactCount = 0;
+
+  constructor(private readonly bytes: Uint8Array) {}
+
+  ws(): void {
+    const b = this.bytes;
+    let p = this.pos;
+    for (;;) {
+      const c = b[p];
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) p++;
+      else break;
+    }
+    this.pos = p;
+  }
+
+  expect(c: number): void {
+    this.ws();
+    if (this.bytes[this.pos] !== c) throw FALLBACK;
+    this.pos++;
+  }
+
+  /** A string of printable ASCII without escapes (keys, signature names); others fall back. */
+  string(): string {
+    this.expect(QUOTE);
+    const b = this.bytes;
+    const start = this.pos;
+    let p = start;
+    for (;;) {
+      const c = b[p];
+      if (c === undefined || c === BACKSLASH || c < 0x20 || c > 0x7e) throw FALLBACK;
+      if (c === QUOTE) break;
+      p++;
+    }
+    this.pos = p + 1;
+    let s = '';
+    for (let i = start; i < p; i += 4096) {
+      s += String.fromCharCode(...b.subarray(i, Math.min(p, i + 4096)));
+    }
+    return s;
+  }
+
+  /** A rectangular nested list of numbers (or one number). */
+  tensor(): PackedNumbers {
+    this.count = 0;
+    this.inexactCount = 0;
+    this.ws();
+    const shape: number[] = [];
+    if (this.bytes[this.pos] === LBRACKET) this.list(0, shape);
+    else this.number();
+    return new PackedNumbers(
+      shape,
+      this.scratch.slice(0, this.count),
+      this.inexact.slice(0, this.inexactCount),
+      this.bytes,
+    );
+  }
+
+  /**
+   * Reads a list at `depth`. Depth first, so the first list met at a depth is complete
+   * (and has fixed every deeper size) before any other list at that depth begins; each
+   * later list must match: same size, and numbers exactly at the innermost level.
+   */
+  private list(depth: number, shape: number[]): void {
+    if (depth >= MAX_DEPTH) throw FALLBACK;
+    const b = this.bytes;
+    this.pos++; // [
+    this.ws();
+    const known = depth < shape.length;
+    if (b[this.pos] === RBRACKET) {
+      this.pos++;
+      if (!known) shape.push(0);
+      else if (shape[depth] !== 0) throw FALLBACK;
+      return;
+    }
+    if (!known) shape.push(-1);
+    const nested = b[this.pos] === LBRACKET;
+    if (known && nested !== depth < shape.length - 1) throw FALLBACK;
+    let n = 0;
+    for (;;) {
+      this.ws();
+      if (nested) {
+        if (b[this.pos] !== LBRACKET) throw FALLBACK;
+        this.list(depth + 1, shape);
+      } else {
+        this.number();
+      }
+      n++;
+      this.ws();
+      const c = b[this.pos++];
+      if (c === COMMA) continue;
+      if (c === RBRACKET) break;
+      throw FALLBACK;
+    }
+    if (shape[depth] === -1) shape[depth] = n;
+    else if (shape[depth] !== n) throw FALLBACK;
+  }
+
+  private push(v: number): void {
+    if (this.count === this.scratch.length) {
+      const grown = new Float64Array(this.scratch.length * 2);
+      grown.set(this.scratch);
+      this.scratch = grown;
+    }
+    this.scratch[this.count++] = v;
+  }
+
+  /**
+   * Reads a JSON number and appends it: exact up to 15 significant digits, approximated
+   * (and recorded as inexact) for 16 to 18, exact through V8 beyond or for big exponents.
+   */
+  number(): void {
+    const b = this.bytes;
+    const start = this.pos;
+    let p = start;
+    let negative = false;
+    if (b[p] === MINUS) {
+      negative = true;
+      p++;
+    }
+    // Significant digits 1..9 in `hi`, 10..18 in `lo` (int32 arithmetic in the loops).
+    let hi = 0;
+    let lo = 0;
+    let digits = 0; // significant digits (leading zeros excluded)
+    let exponent = 0; // of the last digit counted
+    let c = b[p]!;
+    if (c === ZERO) {
+      p++;
+      c = b[p]!;
+      if (c >= ZERO && c <= NINE) throw FALLBACK; // leading zero
+    } else if (c > ZERO && c <= NINE) {
+      do {
+        if (digits < 9) hi = (hi * 10 + (c - ZERO)) | 0;
+        else if (digits < 18) lo = (lo * 10 + (c - ZERO)) | 0;
+        else exponent++;
+        digits++;
+        c = b[++p]!;
+      } while (c >= ZERO && c <= NINE);
+    } else {
+      throw FALLBACK; // NaN, Infinity, strings, objects, end of input, ...
+    }
+    if (c === DOT) {
+      c = b[++p]!;
+      if (!(c >= ZERO && c <= NINE)) throw FALLBACK;
+      do {
+        if (digits === 0 && c === ZERO) {
+          exponent--; // leading zeros of a fraction
+        } else {
+          if (digits < 9) hi = (hi * 10 + (c - ZERO)) | 0;
+          else if (digits < 18) lo = (lo * 10 + (c - ZERO)) | 0;
+          else exponent++; // not kept (such numbers take the exact path below)
+          digits++;
+          exponent--;
+        }
+        c = b[++p]!;
+      } while (c >= ZERO && c <= NINE);
+    }
+    if (c === 0x65 || c === 0x45) {
+      c = b[++p]!;
+      let expNegative = false;
+      if (c === MINUS || c === PLUS) {
+        expNegative = c === MINUS;
+        c = b[++p]!;
+      }
+      if (!(c >= ZERO && c <= NINE)) throw FALLBACK;
+      let e = 0;
+      do {
+        if (e < 100_000) e = e * 10 + (c - ZERO);
+        c = b[++p]!;
+      } while (c >= ZERO && c <= NINE);
+      exponent += expNegative ? -e : e;
+    }
+    this.pos = p;
+    if (exponent < -22 || exponent > 22 || digits > 18) {
+      // Big exponents or very long numbers: V8 rounds the text, as JSON.parse does.
+      this.push(exactNumber(b, start, p));
+      return;
+    }
+    // m = hi * 10^(digits - 9) + lo: exact below 10^15 (< 2^53), one rounding above.
+    const m = digits <= 9 ? hi : hi * POW10[digits - 9]! + lo;
+    // 10^|exponent| is exact: one more correctly rounded operation.
+    const value = exponent < 0 ? m / POW10[-exponent]! : m * POW10[exponent]!;
+    // Up to 15 digits that is the correctly rounded value; beyond, within 2 ulps of it.
+    if (digits > 15) this.markInexact(start, p);
+    this.push(negative ? -value : value);
+  }
+
+  private markInexact(start: number, end: number): void {
+    if (this.inexactCount + 3 > this.inexact.length) {
+      const grown = new Int32Array(this.inexact.length * 2);
+      grown.set(this.inexact);
+      this.inexact = grown;
+    }
+    this.inexact[this.inexactCount++] = this.count;
+    this.inexact[this.inexactCount++] = start;
+    this.inexact[this.inexactCount++] = end;
+  }
+
+  end(): void {
+    this.ws();
+    if (this.pos !== this.bytes.length) throw FALLBACK;
+  }
+}
+
+/**
+ * Reads a predict body of the shapes above into PackedNumbers; undefined for any other
+ * body (the caller then parses it with JSON.parse and the general codec).
+ */
+export function readNumericPredictBody(bytes: Uint8Array): NumericPredictBody | undefined {
+  // Only worth it, and only tried, when the body is big enough to hold a real tensor.
+  if (bytes.byteLength < 256) return undefined;
+  const r = new Reader(bytes);
+  try {
+    const body: NumericPredictBody = {};
+    r.expect(LBRACE);
+    for (;;) {
+      const key = r.string();
+      if (Object.hasOwn(body, key)) return undefined; // duplicate keys: JSON.parse keeps the last
+      r.expect(COLON);
+      if (key === 'signature_name') {
+        body[key] = r.string();
+      } else if (key === 'instances') {
+        r.ws();
+        if (bytes[r.pos] !== LBRACKET) return undefined;
+        body[key] = r.tensor();
+      } else if (key === 'inputs') {
+        r.ws();
+        if (bytes[r.pos] === LBRACE) {
+          r.pos++;
+          const named: Record<string, PackedNumbers> = {};
+          r.ws();
+          if (bytes[r.pos] === RBRACE) return undefined;
+          for (;;) {
+            const name = r.string();
+            if (Object.hasOwn(named, name) || name === '__proto__' || name === 'b64') return undefined;
+            r.expect(COLON);
+            Object.defineProperty(named, name, {
+              value: r.tensor(),
+              enumerable: true,
+              writable: true,
+              configurable: true,
+            });
+            r.ws();
+            const c = bytes[r.pos++];
+            if (c === COMMA) continue;
+            if (c === RBRACE) break;
+            return undefined;
+          }
+          body[key] = named;
+        } else {
+          body[key] = r.tensor();
+        }
+      } else {
+        return undefined;
+      }
+      r.ws();
+      const c = bytes[r.pos++];
+      if (c === COMMA) continue;
+      if (c === RBRACE) break;
+      return undefined;
+    }
+    r.end();
+    return body;
+  } catch (error) {
+    if (error === FALLBACK) return undefined;
+    throw error;
+  }
+}
