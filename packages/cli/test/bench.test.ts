@@ -211,7 +211,8 @@ describe('sweep layouts and suites', () => {
   });
 
   it('parses --suite lists in canonical order', () => {
-    assert.deepEqual(parseSuites('all'), ['latency', 'sweep', 'cold-start']);
+    assert.deepEqual(parseSuites('all'), ['latency', 'sweep', 'cold-start', 'overload']);
+    assert.deepEqual(parseSuites('overload,latency'), ['latency', 'overload']);
     assert.deepEqual(parseSuites('cold-start,latency'), ['latency', 'cold-start']);
     assert.equal(parseSuites('latency,nope'), undefined);
     assert.equal(parseSuites(' , '), undefined);
@@ -483,7 +484,10 @@ describe('runBench (short)', () => {
         assert.ok(r.batching?.timeoutMicros === 0);
       }
       assert.ok(sweep.floors[0]!.before.p50 > 0 && sweep.floors[0]!.after.p50 > 0);
-      assert.deepEqual(sweep.serverArgs, ['--max_queue_wait_ms=0', '--enable_serialization_as_tensor_content']);
+      assert.deepEqual(sweep.serverArgs, [
+        '--max_queue_wait_ms=0',
+        '--enable_serialization_as_tensor_content',
+      ]);
       const cold = report.coldStart!;
       assert.deepEqual(
         cold.rows.map((r) => r.warmup),
@@ -574,7 +578,10 @@ describe('runBench (short)', () => {
       assert.match(md, /### Overload/);
       assert.match(md, /\| MobileNetV2 int8 gRPC \| [\d.]+ \(2\) \|/);
       assert.match(md, /\| goodput ≥ 80 % of capacity \| \*\*(PASS|FAIL)\*\*/);
-      assert.match(md, /\| every request not answered OK gets UNAVAILABLE \/ RESOURCE_EXHAUSTED \| \*\*PASS\*\*/);
+      assert.match(
+        md,
+        /\| every request not answered OK gets UNAVAILABLE \/ RESOURCE_EXHAUSTED \| \*\*PASS\*\*/,
+      );
     } finally {
       await rm(root, { recursive: true, force: true });
     }

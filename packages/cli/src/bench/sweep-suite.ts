@@ -183,7 +183,11 @@ export async function runSweepSuite(o: SweepSuiteOptions): Promise<SweepReport> 
   }
   const after = await measureFloors(o, 'after');
   return {
-    serverArgs: [...NO_SHEDDING, ...o.serverFlags.filter((f) => !f.startsWith('--model_config_file=')), ...extra],
+    serverArgs: [
+      ...NO_SHEDDING,
+      ...o.serverFlags.filter((f) => !f.startsWith('--model_config_file=')),
+      ...extra,
+    ],
     encoding: o.encoding,
     concurrencies: o.concurrencies,
     durationMs: o.durationMs,
