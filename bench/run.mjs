@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run bench`: every suite (latency, sweep, cold-start) with the committed settings; the
+// `npm run bench`: every suite (latency, sweep, cold-start, overload) with the committed settings; the
 // estimated duration is printed first and one progress line per step goes to stderr.
 // Results: bench/results/latest/{results.md,results.json,chart.svg}. Extra arguments go to
 // `visionserve bench` and override these (e.g. `npm run bench -- --suite latency`).

@@ -11,10 +11,20 @@ import { PATHS, PATH_IDS, type PathId } from './bench/bench-paths.js';
 import { type BenchPlan, formatDuration } from './bench/bench-plan.js';
 import { formatMarkdown } from './bench/bench-report.js';
 import { SUITES, SUITE_IDS, type SuiteId, parseSuites } from './bench/bench-suites.js';
-import { type BenchOptions, type BenchTargets, runBench, planFor, suiteCases } from './bench/run-bench.js';
+import { isCpuList } from './bench/cpu-affinity.js';
+import { DEFAULT_OVERLOAD, OVERLOAD_PROTOCOLS, type OverloadOptions } from './bench/overload-suite.js';
+import {
+  type BenchOptions,
+  type BenchTargets,
+  overloadOptions,
+  runBench,
+  planFor,
+  suiteCases,
+} from './bench/run-bench.js';
 import { DEFAULT_SWEEP_CONCURRENCY, DEFAULT_SWEEP_CONFIGS, parseSweepConfig } from './bench/sweep-configs.js';
 import {
   type Command,
+  type ParsedValues,
   UsageError,
   choiceOption,
   createProgress,
@@ -67,6 +77,21 @@ Sweep:
                              or typed; also used by cold-start
 Cold start:
   --cold-requests N          Predict calls per case after the first (default 30)
+Overload (issue 9's load test; admission flags go to the server with --server-arg):
+  --overload-protocols LIST  grpc,rest (default both; a fresh server each)
+  --overload-factor F        offered rate = F × measured capacity (default ${DEFAULT_OVERLOAD.factor})
+  --overload-duration-s S    open loop length (default ${DEFAULT_OVERLOAD.durationMs / 1000})
+  --overload-after-s S       RSS followed this long after the last answer (default ${DEFAULT_OVERLOAD.afterMs / 1000})
+  --capacity-duration-s S    per closed-loop capacity point (default ${DEFAULT_OVERLOAD.capacityDurationMs / 1000})
+  --capacity-concurrency L   closed-loop concurrencies tried until two bring no gain
+                             (default ${DEFAULT_OVERLOAD.capacityConcurrencies.join(',')})
+  --arrivals poisson|fixed   open-loop arrivals (default ${DEFAULT_OVERLOAD.arrivals})
+  --overload-timeout-ms MS   per request, also sent as grpc-timeout (default ${DEFAULT_OVERLOAD.timeoutMs})
+  --overload-short           smoke test: 3 s open loop, 3 s after, 1 s capacity points at 1,4,16,
+                             1 s settle before the open loop (default 3 s)
+                             (the flags above still override it)
+  --server-cpus LIST         start the overload servers under taskset --cpu-list LIST
+  --client-cpus LIST         move this process (the load generator) to LIST for the overload suite
 Servers:
   --server-arg FLAG          extra flag for every started server and the in-process core (repeatable),
                              e.g. --server-arg=--model_instances=1
@@ -95,6 +120,12 @@ function describePlan(plan: BenchPlan, options: BenchOptions): string {
   add('latency', plan.latency, `${options.paths.length} paths, ${options.repeat} round(s)`);
   add('sweep', plan.sweep, `${options.sweep?.configs?.length ?? DEFAULT_SWEEP_CONFIGS.length} layouts`);
   add('cold-start', plan.coldStart, `${options.coldStartRequests ?? 30} requests`);
+  const o = overloadOptions(options);
+  add(
+    'overload',
+    plan.overload,
+    `${o.protocols.join(' and ')}, ${o.factor}× capacity for ${formatDuration(o.durationMs / 1000)}, RSS ${formatDuration(o.afterMs / 1000)} after`,
+  );
   return `visionserve bench: ${parts.join('; ')}. Estimated ${formatDuration(plan.estimateS)} in all.`;
 }
 
@@ -123,6 +154,17 @@ export function parseBenchArgs(argv: readonly string[]): {
     'sweep-concurrency': { type: 'string' },
     'sweep-encoding': { type: 'string' },
     'cold-requests': { type: 'string' },
+    'overload-protocols': { type: 'string' },
+    'overload-factor': { type: 'string' },
+    'overload-duration-s': { type: 'string' },
+    'overload-after-s': { type: 'string' },
+    'capacity-duration-s': { type: 'string' },
+    'capacity-concurrency': { type: 'string' },
+    arrivals: { type: 'string' },
+    'overload-timeout-ms': { type: 'string' },
+    'overload-short': { type: 'boolean' },
+    'server-cpus': { type: 'string' },
+    'client-cpus': { type: 'string' },
     'server-arg': { type: 'string', multiple: true },
     grpc: { type: 'string' },
     'grpc-tensor-content': { type: 'string' },
@@ -185,6 +227,7 @@ export function parseBenchArgs(argv: readonly string[]): {
   if (external && suites.some((s) => s !== 'latency'))
     throw new UsageError('--grpc/--rest/--invocations measure a running server: only with --suite latency');
   const coldRequests = numberOption(values, 'cold-requests', { min: 2, max: 100_000, integer: true });
+  const overload = parseOverloadArgs(values);
   const options: BenchOptions = {
     suites,
     ...(casesList ? { cases: casesList } : {}),
@@ -209,12 +252,67 @@ export function parseBenchArgs(argv: readonly string[]): {
       ...(encoding ? { encoding } : {}),
     },
     ...(coldRequests !== undefined ? { coldStartRequests: coldRequests } : {}),
+    ...(Object.keys(overload).length > 0 ? { overload } : {}),
   };
   return {
     options,
     outDir: resolve(stringOption(values, 'out') ?? 'bench-results'),
     json: flag(values, 'json'),
     planOnly: flag(values, 'plan'),
+  };
+}
+
+/** The overload suite's settings given on the command line (`--overload-short` first, then the explicit ones). */
+function parseOverloadArgs(values: ParsedValues): Partial<OverloadOptions> {
+  const protocols = listOption(values, 'overload-protocols')?.map((p) => {
+    if (!(OVERLOAD_PROTOCOLS as readonly string[]).includes(p))
+      throw new UsageError(
+        `unknown protocol "${p}" (--overload-protocols: ${OVERLOAD_PROTOCOLS.join(', ')})`,
+      );
+    return p as OverloadOptions['protocols'][number];
+  });
+  const concurrencies = listOption(values, 'capacity-concurrency')?.map((c) => {
+    const n = Number(c);
+    if (!Number.isInteger(n) || n < 1 || n > 1024)
+      throw new UsageError(`--capacity-concurrency expects integers in [1, 1024], got "${c}"`);
+    return n;
+  });
+  const seconds = (name: string, min: number): number | undefined => {
+    const s = numberOption(values, name, { min });
+    return s === undefined ? undefined : s * 1000;
+  };
+  const cpus = (name: string): string | undefined => {
+    const text = stringOption(values, name);
+    if (text !== undefined && !isCpuList(text))
+      throw new UsageError(`--${name} expects a CPU list such as 0 or 0,1 or 0-3, got "${text}"`);
+    return text;
+  };
+  const given: Partial<Record<keyof OverloadOptions, unknown>> = {
+    protocols,
+    factor: numberOption(values, 'overload-factor', { min: 0.01, max: 100 }),
+    durationMs: seconds('overload-duration-s', 0.1),
+    afterMs: seconds('overload-after-s', 0),
+    capacityDurationMs: seconds('capacity-duration-s', 0.1),
+    capacityConcurrencies: concurrencies ? [...new Set(concurrencies)].sort((a, b) => a - b) : undefined,
+    arrivals: choiceOption(values, 'arrivals', ['poisson', 'fixed'] as const),
+    timeoutMs: numberOption(values, 'overload-timeout-ms', { min: 1 }),
+    serverCpus: cpus('server-cpus'),
+    clientCpus: cpus('client-cpus'),
+  };
+  const short: Partial<OverloadOptions> = flag(values, 'overload-short')
+    ? {
+        durationMs: 3000,
+        afterMs: 3000,
+        capacityDurationMs: 1000,
+        capacityConcurrencies: [1, 4, 16],
+        settleMs: 1000,
+      }
+    : {};
+  return {
+    ...short,
+    ...(Object.fromEntries(
+      Object.entries(given).filter(([, v]) => v !== undefined),
+    ) as Partial<OverloadOptions>),
   };
 }
 

@@ -211,7 +211,8 @@ describe('sweep layouts and suites', () => {
   });
 
   it('parses --suite lists in canonical order', () => {
-    assert.deepEqual(parseSuites('all'), ['latency', 'sweep', 'cold-start']);
+    assert.deepEqual(parseSuites('all'), ['latency', 'sweep', 'cold-start', 'overload']);
+    assert.deepEqual(parseSuites('overload,latency'), ['latency', 'overload']);
     assert.deepEqual(parseSuites('cold-start,latency'), ['latency', 'cold-start']);
     assert.equal(parseSuites('latency,nope'), undefined);
     assert.equal(parseSuites(' , '), undefined);
@@ -352,7 +353,7 @@ describe('visionserve bench arguments', () => {
       '--cold-requests=9',
       '--plan',
     ]);
-    assert.deepEqual(a.options.suites, ['latency', 'sweep', 'cold-start']);
+    assert.deepEqual(a.options.suites, ['latency', 'sweep', 'cold-start', 'overload']);
     assert.deepEqual(
       a.options.sweep?.configs?.map((c) => c.name),
       ['1x1', '2x1+b0'],
@@ -483,7 +484,10 @@ describe('runBench (short)', () => {
         assert.ok(r.batching?.timeoutMicros === 0);
       }
       assert.ok(sweep.floors[0]!.before.p50 > 0 && sweep.floors[0]!.after.p50 > 0);
-      assert.deepEqual(sweep.serverArgs, ['--enable_serialization_as_tensor_content']);
+      assert.deepEqual(sweep.serverArgs, [
+        '--max_queue_wait_ms=0',
+        '--enable_serialization_as_tensor_content',
+      ]);
       const cold = report.coldStart!;
       assert.deepEqual(
         cold.rows.map((r) => r.warmup),
@@ -501,6 +505,83 @@ describe('runBench (short)', () => {
       assert.match(md, /\| MobileNetV2 int8 \| 1 × 1 \+ batching \(max 8, timeout 0\) \| \d+ \(/);
       assert.match(md, /### First requests after a load/);
       assert.doesNotMatch(md, /### Latency suite/);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('overload suite (smoke): capacity, open loop at 3x, refusals only as UNAVAILABLE / RESOURCE_EXHAUSTED or 503 / 429, never a reset; no folder left', async () => {
+    const root = await tempRoot();
+    const steps: string[] = [];
+    let planned = 0;
+    try {
+      const report = await runBench({
+        ...SHORT,
+        suites: ['overload'],
+        paths: [],
+        // A short queue limit, so that a 1 s open loop at 3x capacity surely sheds.
+        serverArgs: ['--model_instances=1', '--max_queue_wait_ms=50'],
+        overload: {
+          capacityConcurrencies: [2],
+          capacityDurationMs: 300,
+          settleMs: 200,
+          durationMs: 1000,
+          afterMs: 0,
+        },
+        tempRoot: root,
+        onPlan: (p) => {
+          planned = p.steps;
+        },
+        onStep: (text) => steps.push(text),
+      });
+      assert.deepEqual(await readdir(root), [], 'temporary folder removed');
+      assert.equal(steps.length, planned, 'every planned step reported');
+      const o = report.overload!;
+      assert.equal(o.factor, 3);
+      assert.deepEqual(
+        o.runs.map((r) => r.protocol),
+        ['grpc', 'rest'],
+      );
+      const refusals: Record<string, readonly string[]> = {
+        grpc: ['UNAVAILABLE', 'RESOURCE_EXHAUSTED'],
+        rest: ['HTTP 503', 'HTTP 429'],
+      };
+      for (const r of o.runs) {
+        const what = JSON.stringify({ ...r, capacity: undefined });
+        assert.equal(r.skipped, undefined, what);
+        assert.ok(r.capacity!.throughput > 0 && r.capacity!.points.length === 1, JSON.stringify(r.capacity));
+        assert.ok(r.requestBytes! > 600_000);
+        const open = r.open!;
+        assert.ok(open.ratePerSecond > 2.9 * r.capacity!.throughput, what);
+        assert.ok(open.sent > 0);
+        const counted = Object.values(open.counts).reduce((a, b) => a + b, 0);
+        const labelled = Object.values(open.labels).reduce((a, b) => a + b, 0);
+        assert.equal(counted, open.sent);
+        assert.equal(labelled, open.sent);
+        // Every request is answered: OK or refused the agreed way; no reset, timeout or other error.
+        assert.ok(open.counts.ok! > 0, what);
+        assert.ok(open.counts.shed! + open.counts['shed-429']! > 0, `nothing was shed: ${what}`);
+        assert.equal(open.counts.ok! + open.counts.shed! + open.counts['shed-429']!, open.sent, what);
+        for (const label of Object.keys(open.labels))
+          assert.ok(label === 'OK' || label === 'HTTP 200' || refusals[r.protocol]!.includes(label), what);
+        for (const m of Object.keys(open.messages)) assert.match(m, /overloaded|deadline/i, what);
+        assert.equal(open.rejection.n, open.counts.shed! + open.counts['shed-429']!);
+        assert.ok(open.accepted.n === open.counts.ok && open.accepted.p99 > 0);
+        assert.ok(r.rss!.idleMiB > 0 && r.rss!.peakMiB > 0 && r.rss!.afterMiB > 0, JSON.stringify(r.rss));
+        assert.deepEqual(
+          r.targets!.map((t) => t.id),
+          ['goodput', 'accepted-p99', 'rejected-as-shed', 'rejection-time', 'rss-peak', 'rss-after'],
+        );
+        assert.equal(r.loadAverageBefore.length, 3);
+      }
+      const md = formatMarkdown(report);
+      assert.match(md, /### Overload/);
+      assert.match(md, /\| MobileNetV2 int8 gRPC \| [\d.]+ \(2\) \|/);
+      assert.match(md, /\| goodput ≥ 80 % of capacity \| \*\*(PASS|FAIL)\*\*/);
+      assert.match(
+        md,
+        /\| every request not answered OK gets UNAVAILABLE \/ RESOURCE_EXHAUSTED \| \*\*PASS\*\*/,
+      );
     } finally {
       await rm(root, { recursive: true, force: true });
     }

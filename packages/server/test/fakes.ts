@@ -271,6 +271,7 @@ export function fakeInferenceService<A = undefined>(
     },
     admit() {
       calls.admit++;
+      return () => undefined;
     },
     status(spec) {
       calls.status++;

@@ -175,6 +175,33 @@ describe('onnx runtime: worker failures and back-pressure', () => {
   });
 });
 
+describe('onnx runtime: pressure for admission', () => {
+  it('estimates the wait of a new run, counting runs admitted but not submitted yet', async () => {
+    const base = await stageModel('mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
+    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1 });
+    const session = await factory.load(source('mobilenet', base));
+    const one = (): Record<string, Tensor> => ({
+      input: { dtype: 'float32', shape: [1, 3, 224, 224], data: new Float32Array(3 * 224 * 224) },
+    });
+    try {
+      await session.run(one());
+      const idle = session.pressure!();
+      const runMs = idle.runMs;
+      assert.ok(runMs > 0);
+      assert.deepEqual(idle, { queued: 0, estimatedWaitMs: 0, runMs });
+      // Idle instance: the first admitted request takes it; the next waits for it.
+      assert.equal(session.pressure!(1).estimatedWaitMs, 0.5 * runMs);
+      assert.deepEqual(session.pressure!(3), { queued: 3, estimatedWaitMs: 2.5 * runMs, runMs });
+      const running = session.run(one());
+      const busy = session.pressure!(2);
+      assert.deepEqual(busy, { queued: 2, estimatedWaitMs: 2.5 * runMs, runMs });
+      await running;
+    } finally {
+      await session.close();
+    }
+  });
+});
+
 describe('onnxruntime failure codes', () => {
   it('blames the request only when onnxruntime says the input is wrong', () => {
     assert.equal(

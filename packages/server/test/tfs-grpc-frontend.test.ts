@@ -28,6 +28,7 @@ import type { Signature } from '../src/core/signature.js';
 import { createJsonLogger } from '../src/util/logger.js';
 import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
 import { createTfsGrpcServices } from '../src/frontends/tfs-grpc/index.js';
+import { modelSpecFromHead } from '../src/frontends/tfs-grpc/tfs-grpc-frontend.js';
 import { ModelService, PredictionService, TFS_CLIENT_METHODS, grpcPath } from './grpc-js-methods.js';
 
 const SIGNATURE: Signature = {
@@ -286,6 +287,78 @@ describe('TF Serving gRPC frontend', () => {
     const seen = service.predictions.at(-1)!;
     assert.equal(seen.model.label, 'stable');
     assert.equal(seen.model.version, undefined);
+  });
+
+  it('sheds a Predict on the head of its message, before the tensors are read', async () => {
+    const named: ModelSpec[] = [];
+    let released = 0;
+    const admit = service.admit.bind(service);
+    service.admit = (spec) => {
+      named.push(spec);
+      if (spec.label === 'busy') {
+        throw new ServingError(Code.UNAVAILABLE, 'Server is overloaded: model half is busy', {
+          reason: 'overloaded',
+        });
+      }
+      return () => {
+        released++;
+      };
+    };
+    try {
+      const handled = service.predictions.length;
+      const big: Tensor = { dtype: 'float32', shape: [100_000, 3], data: new Float32Array(300_000) };
+      await rejectsWith(
+        call(
+          client,
+          TFS_CLIENT_METHODS.predict,
+          predictRequest('half', big, { asTensorContent: true, label: 'busy' }),
+        ),
+        grpc.status.UNAVAILABLE,
+        /overloaded: model half is busy/,
+      );
+      assert.equal(service.predictions.length, handled, 'refused before the handler');
+      const response = await call(
+        client,
+        TFS_CLIENT_METHODS.predict,
+        predictRequest('half', X, { version: 7n }),
+      );
+      assert.deepEqual(response.outputs.y!.floatVal, Y);
+      assert.deepEqual(
+        named.map((m) => [m.name, m.version, m.label]),
+        [
+          ['half', undefined, 'busy'],
+          ['half', 7, undefined],
+        ],
+      );
+      for (let i = 0; i < 100 && released === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(released, 1, 'the admitted call was released when it ended');
+    } finally {
+      service.admit = admit;
+    }
+  });
+
+  it('reads the model_spec from the head of a PredictRequest only when it comes first and whole', () => {
+    const bytes = (init: Parameters<typeof predictRequest>[2]) =>
+      toBinary(PredictRequestSchema, predictRequest('half', X, init));
+    assert.deepEqual(modelSpecFromHead(bytes({ version: 4n })), {
+      name: 'half',
+      version: 4,
+      label: undefined,
+      signatureName: undefined,
+    });
+    assert.equal(modelSpecFromHead(bytes({ label: 'stable' }).subarray(0, 1024))?.label, 'stable');
+    assert.equal(modelSpecFromHead(bytes({}).subarray(0, 4)), undefined, 'cut inside the model_spec');
+    // Inputs first (field 2), model_spec after: not in the head's first field.
+    const reordered = Buffer.concat([
+      toBinary(
+        PredictRequestSchema,
+        create(PredictRequestSchema, { inputs: predictRequest('half', X).inputs }),
+      ),
+      toBinary(PredictRequestSchema, create(PredictRequestSchema, { modelSpec: { name: 'half' } })),
+    ]);
+    assert.equal(modelSpecFromHead(reordered), undefined);
+    assert.equal(modelSpecFromHead(Uint8Array.of(0x0a, 0xff, 0xff, 0xff, 0xff, 0xff)), undefined);
+    assert.equal(modelSpecFromHead(new Uint8Array(0)), undefined);
   });
 
   it('answers with tensor_content when serializeAsTensorContent is set', async () => {

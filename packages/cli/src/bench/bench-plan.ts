@@ -4,6 +4,7 @@
  */
 import { CASES, type CaseId } from './bench-cases.js';
 import { type PathId, isFloorPath } from './bench-paths.js';
+import { CAPACITY_WARMUP_MS, overloadRunSteps } from './overload-suite.js';
 import type { LoopMode } from './path-runner.js';
 
 /** Seconds from spawning a server to "ready" (model loads and warmup) on a busy 2-core box. */
@@ -42,6 +43,16 @@ export interface ColdStartPlanInput {
   readonly requests: number;
 }
 
+export interface OverloadPlanInput {
+  readonly cases: readonly CaseId[];
+  readonly protocols: number;
+  readonly capacityConcurrencies: readonly number[];
+  readonly capacityDurationMs: number;
+  readonly settleMs: number;
+  readonly durationMs: number;
+  readonly afterMs: number;
+}
+
 export interface SuitePlan {
   /** Progress steps (blocks, server starts). */
   readonly steps: number;
@@ -52,6 +63,7 @@ export interface BenchPlan {
   readonly latency?: SuitePlan;
   readonly sweep?: SuitePlan;
   readonly coldStart?: SuitePlan;
+  readonly overload?: SuitePlan;
   readonly steps: number;
   readonly estimateS: number;
 }
@@ -123,19 +135,38 @@ export function planColdStart(i: ColdStartPlanInput): SuitePlan {
   return { steps: 2 * (1 + i.cases.length), estimateS: ms / 1000 + 2 * SERVER_START_S };
 }
 
+/**
+ * Every capacity point counted (the search usually stops earlier, so this is an upper
+ * bound), plus the settle time, the open loop with a second to drain, and the time after.
+ */
+export function planOverload(i: OverloadPlanInput): SuitePlan {
+  const runs = i.cases.length * i.protocols;
+  const capacityMs =
+    i.capacityConcurrencies.length *
+    (Math.min(CAPACITY_WARMUP_MS, i.capacityDurationMs) + i.capacityDurationMs);
+  const runMs = capacityMs + i.settleMs + i.durationMs + 1000 + i.afterMs;
+  return {
+    steps: runs * overloadRunSteps(i),
+    estimateS: runs * (runMs / 1000 + SERVER_START_S),
+  };
+}
+
 export function planBench(parts: {
   readonly latency?: LatencyPlanInput;
   readonly sweep?: SweepPlanInput;
   readonly coldStart?: ColdStartPlanInput;
+  readonly overload?: OverloadPlanInput;
 }): BenchPlan {
   const latency = parts.latency ? planLatency(parts.latency) : undefined;
   const sweep = parts.sweep ? planSweep(parts.sweep) : undefined;
   const coldStart = parts.coldStart ? planColdStart(parts.coldStart) : undefined;
-  const all = [latency, sweep, coldStart].filter((p): p is SuitePlan => p !== undefined);
+  const overload = parts.overload ? planOverload(parts.overload) : undefined;
+  const all = [latency, sweep, coldStart, overload].filter((p): p is SuitePlan => p !== undefined);
   return {
     ...(latency ? { latency } : {}),
     ...(sweep ? { sweep } : {}),
     ...(coldStart ? { coldStart } : {}),
+    ...(overload ? { overload } : {}),
     steps: all.reduce((n, p) => n + p.steps, 0),
     estimateS: all.reduce((n, p) => n + p.estimateS, 0),
   };

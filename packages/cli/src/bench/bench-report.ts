@@ -10,6 +10,7 @@ import type {
   SweepReport,
   SweepRow,
 } from './bench-results.js';
+import { formatOverload } from './overload-report.js';
 import { describeSweepConfig, parseSweepConfig } from './sweep-configs.js';
 
 export function formatMs(ms: number | undefined): string {
@@ -214,7 +215,7 @@ function formatColdStart(cold: ColdStartReport, lines: string[]): void {
   }
 }
 
-/** Markdown: the run's settings, then the latency, sweep and cold-start sections that ran. */
+/** Markdown: the run's settings, then the latency, sweep, cold-start and overload sections that ran. */
 export function formatMarkdown(report: BenchReport): string {
   const m = report.meta;
   const lines: string[] = [];
@@ -227,6 +228,7 @@ export function formatMarkdown(report: BenchReport): string {
   if (m.suites.includes('latency')) formatLatency(report, lines);
   if (report.sweep) formatSweep(report.sweep, lines);
   if (report.coldStart) formatColdStart(report.coldStart, lines);
+  if (report.overload) formatOverload(report.overload, lines);
   return lines.join('\n') + '\n';
 }
 

@@ -116,6 +116,123 @@ export interface ColdStartReport {
   readonly rows: readonly ColdStartRow[];
 }
 
+/** One closed-loop point of the overload test's capacity search. */
+export interface OverloadCapacityPoint {
+  readonly concurrency: number;
+  /** OK answers per second. */
+  readonly throughput: number;
+  /** Latency of the OK answers. */
+  readonly latency: LatencySummary;
+  readonly errors: number;
+  readonly firstError?: string;
+  /** Server CPU time (all threads) per request of the timed block, ms. */
+  readonly serverCpuMsPerRequest?: number;
+  /** Load generator CPU time per request, ms. */
+  readonly clientCpuMsPerRequest?: number;
+}
+
+/** A target of issue 9's overload test, evaluated on one run. */
+export interface OverloadTarget {
+  readonly id: 'goodput' | 'accepted-p99' | 'rejected-as-shed' | 'rejection-time' | 'rss-peak' | 'rss-after';
+  /** The target in words, e.g. "goodput ≥ 80 % of capacity". */
+  readonly target: string;
+  /** What was measured, in words. */
+  readonly measured: string;
+  readonly pass: boolean;
+}
+
+/** The overload test on one protocol: capacity, then open loop at a multiple of it. */
+export interface OverloadRun {
+  readonly case: CaseId;
+  readonly protocol: 'grpc' | 'rest';
+  readonly skipped?: string;
+  /** `visionserve serve` flags besides the model config (admission limits among them). */
+  readonly serverArgs: readonly string[];
+  /** os.loadavg() (1, 5, 15 min) before the server started and after the run. */
+  readonly loadAverageBefore: readonly number[];
+  readonly loadAverageAfter?: readonly number[];
+  /** Request body as sent (gRPC message or JSON), bytes. */
+  readonly requestBytes?: number;
+  readonly capacity?: {
+    readonly points: readonly OverloadCapacityPoint[];
+    /** Highest OK throughput of the points, req/s. */
+    readonly throughput: number;
+    /** The smallest concurrency within 5 % of it: its p50 / p99 are "at capacity". */
+    readonly concurrency: number;
+    readonly p50: number;
+    readonly p99: number;
+  };
+  readonly open?: {
+    readonly ratePerSecond: number;
+    readonly arrivals: 'poisson' | 'fixed';
+    readonly durationMs: number;
+    readonly sent: number;
+    /** Requests per outcome (ok, shed, shed-429, deadline, timeout, error). */
+    readonly counts: Readonly<Record<string, number>>;
+    /** Requests per exact answer (`OK`, `UNAVAILABLE`, `HTTP 503`, `transport: ...`). */
+    readonly labels: Readonly<Record<string, number>>;
+    /** Requests per refusal or error message (numbers as `#`). */
+    readonly messages: Readonly<Record<string, number>>;
+    /** OK answers per second of offered load. */
+    readonly goodput: number;
+    /** goodput ÷ capacity. */
+    readonly goodputRatio: number;
+    /** Accepted (OK) requests, from the scheduled send time. */
+    readonly accepted: LatencySummary;
+    /** accepted p99 ÷ p99 at capacity. */
+    readonly acceptedP99Ratio: number;
+    /** Shed requests: from sending to the refusal. */
+    readonly rejection: LatencySummary;
+    /** Every request: actual send time minus scheduled time (the generator's lag). */
+    readonly sendLag: LatencySummary;
+    readonly peakOutstanding: number;
+    readonly connections: number;
+    readonly clientCpuMsPerRequest: number;
+    readonly serverCpuMsPerRequest?: number;
+    /**
+     * Server CPU per request not answered OK, estimated: the loop's server CPU minus the OK
+     * answers at the CPU per request measured at capacity, divided by the others.
+     */
+    readonly serverCpuMsPerRefusal?: number;
+    /** The generator's event-loop delay during the loop, ms. */
+    readonly generatorLoopDelayP99Ms: number;
+    readonly generatorLoopDelayMaxMs: number;
+    /** From the first arrival to the last answer, ms. */
+    readonly wallMs: number;
+  };
+  readonly rss?: {
+    /** Right after the server reported ready. */
+    readonly startMiB: number;
+    /** Median over the settle period after the capacity search, before the open loop: the reference. */
+    readonly idleMiB: number;
+    /** Highest sample from the open loop's start until `afterMs` after its last answer. */
+    readonly peakMiB: number;
+    /** The sample `afterMs` after the last answer. */
+    readonly afterMiB: number;
+    readonly afterMs: number;
+    /** [s since the open loop started, MiB], one per second (and the last). */
+    readonly timeline: readonly (readonly [number, number])[];
+  };
+  readonly targets?: readonly OverloadTarget[];
+}
+
+export interface OverloadReport {
+  /** Offered rate = factor × measured capacity. */
+  readonly factor: number;
+  readonly durationMs: number;
+  readonly afterMs: number;
+  readonly arrivals: 'poisson' | 'fixed';
+  readonly timeoutMs: number;
+  readonly capacityDurationMs: number;
+  readonly capacityConcurrencies: readonly number[];
+  /** Pause between the capacity search and the open loop (idle RSS), ms. */
+  readonly settleMs: number;
+  /** taskset CPU lists, when pinned. */
+  readonly serverCpus?: string;
+  readonly clientCpus?: string;
+  readonly runs: readonly OverloadRun[];
+}
+
 export interface BenchReport {
   readonly meta: {
     readonly date: string;
@@ -147,4 +264,5 @@ export interface BenchReport {
   readonly rows: readonly BenchRow[];
   readonly sweep?: SweepReport;
   readonly coldStart?: ColdStartReport;
+  readonly overload?: OverloadReport;
 }

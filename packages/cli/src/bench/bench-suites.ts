@@ -1,8 +1,8 @@
 /** The benchmark's suites: what each measures and which cases it runs by default. */
 import type { CaseId } from './bench-cases.js';
 
-export type SuiteId = 'latency' | 'sweep' | 'cold-start';
-export const SUITE_IDS: readonly SuiteId[] = ['latency', 'sweep', 'cold-start'];
+export type SuiteId = 'latency' | 'sweep' | 'cold-start' | 'overload';
+export const SUITE_IDS: readonly SuiteId[] = ['latency', 'sweep', 'cold-start', 'overload'];
 
 export interface SuiteInfo {
   readonly id: SuiteId;
@@ -26,6 +26,12 @@ export const SUITES: Readonly<Record<SuiteId, SuiteInfo>> = {
     id: 'cold-start',
     description: 'server start to ready and the first requests, with and without model warmup',
     defaultCases: ['mobilenet', 'yolox'],
+  },
+  overload: {
+    id: 'overload',
+    description:
+      'capacity per protocol (gRPC, REST), then an open loop at 3× capacity: goodput, shedding, latency, RSS',
+    defaultCases: ['mobilenet'],
   },
 };
 

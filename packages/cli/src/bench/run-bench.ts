@@ -1,7 +1,7 @@
 /**
  * The benchmark's orchestration: stages the model repository in a temporary folder, states
  * the plan (steps and estimated duration), runs the chosen suites (latency, sweep,
- * cold-start) and assembles results.json's report. The temporary folder and every child
+ * cold-start, overload) and assembles results.json's report. The temporary folder and every child
  * process are removed however the run ends (return, error, SIGINT/SIGTERM/SIGHUP).
  * This process is the load generator; servers run in child processes.
  */
@@ -15,12 +15,13 @@ import { type BenchCase, type CaseId, loadCase, stageRepository } from './bench-
 import { PATHS, type PathId } from './bench-paths.js';
 import { type BenchPlan, createStepCounter, planBench } from './bench-plan.js';
 import type { BenchProgress } from './bench-progress.js';
-import type { BenchReport, ColdStartReport, SweepReport } from './bench-results.js';
+import type { BenchReport, ColdStartReport, OverloadReport, SweepReport } from './bench-results.js';
 import { SUITES, type SuiteId } from './bench-suites.js';
 import { runColdStartSuite } from './cold-start-suite.js';
 import { createExitCleanup } from './exit-cleanup.js';
 import { type BenchTargets, openLatencyEndpoints } from './latency-endpoints.js';
 import { type LatencySuiteResult, runLatencySuite } from './latency-suite.js';
+import { DEFAULT_OVERLOAD, type OverloadOptions, runOverloadSuite } from './overload-suite.js';
 import type { LoopMode } from './path-runner.js';
 import { runSweepSuite } from './sweep-suite.js';
 import {
@@ -44,7 +45,7 @@ export interface SweepOptions {
 }
 
 export interface BenchOptions {
-  /** Suites to run (always in the order latency, sweep, cold-start). Default latency. */
+  /** Suites to run (always in the order latency, sweep, cold-start, overload). Default latency. */
   readonly suites?: readonly SuiteId[];
   /** Cases of every suite; default: each suite's own (`SUITES[id].defaultCases`). */
   readonly cases?: readonly CaseId[];
@@ -77,6 +78,8 @@ export interface BenchOptions {
   readonly sweep?: SweepOptions;
   /** Cold-start suite: Predict calls per case after the first. Default 30. */
   readonly coldStartRequests?: number;
+  /** Overload suite settings; each missing one is DEFAULT_OVERLOAD's. */
+  readonly overload?: Partial<OverloadOptions>;
   /** Parent of the temporary `visionserve-bench-*` folder. Default os.tmpdir(). */
   readonly tempRoot?: string;
   /** Called once before anything runs, with the number of steps and the estimated duration. */
@@ -93,10 +96,16 @@ export function suiteCases(options: Pick<BenchOptions, 'cases'>, suite: SuiteId)
   return options.cases ?? SUITES[suite].defaultCases;
 }
 
+/** The overload suite's settings: the given ones over DEFAULT_OVERLOAD. */
+export function overloadOptions(options: Pick<BenchOptions, 'overload'>): OverloadOptions {
+  return { ...DEFAULT_OVERLOAD, ...options.overload };
+}
+
 /** The plan (steps, estimated seconds) of a run, as stated before it starts. */
 export function planFor(options: BenchOptions): BenchPlan {
   const suites = options.suites ?? ['latency'];
   const sweep = options.sweep ?? {};
+  const overload = overloadOptions(options);
   return planBench({
     ...(suites.includes('latency')
       ? {
@@ -135,17 +144,30 @@ export function planFor(options: BenchOptions): BenchPlan {
           },
         }
       : {}),
+    ...(suites.includes('overload')
+      ? {
+          overload: {
+            cases: suiteCases(options, 'overload'),
+            protocols: overload.protocols.length,
+            capacityConcurrencies: overload.capacityConcurrencies,
+            capacityDurationMs: overload.capacityDurationMs,
+            settleMs: overload.settleMs,
+            durationMs: overload.durationMs,
+            afterMs: overload.afterMs,
+          },
+        }
+      : {}),
   });
 }
 
 export async function runBench(options: BenchOptions): Promise<BenchReport> {
   const started = performance.now();
-  const suites = (['latency', 'sweep', 'cold-start'] as const).filter((s) =>
+  const suites = (['latency', 'sweep', 'cold-start', 'overload'] as const).filter((s) =>
     (options.suites ?? ['latency']).includes(s),
   );
   if (options.targets !== undefined && suites.some((s) => s !== 'latency'))
     throw new Error(
-      'the sweep and cold-start suites start their own servers: they cannot use --grpc/--rest/...',
+      'the sweep, cold-start and overload suites start their own servers: they cannot use --grpc/--rest/...',
     );
   const log = options.log ?? (() => undefined);
   const plan = planFor(options);
@@ -165,6 +187,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   const sweepOptions = options.sweep ?? {};
   const encoding = sweepOptions.encoding ?? 'tensor_content';
   const coldStartRequests = options.coldStartRequests ?? 30;
+  const overloadSettings = overloadOptions(options);
 
   const cleanup = createExitCleanup();
   const tempRoot = options.tempRoot ?? tmpdir();
@@ -176,6 +199,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   let latency: LatencySuiteResult | undefined;
   let sweep: SweepReport | undefined;
   let coldStart: ColdStartReport | undefined;
+  let overload: OverloadReport | undefined;
   try {
     const caseIds = [...new Set(suites.flatMap((s) => suiteCases(options, s)))];
     const repo = await stageRepository(options.repoDir ?? join(temp, 'repo'), options.sharedDir, caseIds);
@@ -246,6 +270,15 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
         progress,
       });
     }
+    if (suites.includes('overload')) {
+      overload = await runOverloadSuite({
+        ...overloadSettings,
+        cases: casesOf('overload'),
+        serverFlags,
+        cleanup,
+        progress,
+      });
+    }
   } finally {
     options.onProgress?.('');
     await rm(temp, { recursive: true, force: true });
@@ -291,6 +324,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
             }
           : {}),
         ...(suites.includes('cold-start') ? { coldStartRequests } : {}),
+        ...(suites.includes('overload') ? { overload: overloadSettings } : {}),
         ...(options.targets ? { targets: options.targets } : {}),
       },
       estimatedS: plan.estimateS,
@@ -301,5 +335,6 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     rows: latency?.rows ?? [],
     ...(sweep ? { sweep } : {}),
     ...(coldStart ? { coldStart } : {}),
+    ...(overload ? { overload } : {}),
   };
 }

@@ -20,6 +20,17 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
+export interface StartServerOptions {
+  /** Time to "ready", ms. Default 60000. */
+  readonly startTimeoutMs?: number;
+  readonly cleanup?: ExitCleanup;
+  /**
+   * A command that execs the server in its own process, e.g. `['taskset', '--cpu-list', '0']`
+   * (the pid stays the server's). Default: none.
+   */
+  readonly prefix?: readonly string[];
+}
+
 /**
  * Resolves once the server logged "visionserve ready" (on stderr; its stdout carries V8's
  * `--trace-gc` lines, which are counted); rejects if it exits first or after
@@ -28,13 +39,15 @@ export interface ServerProcess {
  */
 export function startServerProcess(
   extraArgs: readonly string[],
-  options: { readonly startTimeoutMs?: number; readonly cleanup?: ExitCleanup } = {},
+  options: StartServerOptions = {},
 ): Promise<ServerProcess> {
   const startTimeoutMs = options.startTimeoutMs ?? 60_000;
+  const prefix = options.prefix ?? [];
   return new Promise((resolve, reject) => {
     const proc: ChildProcess = spawn(
-      process.execPath,
+      prefix[0] ?? process.execPath,
       [
+        ...(prefix.length > 0 ? [...prefix.slice(1), process.execPath] : []),
         '--trace-gc',
         CLI,
         'serve',

@@ -18,6 +18,12 @@ import { startServerProcess } from './server-process.js';
 import { type LatencySummary, summarize } from './stats.js';
 import { type SweepConfig, batchingParametersText, sweepServerFlags } from './sweep-configs.js';
 
+/**
+ * Closed loops at high concurrency measure what a layout can serve, not its load shedding:
+ * no queue-wait limit unless a --server-arg (later, so it wins) sets one.
+ */
+const NO_SHEDDING = ['--max_queue_wait_ms=0'];
+
 export interface SweepSuiteOptions {
   readonly cases: readonly BenchCase[];
   readonly configs: readonly SweepConfig[];
@@ -89,7 +95,7 @@ export async function runSweepSuite(o: SweepSuiteOptions): Promise<SweepReport> 
     let server;
     try {
       server = await startServerProcess(
-        [...o.serverFlags, ...extra, ...sweepServerFlags(config, batchingFile)],
+        [...NO_SHEDDING, ...o.serverFlags, ...extra, ...sweepServerFlags(config, batchingFile)],
         {
           cleanup: o.cleanup,
         },
@@ -177,7 +183,11 @@ export async function runSweepSuite(o: SweepSuiteOptions): Promise<SweepReport> 
   }
   const after = await measureFloors(o, 'after');
   return {
-    serverArgs: [...o.serverFlags.filter((f) => !f.startsWith('--model_config_file=')), ...extra],
+    serverArgs: [
+      ...NO_SHEDDING,
+      ...o.serverFlags.filter((f) => !f.startsWith('--model_config_file=')),
+      ...extra,
+    ],
     encoding: o.encoding,
     concurrencies: o.concurrencies,
     durationMs: o.durationMs,

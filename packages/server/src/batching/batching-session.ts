@@ -319,9 +319,9 @@ export function createBatchingSession(session: Session, options: BatchingSession
     signature: session.signature,
     ...(session.checkInputs === undefined ? {} : { checkInputs: session.checkInputs.bind(session) }),
     ...(session.signatures === undefined ? {} : { signatures: session.signatures }),
-    pressure() {
+    pressure(extraQueued = 0) {
       const inner = session.pressure?.() ?? { queued: 0, estimatedWaitMs: 0, runMs: 0 };
-      let queued = 0;
+      let queued = extraQueued;
       for (const group of groups.values()) queued += group.queue.queuedTasks();
       // Queued tasks run in batches of up to maxBatchSize after what the instances already hold.
       const batches = Math.ceil(queued / params.maxBatchSize);

@@ -106,7 +106,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   max_queue_wait_ms: {
     key: 'maxQueueWaitMs',
     type: 'int',
-    help: 'refuse requests facing more queued work than this, per model (default 250; 0: off)',
+    help: 'refuse requests facing more queued work than this, per model, in ms (default 100; 0: off)',
   },
   max_queued_requests: {
     key: 'maxQueuedRequests',

@@ -13,6 +13,7 @@ export interface AdmissionPolicy {
 /**
  * Throws UNAVAILABLE (reason `overloaded`) when a run submitted to `session` now would wait
  * longer than the policy allows, or could not finish before `deadline` (Date.now() clock).
+ * `pending` requests (admitted, runs not submitted yet) count as queued ahead of it.
  * Sessions that report no pressure are never refused here.
  */
 export function checkAdmission(
@@ -20,8 +21,9 @@ export function checkAdmission(
   policy: AdmissionPolicy,
   model: string,
   deadline: number | undefined,
+  pending = 0,
 ): void {
-  const pressure = session.pressure?.();
+  const pressure = session.pressure?.(pending);
   if (pressure === undefined || pressure.queued === 0) return;
   const wait = pressure.estimatedWaitMs;
   if (policy.maxQueueWaitMs > 0 && wait > policy.maxQueueWaitMs) {

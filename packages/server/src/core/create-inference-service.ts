@@ -3,6 +3,7 @@ import type { Logger } from '../util/logger.js';
 import { abortError, raceAbort } from './abort-error.js';
 import { type AdmissionPolicy, checkAdmission } from './admission.js';
 import type { InferenceObserver, PredictEnd } from './inference-observer.js';
+import { type PendingAdmissions, createPendingAdmissions } from './pending-admissions.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
 import type { InferenceStatistics } from './inference-statistics.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
@@ -77,6 +78,8 @@ function itemsOf(signature: Signature, inputs: Readonly<Record<string, Tensor>>)
 interface ServableContext<A> {
   readonly logger: Logger;
   readonly admission: AdmissionPolicy;
+  /** Requests admitted before their body was read, whose runs are not submitted yet. */
+  readonly pending: PendingAdmissions;
   readonly signatures: Readonly<Record<string, Signature>>;
   readonly adaptInputs: InputAdapter<A>;
   readonly cache: ResponseCache | undefined;
@@ -97,7 +100,7 @@ function scopedServable<A>(
   stats: RequestStatistics | undefined,
 ): Servable<A> {
   const { session } = handle;
-  const { logger, admission, signatures, cache } = context;
+  const { logger, admission, pending, signatures, cache } = context;
   const signature = (name?: string): { name: string; signature: Signature } => {
     const resolved = signatureNameOf(name);
     if (!Object.hasOwn(signatures, resolved)) {
@@ -168,7 +171,15 @@ function scopedServable<A>(
     }
     const { name, signature: sig } = signature(request.signatureName);
     try {
-      checkAdmission(session, admission, handle.name, options.deadline ?? scope.deadline);
+      // An admitted request's run is about to be submitted: it now counts as queued.
+      if (signal !== undefined) pending.take(session, signal);
+      checkAdmission(
+        session,
+        admission,
+        handle.name,
+        options.deadline ?? scope.deadline,
+        pending.count(session),
+      );
     } catch (error) {
       stats?.predicting();
       throw error;
@@ -253,6 +264,7 @@ function scopedServable<A>(
 export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
   const { manager, logger, statistics } = options;
   const admission: AdmissionPolicy = options.admission ?? { maxQueueWaitMs: 0 };
+  const pending = createPendingAdmissions();
   const adaptInputs: InputAdapter<A> =
     options.adaptInputs ??
     (() => Promise.reject(new ServingError(Code.UNIMPLEMENTED, 'This signature needs an input adapter')));
@@ -278,6 +290,7 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
     return {
       logger,
       admission,
+      pending,
       signatures: signaturesOf(handle),
       adaptInputs,
       cache: rc !== undefined && rc.enabledFor(handle.assets) ? rc.cache : undefined,
@@ -352,10 +365,14 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
       try {
         handle = manager.acquire(spec);
       } catch {
-        return; // Unknown model or version: the request itself fails with the right error.
+        // Unknown model or version: the request itself fails with the right error.
+        return () => undefined;
       }
       try {
-        checkAdmission(handle.session, admission, handle.name, callOptions.deadline);
+        const { session } = handle;
+        const { signal } = callOptions;
+        checkAdmission(session, admission, handle.name, callOptions.deadline, pending.count(session, signal));
+        return signal === undefined ? () => undefined : pending.add(session, signal);
       } finally {
         handle.release();
       }

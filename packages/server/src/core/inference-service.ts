@@ -123,8 +123,11 @@ export interface InferenceService<A = unknown> {
    * Admission before a request body is read: throws UNAVAILABLE (reason `overloaded`) when
    * the version the spec names already has more queued work than allowed, or more than the
    * deadline leaves time for. Cheap; unknown models pass (the request fails later, properly).
+   * An admitted request (one with a signal) counts as queued from now on, until a predict
+   * with the same signal submits its run, the signal aborts, or the returned release is
+   * called: call it when the request ends (idempotent).
    */
-  admit(spec: ModelSpec, options?: CallOptions): void;
+  admit(spec: ModelSpec, options?: CallOptions): () => void;
   /** Status of all versions of a model, or of one version/label. */
   status(model: ModelSpec): VersionStatus[];
   /** Replaces the whole served model set (models absent from `configs` are unloaded). */

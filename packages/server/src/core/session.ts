@@ -73,8 +73,12 @@ export interface Session {
    */
   readonly signatures?: Readonly<Record<string, Signature>> | undefined;
   run(inputs: Readonly<Record<string, Tensor>>, options?: RunOptions): Promise<Record<string, Tensor>>;
-  /** The session's current load; sessions that cannot tell leave it out (never shed). */
-  pressure?(): SessionPressure;
+  /**
+   * The session's current load, as if `extraQueued` more runs (default 0) were waiting
+   * behind its queue: requests admitted whose runs are not submitted yet. Sessions that
+   * cannot tell leave it out (never shed).
+   */
+  pressure?(extraQueued?: number): SessionPressure;
   /**
    * Throws INVALID_ARGUMENT for inputs this session could not run faithfully (beyond the
    * signature's dtype and shape), so that decorators refuse them before merging them with

@@ -417,11 +417,13 @@ function createPoolSession(pool: PoolOptions): Session {
       runOptions.onTimings?.({ queueMs: dispatched - submitted, computeMs: result.computeMs, batchSize: 1 });
       return result.outputs;
     },
-    pressure() {
+    pressure(extraQueued = 0) {
       const instances = Math.max(1, workers.alive);
-      const queued = workers.queued;
-      // Every instance busy: a new run waits for the queue ahead of it, plus half a run on average.
-      const estimatedWaitMs = workers.running >= instances ? (queued / instances + 0.5) * runMs : 0;
+      const queued = workers.queued + extraQueued;
+      // Runs ahead of a new one beyond the free instances: it waits for them (spread over
+      // the instances), plus half a run on average; nothing when an instance is free for it.
+      const ahead = workers.running + queued - instances;
+      const estimatedWaitMs = ahead >= 0 ? (ahead / instances + 0.5) * runMs : 0;
       return { queued, estimatedWaitMs, runMs };
     },
     async close(): Promise<void> {

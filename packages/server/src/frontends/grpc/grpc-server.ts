@@ -312,9 +312,20 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         cleanup();
         reject(error);
       };
-      const place = (): void => {
+      /** Admits the call on the message's head and places the message; false when refused. */
+      const place = (): boolean => {
         const seen = Buffer.concat(head!, headBytes);
         head = undefined;
+        // A compressed head cannot be read: such calls are admitted when their run is submitted.
+        if (method.admit !== undefined && !compressed) {
+          try {
+            const release = method.admit(seen, { signal: call.controller.signal, deadline: call.deadline });
+            if (release !== undefined) stream.once('close', release);
+          } catch (error) {
+            fail(error instanceof ServingError ? error : new ServingError(Code.INTERNAL, 'Internal error'));
+            return false;
+          }
+        }
         // A compressed message is read as it is and placed once it is decompressed.
         const offset = compressed ? undefined : method.alignment?.(seen);
         const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
@@ -322,6 +333,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         target = new Uint8Array(buffer, shift, length);
         target.set(seen, 0);
         fill = seen.byteLength;
+        return true;
       };
       const onData = (chunk: Buffer): void => {
         let at = 0;
@@ -369,7 +381,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         }
         const rest = at === 0 ? chunk : chunk.subarray(at);
         if (rest.byteLength === 0) {
-          if (length === 0 && target === undefined) place();
+          if (length === 0 && target === undefined && !place()) return;
         } else if (target === undefined) {
           // Bytes past the declared length (a second message) must not reach place().
           if (headBytes + rest.byteLength > length) {
@@ -378,7 +390,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
           }
           head!.push(rest);
           headBytes += rest.byteLength;
-          if (headBytes >= Math.min(length, PROBE_BYTES)) place();
+          if (headBytes >= Math.min(length, PROBE_BYTES) && !place()) return;
         } else {
           if (fill + rest.byteLength > length) {
             fail(new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call'));
@@ -393,7 +405,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       };
       const onEnd = (): void => {
         cleanup();
-        if (length >= 0 && target === undefined && head !== undefined && headBytes >= length) place();
+        if (length >= 0 && target === undefined && head !== undefined && headBytes >= length && !place())
+          return;
         if (target === undefined || fill !== length) {
           reject(new ServingError(Code.INTERNAL, 'Incomplete request message'));
           return;

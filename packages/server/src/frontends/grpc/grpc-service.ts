@@ -37,9 +37,21 @@ export type UnaryHandler = (request: Uint8Array, context: GrpcCallContext) => Pr
  */
 export type AlignmentProbe = (head: Uint8Array) => number | undefined;
 
+/**
+ * Admission on the head of the request message (the bytes the alignment probe sees), before
+ * the rest is read: throw a ServingError (UNAVAILABLE when the model it names is overloaded)
+ * to refuse the call without buffering its message. A returned function is called when
+ * the call ends.
+ */
+export type HeadAdmission = (
+  head: Uint8Array,
+  call: { readonly signal: AbortSignal; readonly deadline: number | undefined },
+) => (() => void) | undefined;
+
 export interface GrpcMethod {
   readonly handler: UnaryHandler;
   readonly alignment?: AlignmentProbe;
+  readonly admit?: HeadAdmission;
 }
 
 /** One gRPC service: its full name (`package.Service`) and unary methods by name. */

@@ -21,6 +21,7 @@ import {
   jsonLinesToPredictBody,
   jsonToPredictBody,
   mediaType,
+  type ResponseKind,
   negotiateResponse,
   requestKindFor,
 } from './content-types.js';
@@ -152,52 +153,61 @@ export async function serveInvocation(
         );
       }
       if (kind === 'image') checkPredictMethod(target);
-      // Shed before reading the body when the model's queue is already too long.
-      deps.service.admit({ name: servable.name, version: servable.version }, call);
-      const body = Buffer.from(await readBody(request.body));
-      if (body.byteLength === 0) throw invalidArgument('Empty request body');
-      const contentTypeOut = RESPONSE_CONTENT_TYPE[responseKind];
-      if (kind === 'image') {
-        const out = await runImageInvocation(servable, image!, body, call, deps.imageDecodes);
-        return { body: responseKind === 'jsonlines' ? asJsonLine(out) : out, contentType: contentTypeOut };
+      // Shed before reading the body when the model's queue is already too long; an
+      // admitted request counts as queued until its run is submitted or it ends.
+      const release = deps.service.admit({ name: servable.name, version: servable.version }, call);
+      const answerKind: ResponseKind = responseKind;
+      try {
+        return await admitted(answerKind);
+      } finally {
+        release();
       }
-      if (target.method === 'classify' || target.method === 'regress') {
-        // As the container forwards the body to TF Serving's :classify / :regress: tf.Examples.
-        const text = body.toString('utf8');
-        const examplesBody =
-          kind === 'json'
-            ? jsonToPredictBody(text)
-            : kind === 'csv'
-              ? csvToPredictBody(text)
-              : jsonLinesToPredictBody(text);
-        const { signatureName, input } = parseTfsExamplesBody(examplesBody);
-        const out =
-          target.method === 'classify'
-            ? encodeTfsClassifyResponse(
-                (await classifyOn(servable, signatureName, input, deps.examples, call)).results,
-              )
-            : encodeTfsRegressResponse(
-                (await regressOn(servable, signatureName, input, deps.examples, call)).values,
-              );
-        return { body: responseKind === 'jsonlines' ? asJsonLine(out) : out, contentType: contentTypeOut };
+      async function admitted(responseKind: ResponseKind): Promise<InvocationResponse> {
+        const body = Buffer.from(await readBody(request.body));
+        if (body.byteLength === 0) throw invalidArgument('Empty request body');
+        const contentTypeOut = RESPONSE_CONTENT_TYPE[responseKind];
+        if (kind === 'image') {
+          const out = await runImageInvocation(servable, image!, body, call, deps.imageDecodes);
+          return { body: responseKind === 'jsonlines' ? asJsonLine(out) : out, contentType: contentTypeOut };
+        }
+        if (target.method === 'classify' || target.method === 'regress') {
+          // As the container forwards the body to TF Serving's :classify / :regress: tf.Examples.
+          const text = body.toString('utf8');
+          const examplesBody =
+            kind === 'json'
+              ? jsonToPredictBody(text)
+              : kind === 'csv'
+                ? csvToPredictBody(text)
+                : jsonLinesToPredictBody(text);
+          const { signatureName, input } = parseTfsExamplesBody(examplesBody);
+          const out =
+            target.method === 'classify'
+              ? encodeTfsClassifyResponse(
+                  (await classifyOn(servable, signatureName, input, deps.examples, call)).results,
+                )
+              : encodeTfsRegressResponse(
+                  (await regressOn(servable, signatureName, input, deps.examples, call)).values,
+                );
+          return { body: responseKind === 'jsonlines' ? asJsonLine(out) : out, contentType: contentTypeOut };
+        }
+        const multiRecord = kind === 'csv' || kind === 'jsonlines';
+        // A TF Serving body of big numeric tensors is read without JSON.parse (same values).
+        const fast = kind === 'json' ? readNumericPredictBody(body) : undefined;
+        const text = fast === undefined ? body.toString('utf8') : '';
+        const predictBody =
+          fast ??
+          (kind === 'csv'
+            ? csvToPredictBody(text)
+            : kind === 'jsonlines'
+              ? jsonLinesToPredictBody(text)
+              : jsonToPredictBody(text));
+        const out = await predictTfsJsonOn(servable, predictBody, call);
+        if (responseKind === 'json') return { body: out, contentType: contentTypeOut };
+        return {
+          body: multiRecord ? predictionsAsLines(out) : asJsonLine(out),
+          contentType: contentTypeOut,
+        };
       }
-      const multiRecord = kind === 'csv' || kind === 'jsonlines';
-      // A TF Serving body of big numeric tensors is read without JSON.parse (same values).
-      const fast = kind === 'json' ? readNumericPredictBody(body) : undefined;
-      const text = fast === undefined ? body.toString('utf8') : '';
-      const predictBody =
-        fast ??
-        (kind === 'csv'
-          ? csvToPredictBody(text)
-          : kind === 'jsonlines'
-            ? jsonLinesToPredictBody(text)
-            : jsonToPredictBody(text));
-      const out = await predictTfsJsonOn(servable, predictBody, call);
-      if (responseKind === 'json') return { body: out, contentType: contentTypeOut };
-      return {
-        body: multiRecord ? predictionsAsLines(out) : asJsonLine(out),
-        contentType: contentTypeOut,
-      };
     },
     call,
   );

@@ -8,6 +8,7 @@
  * whose status is OK.
  */
 import { type DescMessage, type MessageShape, create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import { Code, ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
 import {
@@ -38,7 +39,7 @@ import {
   writePredictResponse,
 } from '@visionserve/protocol/tfs-proto';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
-import type { InferenceService } from '../../core/inference-service.js';
+import type { InferenceService, ModelSpec } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import type { GrpcMethod, GrpcService } from '../grpc/grpc-service.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
@@ -98,6 +99,24 @@ function decodePredictRequest(bytes: Uint8Array): PredictRequestView {
       : predictRequestViewFrom(fromBinary(PredictRequestSchema, bytes));
   } catch (error) {
     throw malformed(PredictRequestSchema.typeName, error);
+  }
+}
+
+/**
+ * The model_spec of a PredictRequest from the head of its message, when it is the first
+ * field and lies whole in the head (standard encoders write fields in number order);
+ * undefined otherwise (the full decode then reports any problem).
+ */
+export function modelSpecFromHead(head: Uint8Array): ModelSpec | undefined {
+  try {
+    const reader = new BinaryReader(head);
+    const [field, wireType] = reader.tag();
+    if (field !== 1 || wireType !== WireType.LengthDelimited) return undefined;
+    const length = reader.uint32();
+    if (reader.pos + length > head.byteLength) return undefined;
+    return modelSpecFromProto(fromBinary(ModelSpecSchema, head.subarray(reader.pos, reader.pos + length)));
+  } catch {
+    return undefined;
   }
 }
 
@@ -225,6 +244,11 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
 
   const predict: GrpcMethod = {
     alignment: predictRequestTensorOffset,
+    // Shed before the tensors are read when the model's queue is already too long.
+    admit(head, call) {
+      const spec = modelSpecFromHead(head);
+      return spec === undefined ? undefined : service.admit(spec, call);
+    },
     async handler(bytes, { signal, deadline, messageBuffer }) {
       const arrivedAt = process.hrtime.bigint();
       const request = decodePredictRequest(bytes);

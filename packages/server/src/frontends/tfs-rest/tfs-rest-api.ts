@@ -78,8 +78,9 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
           const model = modelFromMatch(ctx.params!);
           const method = ctx.params![4]!.toLowerCase();
           const call = { signal: ctx.signal, deadline: ctx.deadline };
-          // Shed before reading the body when the model's queue is already too long.
-          service.admit(model, call);
+          // Shed before reading the body when the model's queue is already too long; an
+          // admitted request counts as queued until its run is submitted or it ends.
+          ctx.res.once('close', service.admit(model, call));
           const bytes = await ctx.readBody();
           // Statistics time the request from here (the body is in).
           const timed = { ...call, arrivedAt: process.hrtime.bigint() };
