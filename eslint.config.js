@@ -8,7 +8,7 @@ export default tseslint.config(
       'packages/protocol/src/gen/**',
       'models-demo/**',
       'bench/results/**',
-      '.venv*/**',
+      '**/.venv*/**',
     ],
   },
   {

@@ -112,9 +112,14 @@ export function allocate<D extends NumericDType>(dtype: D, length: number): Type
 /**
  * Interprets little-endian bytes as elements of `dtype`. Returns a view when the
  * bytes are aligned for the element size, otherwise an aligned copy (protobuf
- * `bytes` fields and binary HTTP bodies are often not aligned).
+ * `bytes` fields and binary HTTP bodies are often not aligned). Bool bytes other
+ * than 0 and 1 are true: they come back as 1 in a copy, so that every wire form of
+ * a bool tensor (bool_val, JSON, raw bytes) gives the runtime the same 0/1 values.
  */
 export function fromBytes<D extends NumericDType>(dtype: D, bytes: Uint8Array): TypedArrayFor[D] {
+  if (dtype === 'bool' && bytes.some((b) => b > 1)) {
+    return Uint8Array.from(bytes, (b) => (b === 0 ? 0 : 1)) as TypedArrayFor[D];
+  }
   const ctor = CONSTRUCTORS[dtype];
   const size = ctor.BYTES_PER_ELEMENT;
   const length = bytes.byteLength / size;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Code, ServingError, type Tensor, halfToNumber } from '../src/index.js';
+import { Code, ServingError, type Tensor, bfloat16ToNumber, halfToNumber } from '../src/index.js';
 import {
   KSERVE_DATATYPES,
   classificationTensor,
@@ -14,6 +14,7 @@ import {
   encodeHttpInferRequest,
   encodeHttpInferResponse,
   formatFixed6,
+  numberToBfloat16,
   numberToHalf,
   outputIsBinary,
   parseClassificationEntry,
@@ -532,5 +533,43 @@ describe('classification extension', () => {
     assert.deepEqual(parseClassificationEntry('0.700000:1'), { score: 0.7, index: 1, label: undefined });
     assert.deepEqual(parseClassificationEntry('-3.250000:7:a:b'), { score: -3.25, index: 7, label: 'a:b' });
     rejects(() => parseClassificationEntry('nope'), Code.INVALID_ARGUMENT, /Not a classification entry/);
+  });
+});
+
+describe('BF16 conversion and BF16 outputs as JSON', () => {
+  it('rounds to nearest even and round-trips every bfloat16', () => {
+    for (let bits = 0; bits < 0x10000; bits++) {
+      const v = bfloat16ToNumber(bits);
+      if (Number.isNaN(v)) continue;
+      assert.equal(numberToBfloat16(v), bits, `bits ${bits.toString(16)} (${v})`);
+    }
+    assert.equal(numberToBfloat16(1 + 2 ** -8), 0x3f80); // tie: even mantissa
+    assert.equal(numberToBfloat16(1 + 3 * 2 ** -8), 0x3f82);
+    assert.equal(numberToBfloat16(1 + 2 ** -8 + 2 ** -40), 0x3f81); // no double rounding through float32
+    assert.equal(numberToBfloat16(3.4e38), 0x7f80);
+    assert.equal(numberToBfloat16(-Infinity), 0xff80);
+    assert.equal(numberToBfloat16(2 ** -134), 0); // tie between 0 and the smallest subnormal: even
+    assert.equal(numberToBfloat16(NaN), 0x7fc0);
+    assert.equal(numberToBfloat16(-0), 0x8000);
+  });
+
+  it('the client reads BF16 outputs the server wrote as JSON numbers (found by fuzzing)', () => {
+    const tensor: Tensor = { dtype: 'bfloat16', shape: [3], data: Uint16Array.of(0x3f80, 0xc2f7, 0x0001) };
+    const encoded = encodeHttpInferResponse(
+      { modelName: 'm', modelVersion: '1', id: '', outputs: [{ name: 'y', tensor }] },
+      [false],
+    );
+    const back = decodeHttpInferResponse(encoded.json, undefined);
+    assert.deepEqual([...(back.outputs[0]!.tensor.data as Uint16Array)], [0x3f80, 0xc2f7, 0x0001]);
+    // Requests still refuse BF16 in JSON, as Triton does.
+    rejects(
+      () =>
+        decodeHttpInferRequest(
+          enc.encode('{"inputs":[{"name":"x","datatype":"BF16","shape":[1],"data":[1]}]}'),
+          undefined,
+        ),
+      Code.INVALID_ARGUMENT,
+      /BF16 data cannot be given as JSON/,
+    );
   });
 });

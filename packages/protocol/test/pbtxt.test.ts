@@ -125,6 +125,15 @@ pad_variable_length_inputs: true`);
     rejects('a: [1 2]', /^x\.pbtxt:1:7: expected "," or "\]" in list/);
     rejects('a: -foo', /^x\.pbtxt:1:5: expected a value/);
   });
+
+  void it('refuses nesting deeper than 100 messages with INVALID_ARGUMENT, not a stack overflow', () => {
+    const nested = (depth: number, open: string, close: string): string =>
+      `${'a '.concat(open).repeat(depth)}${close.repeat(depth)}`;
+    assert.equal(parsePbtxt(nested(100, '{', '}')).fields.length, 1);
+    rejects(nested(101, '{', '}'), /^x\.pbtxt:1:303: messages nested deeper than 100 levels/);
+    rejects(nested(100_000, '<', '>'), /nested deeper than 100 levels/);
+    rejects(`${'a: [{'.repeat(50_000)}${'}]'.repeat(50_000)}`, /nested deeper than 100 levels/);
+  });
 });
 
 void describe('readMessage', () => {

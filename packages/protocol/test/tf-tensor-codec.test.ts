@@ -247,6 +247,21 @@ describe('tensorFromProto validation', () => {
       /input 'x': tensor_content has 12 bytes, expected 16/,
     );
   });
+  it('bool tensor_content bytes other than 0/1 read as true (1), like bool_val (found by fuzzing)', () => {
+    const content = Uint8Array.of(2, 0, 1, 255);
+    const t = tensorFromProto(
+      proto({ dtype: DataType.DT_BOOL, tensorShape: dims(4), tensorContent: content }),
+      'b',
+    );
+    assert.deepEqual([...(t.data as Uint8Array)], [1, 0, 1, 1]);
+    assert.deepEqual([...content], [2, 0, 1, 255]);
+    const valid = Uint8Array.of(1, 0, 1);
+    const view = tensorFromProto(
+      proto({ dtype: DataType.DT_BOOL, tensorShape: dims(3), tensorContent: valid }),
+      'b',
+    );
+    assert.equal((view.data as Uint8Array).buffer, valid.buffer, 'valid bytes stay a view');
+  });
   it('refuses tensor_content for strings', () => {
     assertInvalid(
       () =>

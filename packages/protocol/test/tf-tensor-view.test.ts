@@ -87,4 +87,19 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
     assert.throws(() => tensorFromProtoView(view.inputs['x']!, 'x'), /whole number of values/);
     assert.equal(predictRequestIsViewable(new Uint8Array([0x12, 0x10, 0x0a])), false);
   });
+
+  it('leaves requests with complex or float8 value fields to the regular decoder (found by fuzzing)', () => {
+    // Input "b": DT_STRING scalar with a 9-byte packed scomplex_val. The regular message refuses
+    // it (not whole floats); the view, which does not declare field 9, skipped it and accepted.
+    const b = [0x08, 0x07, 0x12, 0x00, 0x4a, 0x09, ...new Array<number>(9).fill(0)];
+    const entry = [0x0a, 0x01, 0x62, 0x12, b.length, ...b];
+    const bytes = new Uint8Array([0x12, entry.length, ...entry]);
+    assert.throws(() => fromBinary(PredictRequestSchema, bytes));
+    assert.equal(predictRequestIsViewable(bytes), false);
+    for (const field of [9, 12, 18]) {
+      const t = [0x08, 0x01, (field << 3) | 2, 0x00];
+      const e = [0x0a, 0x01, 0x78, 0x12, t.length, ...t];
+      assert.equal(predictRequestIsViewable(new Uint8Array([0x12, e.length, ...e])), false, `field ${field}`);
+    }
+  });
 });

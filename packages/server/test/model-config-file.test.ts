@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Code, ServingError } from '@visionserve/protocol';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { ModelConfigSchema, ModelServerConfigSchema } from '@visionserve/protocol/tfs-proto';
+import { modelConfigsFromProto } from '../src/frontends/tfs-grpc/tfs-messages.js';
 import { parseModelConfigFile } from '../src/repository/model-config-file.js';
 
 function rejects(text: string, pattern: RegExp): void {
@@ -99,5 +102,25 @@ void describe('parseModelConfigFile', () => {
       /version label "x" has no value/,
     );
     rejects('model_config_list { config { name: "a" base_path: "/a" }', /expected "}" before end of input/);
+  });
+});
+
+void describe('version labels named like Object.prototype members', () => {
+  void it('keeps a label "__proto__" from the config file and from a gRPC reload (found by fuzzing)', () => {
+    const [config] = parseModelConfigFile(
+      'model_config_list { config { name: "a" base_path: "/a" version_labels { key: "__proto__" value: 3 } version_labels { key: "constructor" value: 4 } } }',
+      '/etc/vs',
+    );
+    assert.deepEqual(Object.entries(config!.versionLabels), [
+      ['__proto__', 3],
+      ['constructor', 4],
+    ]);
+    const message = create(ModelConfigSchema, { name: 'a', basePath: '/a' });
+    Object.defineProperty(message.versionLabels, '__proto__', { value: 3n, enumerable: true });
+    const decoded = fromBinary(ModelConfigSchema, toBinary(ModelConfigSchema, message));
+    const [reloaded] = modelConfigsFromProto(
+      create(ModelServerConfigSchema, { config: { case: 'modelConfigList', value: { config: [decoded] } } }),
+    );
+    assert.deepEqual(Object.entries(reloaded!.versionLabels), [['__proto__', 3]]);
   });
 });

@@ -56,14 +56,55 @@ function loadSharp(): Promise<SharpFactory> {
   return sharpPromise;
 }
 
+/** The raster formats that are decoded; everything else is refused before sharp sees it. */
+export const ACCEPTED_IMAGE_FORMATS = ['jpeg', 'png', 'webp', 'gif', 'tiff', 'heif'] as const;
+export type AcceptedImageFormat = (typeof ACCEPTED_IMAGE_FORMATS)[number];
+
+function startsWith(bytes: Uint8Array, offset: number, signature: readonly number[] | string): boolean {
+  const expected = typeof signature === 'string' ? Array.from(Buffer.from(signature, 'latin1')) : signature;
+  if (bytes.length < offset + expected.length) return false;
+  return expected.every((b, i) => bytes[offset + i] === b);
+}
+
 /**
- * Decodes an encoded image and lays it out as a batch-1 tensor. Non-images, truncated
- * files and images above `maxInputPixels` reject with INVALID_ARGUMENT.
+ * The format an encoded image declares in its first bytes, or undefined for anything that
+ * is not one of {@link ACCEPTED_IMAGE_FORMATS}. SVG in particular is refused: its
+ * rendering cost has no bound in the pixel count (a 1 KB file of nested `<use>` elements
+ * renders for half a minute).
+ */
+export function sniffImageFormat(bytes: Uint8Array): AcceptedImageFormat | undefined {
+  if (startsWith(bytes, 0, [0xff, 0xd8, 0xff])) return 'jpeg';
+  if (startsWith(bytes, 0, [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) return 'png';
+  if (startsWith(bytes, 0, 'GIF87a') || startsWith(bytes, 0, 'GIF89a')) return 'gif';
+  if (startsWith(bytes, 0, 'RIFF') && startsWith(bytes, 8, 'WEBP')) return 'webp';
+  // Classic and BigTIFF, little- and big-endian.
+  if (startsWith(bytes, 0, [0x49, 0x49, 0x2a, 0x00]) || startsWith(bytes, 0, [0x4d, 0x4d, 0x00, 0x2a]))
+    return 'tiff';
+  if (startsWith(bytes, 0, [0x49, 0x49, 0x2b, 0x00]) || startsWith(bytes, 0, [0x4d, 0x4d, 0x00, 0x2b]))
+    return 'tiff';
+  // ISO base media file (AVIF, HEIC): a leading 'ftyp' box.
+  if (startsWith(bytes, 4, 'ftyp')) return 'heif';
+  return undefined;
+}
+
+/**
+ * Decodes an encoded image and lays it out as a batch-1 tensor. Non-images, formats other
+ * than {@link ACCEPTED_IMAGE_FORMATS}, truncated files and images above `maxInputPixels`
+ * reject with INVALID_ARGUMENT.
  */
 export async function imageToTensor(
   bytes: Uint8Array,
   options: ImageToTensorOptions = {},
 ): Promise<ImageTensor> {
+  if (sniffImageFormat(bytes) === undefined) {
+    throw new ServingError(
+      Code.INVALID_ARGUMENT,
+      'Unable to decode image: not a JPEG, PNG, WebP, GIF, TIFF or AVIF/HEIF image' +
+        (/^\s*</.test(new TextDecoder().decode(bytes.subarray(0, 64)))
+          ? ' (SVG and other XML are not accepted)'
+          : ''),
+    );
+  }
   const sharp = await loadSharp();
   const maxPixels = options.maxInputPixels ?? 40_000_000;
   const channels = options.channels ?? 3;
@@ -91,38 +132,51 @@ export async function imageToTensor(
     limitInputPixels: maxPixels,
     failOn: 'truncated',
     sequentialRead: true,
-  }).autoOrient();
+  });
   const width = options.width ?? options.height ?? originalWidth;
   const height = options.height ?? options.width ?? originalHeight;
   let contentWidth = width;
   let contentHeight = height;
-  if (options.width !== undefined || options.height !== undefined) {
-    const mode = options.resize ?? 'stretch';
-    if (mode === 'stretch') {
-      pipeline = pipeline.resize(width, height, { fit: 'fill', kernel: 'linear' });
-    } else if (mode === 'crop') {
-      const shorter = options.resizeShorter ?? Math.round((Math.max(width, height) * 256) / 224);
-      const ratio = shorter / Math.min(originalWidth, originalHeight);
-      const rw = Math.max(width, Math.round(originalWidth * ratio));
-      const rh = Math.max(height, Math.round(originalHeight * ratio));
-      pipeline = pipeline
-        .resize(rw, rh, { fit: 'fill', kernel: 'linear' })
-        .extract({ left: Math.floor((rw - width) / 2), top: Math.floor((rh - height) / 2), width, height });
-    } else {
-      const pad = options.padValue ?? 114;
-      const r = Math.min(width / originalWidth, height / originalHeight);
-      contentWidth = Math.round(originalWidth * r);
-      contentHeight = Math.round(originalHeight * r);
-      pipeline = pipeline.resize(width, height, {
-        fit: 'contain',
-        position: 'left top',
-        background: { r: pad, g: pad, b: pad },
-        kernel: 'linear',
-      });
+  // sharp validates sizes when the pipeline is built: an extreme aspect ratio can ask a
+  // centre crop for an intermediate side past its limit (a 1x16777217 PNG), which is the
+  // client's image, not a fault.
+  try {
+    pipeline = pipeline.autoOrient();
+    if (options.width !== undefined || options.height !== undefined) {
+      const mode = options.resize ?? 'stretch';
+      if (mode === 'stretch') {
+        pipeline = pipeline.resize(width, height, { fit: 'fill', kernel: 'linear' });
+      } else if (mode === 'crop') {
+        const shorter = options.resizeShorter ?? Math.round((Math.max(width, height) * 256) / 224);
+        const ratio = shorter / Math.min(originalWidth, originalHeight);
+        const rw = Math.max(width, Math.round(originalWidth * ratio));
+        const rh = Math.max(height, Math.round(originalHeight * ratio));
+        pipeline = pipeline
+          .resize(rw, rh, { fit: 'fill', kernel: 'linear' })
+          .extract({ left: Math.floor((rw - width) / 2), top: Math.floor((rh - height) / 2), width, height });
+      } else {
+        const pad = options.padValue ?? 114;
+        const r = Math.min(width / originalWidth, height / originalHeight);
+        contentWidth = Math.round(originalWidth * r);
+        contentHeight = Math.round(originalHeight * r);
+        pipeline = pipeline.resize(width, height, {
+          fit: 'contain',
+          position: 'left top',
+          background: { r: pad, g: pad, b: pad },
+          kernel: 'linear',
+        });
+      }
     }
+    pipeline =
+      channels === 1
+        ? pipeline.grayscale().toColourspace('b-w')
+        : pipeline.removeAlpha().toColourspace('srgb');
+  } catch (error) {
+    throw new ServingError(
+      Code.INVALID_ARGUMENT,
+      `Unable to resize image of ${originalWidth}x${originalHeight} pixels: ${firstLine(error)}`,
+    );
   }
-  pipeline =
-    channels === 1 ? pipeline.grayscale().toColourspace('b-w') : pipeline.removeAlpha().toColourspace('srgb');
   let raw: { data: Buffer; info: { width: number; height: number; channels: number } };
   try {
     raw = await pipeline.raw().toBuffer({ resolveWithObject: true });

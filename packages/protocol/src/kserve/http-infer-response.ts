@@ -113,7 +113,7 @@ export function decodeHttpInferResponse(body: Uint8Array, headerLength: string |
       const size = binaryDataSize(readParameters(raw['parameters'], what), what);
       const tensor =
         size === undefined
-          ? tensorFromJsonData(datatype, shape, count, raw['data'], what)
+          ? tensorFromJsonData(datatype, shape, count, raw['data'], what, { bf16FromNumbers: true })
           : tensorFromBinary(datatype, shape, count, binary.take(size, what), what);
       return { name, tensor };
     });

@@ -8,7 +8,7 @@ import type { JsonWriter } from '../json-writer.js';
 import { type Tensor, isStringData } from '../tensor.js';
 import { isNonFiniteToken, jsonNumberValue } from '../tfs-json-decode.js';
 import { type KServeDatatype, dtypeOfDatatype } from './datatype.js';
-import { numberToHalf } from './half.js';
+import { numberToBfloat16, numberToHalf } from './half.js';
 
 /** Deepest list nesting accepted in `data`. */
 export const MAX_DATA_NESTING = 64;
@@ -69,13 +69,21 @@ function forEachLeaf(data: unknown, what: string, visit: (leaf: unknown) => bool
   }
 }
 
+export interface JsonDataOptions {
+  /**
+   * Read BF16 `data` as numbers rounded to bfloat16 (responses: the server writes BF16
+   * outputs as JSON numbers). Requests refuse BF16 in JSON, as Triton does. Default false.
+   */
+  readonly bf16FromNumbers?: boolean;
+}
+
 /**
  * The tensor a JSON `data` value holds for a declared datatype and shape (its element
  * count already checked, see checkShape). Flat and nested lists are both accepted; the
  * number of leaves must equal `count`. Leaves are counted before anything is allocated.
  * INVALID_ARGUMENT for a wrong count or a value the datatype cannot hold (JSON BOOL
  * must be true/false; integers must be exact and in range; int64/uint64 beyond
- * +-(2^53 - 1) cannot travel in JSON); BF16 cannot be given in JSON at all.
+ * +-(2^53 - 1) cannot travel in JSON); BF16 only with `bf16FromNumbers`.
  */
 export function tensorFromJsonData(
   datatype: KServeDatatype,
@@ -83,6 +91,7 @@ export function tensorFromJsonData(
   count: number,
   data: unknown,
   what: string,
+  options: JsonDataOptions = {},
 ): Tensor {
   let leaves = 0;
   forEachLeaf(data, what, () => ++leaves <= count);
@@ -105,7 +114,7 @@ export function tensorFromJsonData(
     });
     return { dtype, shape, data: out };
   }
-  if (dtype === 'bfloat16') {
+  if (dtype === 'bfloat16' && options.bf16FromNumbers !== true) {
     throw new ServingError(
       Code.INVALID_ARGUMENT,
       `${what}: BF16 data cannot be given as JSON; send it in binary (binary_data_size)`,
@@ -118,11 +127,11 @@ export function tensorFromJsonData(
       out[i++] = leaf ? 1 : 0;
       return true;
     });
-  } else if (dtype === 'float32' || dtype === 'float64' || dtype === 'float16') {
+  } else if (dtype === 'float32' || dtype === 'float64' || dtype === 'float16' || dtype === 'bfloat16') {
     forEachLeaf(data, what, (leaf) => {
       const v = jsonNumberValue(leaf);
       if (v === undefined) throw bad(leaf);
-      out[i++] = dtype === 'float16' ? numberToHalf(v) : v;
+      out[i++] = dtype === 'float16' ? numberToHalf(v) : dtype === 'bfloat16' ? numberToBfloat16(v) : v;
       return true;
     });
   } else {

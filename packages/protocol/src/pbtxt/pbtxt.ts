@@ -241,9 +241,16 @@ class Lexer {
   }
 }
 
+/**
+ * Deepest nesting of messages accepted, as protobuf's own text parser (its default
+ * recursion limit); deeper input is INVALID_ARGUMENT instead of a stack overflow.
+ */
+export const MAX_PBTXT_DEPTH = 100;
+
 class Parser {
   private readonly lexer: Lexer;
   private token: Token;
+  private depth = 0;
 
   constructor(
     text: string,
@@ -359,9 +366,14 @@ class Parser {
   }
 
   private parseMessage(): PbMessage {
+    if (this.depth >= MAX_PBTXT_DEPTH) {
+      throw this.error(this.token, `messages nested deeper than ${MAX_PBTXT_DEPTH} levels`);
+    }
     const open = this.advance();
     const close = open.text === '{' ? '}' : '>';
+    this.depth++;
     const fields = this.parseFields(close);
+    this.depth--;
     this.advance();
     return { kind: 'message', fields, line: open.line, column: open.column };
   }

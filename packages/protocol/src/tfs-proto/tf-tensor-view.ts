@@ -73,13 +73,23 @@ export function tensorFromProtoView(view: TensorProtoView, what: string): Tensor
 const PREDICT_INPUTS_FIELD = 2;
 const MAP_VALUE_FIELD = 2;
 
-/** True when every float_val / double_val of every input is one packed run (so the view decodes it exactly). */
+/**
+ * TensorProto fields the view does not declare (scomplex_val, dcomplex_val, float8_val): it
+ * would skip them unchecked where the regular message parses them and may refuse them.
+ */
+const UNDECLARED_TENSOR_FIELDS: ReadonlySet<number> = new Set([9, 12, 18]);
+
+/**
+ * True when every float_val / double_val of every input is one packed run (so the view
+ * decodes it exactly) and no field is one the view does not declare.
+ */
 function tensorIsViewable(bytes: Uint8Array): boolean {
   const reader = new BinaryReader(bytes);
   let floats = 0;
   let doubles = 0;
   while (reader.pos < reader.len) {
     const [field, wireType] = reader.tag();
+    if (UNDECLARED_TENSOR_FIELDS.has(field)) return false;
     if (field === TENSOR_FLOAT_VAL_FIELD || field === TENSOR_DOUBLE_VAL_FIELD) {
       if (wireType !== WireType.LengthDelimited) return false;
       if (field === TENSOR_FLOAT_VAL_FIELD ? ++floats > 1 : ++doubles > 1) return false;
@@ -93,8 +103,9 @@ function tensorIsViewable(bytes: Uint8Array): boolean {
  * Whether `bytes` (a serialized PredictRequest) can be decoded with
  * PredictRequestViewSchema without changing its meaning: every float_val and
  * double_val is a single packed run, as every standard protobuf encoder writes
- * them. Unpacked or split fields, and undecodable bytes, answer false (decode
- * with the regular message then).
+ * them. Unpacked or split fields, fields the view does not declare (complex and
+ * float8 values), and undecodable bytes, answer false (decode with the regular
+ * message then).
  */
 export function predictRequestIsViewable(bytes: Uint8Array): boolean {
   try {

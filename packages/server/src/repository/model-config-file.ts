@@ -118,7 +118,13 @@ function parseOneConfig(config: PbMessageReader, configDir: string, source: stri
     if (Object.hasOwn(versionLabels, key)) {
       throw entry.error(`model "${name}": version label "${key}" given more than once`);
     }
-    versionLabels[key] = value;
+    // defineProperty: a label named "__proto__" must be kept, not set the prototype.
+    Object.defineProperty(versionLabels, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
 
   const loggingReader = config.messageField('logging_config');

@@ -371,6 +371,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         if (rest.byteLength === 0) {
           if (length === 0 && target === undefined) place();
         } else if (target === undefined) {
+          // Bytes past the declared length (a second message) must not reach place().
+          if (headBytes + rest.byteLength > length) {
+            fail(new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call'));
+            return;
+          }
           head!.push(rest);
           headBytes += rest.byteLength;
           if (headBytes >= Math.min(length, PROBE_BYTES)) place();

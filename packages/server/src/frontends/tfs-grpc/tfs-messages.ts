@@ -122,7 +122,13 @@ function modelConfigFromProto(config: ModelConfigProto, index: number): ModelCon
   if (config.basePath === '') throw invalidArgument(`${what} (${config.name}): base_path is empty`);
   const versionLabels: Record<string, number> = {};
   for (const [label, version] of Object.entries(config.versionLabels)) {
-    versionLabels[label] = toSafeInteger(version, `${what}.version_labels[${label}]`);
+    // defineProperty: a label named "__proto__" must be kept, not set the prototype.
+    Object.defineProperty(versionLabels, label, {
+      value: toSafeInteger(version, `${what}.version_labels[${label}]`),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return {
     name: config.name,

@@ -1,0 +1,81 @@
+"""Unit tests of report.py on a hand-made results dict (no servers; standard library only):
+  python3 -m unittest discover -s bench/peers -p 'test_*.py'
+"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import report  # noqa: E402
+
+
+def phase(kind, c, p50, p99, rps, cpu, errors=0):
+    return {"kind": kind, "concurrency": c, "p50_ms": p50, "p90_ms": p50, "p99_ms": p99, "rps": rps,
+            "errors": errors, "server_cpu_ms_per_req": cpu, "server_cpu_cores": 1.5, "client_cpu_ms_per_req": 1.2}
+
+
+def floor(p50, cpu, when="before"):
+    return {"when": when, "runs": 100, "p50_ms": p50, "p99_ms": p50 * 2, "cpu_ms_per_run": cpu,
+            "loadavg_1m": [1.0, 1.5]}
+
+
+def results():
+    return {
+        "started": "2026-11-23T08:00:00",
+        "host": {"nproc": 2, "cpu": "AMD EPYC", "cpu_flags": "avx2", "loadavg_start": [1, 2, 3],
+                 "loadavg_end": [2, 2, 3]},
+        "settings": {"seconds": 12, "warmup": 2, "floor_seconds": 4, "high_concurrency": 8},
+        "request": {"image": "cat_tabby.jpg", "dtype": "float32", "shape": [1, 3, 224, 224], "bytes": 602112,
+                    "grpc_bytes": {"kserve-grpc": 602150}, "rest_json_bytes": 3_090_999},
+        "floors": [floor(10.0, 8.0), floor(14.0, 10.0), floor(20.0, 12.0, "after")],
+        "servers": [
+            {"name": "visionserve", "title": "visionserve", "grpc_kind": "tfs-grpc", "versions": "v",
+             "cold_start": {"port_open_s": 0.5, "first_answer_s": 0.78}, "answer": {"grpc_argmax": 281},
+             "loadavg_before": 1.0, "loadavg_after": 1.25, "rss_mb": 200.0,
+             "phases": [phase("tfs-grpc", 1, 18.0, 30.0, 50.0, 13.0), phase("tfs-grpc", 8, 50.0, 90.0, 140.0, 14.4),
+                        phase("rest-json", 1, 33.3, 40.0, 30.0, 40.0, errors=2)]},
+            {"name": "kserve", "title": "KServe", "grpc_kind": "kserve-grpc", "error": "server exited with 1"},
+        ],
+    }
+
+
+class ReportTest(unittest.TestCase):
+    def test_summary_uses_the_floors_on_both_sides(self):
+        s = report.summarize(results(), 0)
+        self.assertEqual(s["floor_p50_ms"], 12.0)  # mean of 10 (before) and 14 (after)
+        self.assertAlmostEqual(s["grpc1_ratio"], 1.5)
+        self.assertEqual(s["grpc8_rps"], 140.0)
+        self.assertEqual(s["grpc8_cpu_ms"], 14.4)
+        self.assertEqual(s["rest1_p50_ms"], 33.3)
+        self.assertEqual(s["cold_start_s"], 0.78)
+        self.assertEqual(report.summarize(results(), 1)["floor_p50_ms"], 17.0)
+
+    def test_main_table_has_the_issue_rows_and_names_the_visionserve_protocol(self):
+        t = report.main_table(results())
+        lines = t.splitlines()
+        self.assertIn("visionserve (TF Serving gRPC Predict, tensor_content)", lines[0])
+        self.assertEqual(lines[1], "|---|---:|---:|")
+        self.assertIn("| gRPC c=1 p50 / onnxruntime floor | 1.50× (18.0 / 12.0 ms) |", t)
+        self.assertIn("| gRPC c=1 p99 (ms) | 30.0 |", t)
+        self.assertIn("| gRPC c=8 throughput (req/s) | 140.0 |", t)
+        self.assertIn("| server CPU per request at c=8 (ms; floor ≈ 10.0) | 14.4 |", t)
+        self.assertIn("| REST JSON c=1 p50 (ms, 3.1 MB body) | 33.3 (2 errors) |", t)
+        self.assertIn("| server CPU over the floor's, c=1 / c=8 (ms per request) | +4.0 / +5.4 |", t)
+        self.assertIn("| cold start to first answer (s) | 0.78 |", t)
+        self.assertIn("| load average (1 min) before → after | 1.0 → 1.2 |", t)
+        # a failed server keeps its column, with the reason in every figure's cell
+        self.assertIn("failed: server exited with 1", lines[2])
+        for line in lines:
+            self.assertEqual(line.count("|"), 4, line)
+
+    def test_markdown_renders_every_section(self):
+        md = report.markdown(results())
+        self.assertIn("602,112 B", md)
+        self.assertIn("REST JSON body 3,090,999 B", md)
+        self.assertIn("| visionserve | v | 281, –; – |", md)
+        self.assertIn("| kserve | ", md)
+        self.assertIn("| after | 100 | 20.0 | 40.0 | 12.0 | 1.0 → 1.5 |", md)
+
+
+if __name__ == "__main__":
+    unittest.main()
