@@ -17,7 +17,7 @@ import { validateInputs, validateOutputFilter } from '../../src/core/validate-in
 import { createHttpEdge } from '../../src/frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from '../../src/frontends/http/start-http-server.js';
 import { createKServeHttpApi, createKServeService } from '../../src/frontends/kserve/index.js';
-import { createInferenceStatistics } from '../../src/frontends/shared/inference-statistics.js';
+import { createInferenceStatistics } from '../../src/core/inference-statistics.js';
 import { createTfsRestApi } from '../../src/frontends/tfs-rest/index.js';
 import { createJsonLogger } from '../../src/util/logger.js';
 import { fakeInferenceService } from '../fakes.js';
