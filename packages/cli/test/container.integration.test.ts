@@ -230,7 +230,7 @@ describe('container image (podman)', { skip: SKIP ?? false }, () => {
     await stopCleanly(c.name);
   });
 
-  it('with no model: serves the demo (half_plus_two)', async () => {
+  it('with no model: serves the demo (half_plus_two), the web console and the docs UI', async () => {
     const c = await runContainer('vs-test-demo', []);
     const rest = `http://127.0.0.1:${await c.port(8501)}`;
     const sm = `http://127.0.0.1:${await c.port(8080)}`;
@@ -248,6 +248,11 @@ describe('container image (podman)', { skip: SKIP ?? false }, () => {
       headers: { 'Content-Type': 'application/json' },
     });
     assert.deepEqual(inv.json(), { predictions: [2.5] });
+    // The image carries the built web console and the docs UI (no CDN).
+    const page = await request(`${rest}/console/`);
+    assert.equal(page.status, 200, page.text);
+    assert.match(page.text, /<html/i);
+    assert.equal((await request(`${rest}/docs/`)).status, 200);
     await stopCleanly(c.name);
   });
 });
