@@ -49,6 +49,15 @@ export class PackedNumbers {
     return this.values;
   }
 
+  /**
+   * The arrays behind these numbers, for moving them to another thread (see
+   * numericBodyToMessage). The text positions in `inexact` index the body bytes this
+   * instance was read from.
+   */
+  parts(): PackedParts {
+    return { shape: this.shape, values: this.values, inexact: this.inexact };
+  }
+
   /** Writes Math.fround(exact value) of every number into `out` (as a float32 tensor gets them). */
   toFloat32(out: Float32Array): void {
     if (this.#resolved) {
@@ -98,6 +107,67 @@ function exactNumber(bytes: Uint8Array, start: number, end: number): number {
 
 /** A predict body the fast reader accepted: the JSON object with PackedNumbers for the tensors. */
 export type NumericPredictBody = Record<string, string | PackedNumbers | Record<string, PackedNumbers>>;
+
+/** The arrays of one PackedNumbers (see PackedNumbers.parts). */
+export interface PackedParts {
+  readonly shape: readonly number[];
+  readonly values: Float64Array;
+  readonly inexact: Int32Array;
+}
+
+/** A NumericPredictBody as plain data for postMessage; the body bytes stay with the receiver. */
+export type NumericBodyMessage = Record<
+  string,
+  | { readonly kind: 'string'; readonly value: string }
+  | { readonly kind: 'tensor'; readonly parts: PackedParts }
+  | { readonly kind: 'named'; readonly tensors: Record<string, PackedParts> }
+>;
+
+/**
+ * `body` as a message another thread can rebuild with numericBodyFromMessage, and the
+ * buffers to transfer with it (the tensors' arrays: `body` must not be used afterwards).
+ */
+export function numericBodyToMessage(body: NumericPredictBody): {
+  message: NumericBodyMessage;
+  transfer: ArrayBuffer[];
+} {
+  const message: NumericBodyMessage = {};
+  const transfer: ArrayBuffer[] = [];
+  const take = (p: PackedNumbers): PackedParts => {
+    const parts = p.parts();
+    transfer.push(parts.values.buffer as ArrayBuffer, parts.inexact.buffer as ArrayBuffer);
+    return parts;
+  };
+  for (const [key, value] of Object.entries(body)) {
+    if (typeof value === 'string') message[key] = { kind: 'string', value };
+    else if (value instanceof PackedNumbers) message[key] = { kind: 'tensor', parts: take(value) };
+    else {
+      const tensors: Record<string, PackedParts> = {};
+      for (const [name, p] of Object.entries(value)) tensors[name] = take(p);
+      message[key] = { kind: 'named', tensors };
+    }
+  }
+  return { message, transfer };
+}
+
+/**
+ * The NumericPredictBody that numericBodyToMessage described, over `bytes`: the same
+ * body text the sender read (its inexact numbers are read again from it when needed).
+ */
+export function numericBodyFromMessage(message: NumericBodyMessage, bytes: Uint8Array): NumericPredictBody {
+  const body: NumericPredictBody = {};
+  const packed = (p: PackedParts): PackedNumbers => new PackedNumbers(p.shape, p.values, p.inexact, bytes);
+  for (const [key, value] of Object.entries(message)) {
+    if (value.kind === 'string') body[key] = value.value;
+    else if (value.kind === 'tensor') body[key] = packed(value.parts);
+    else {
+      const named: Record<string, PackedNumbers> = {};
+      for (const [name, p] of Object.entries(value.tensors)) named[name] = packed(p);
+      body[key] = named;
+    }
+  }
+  return body;
+}
 
 /** Nesting deeper than this goes to the general path (which refuses beyond its own limit). */
 const MAX_DEPTH = 64;

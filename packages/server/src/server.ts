@@ -64,6 +64,7 @@ import { MODEL_FILE_NAME, SAVED_MODEL_FILES, listVersions } from './repository/l
 import { describeModelLayoutProblem } from './repository/model-layout.js';
 import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
 import { createInflightBudget } from './frontends/shared/inflight-budget.js';
+import { createJsonDecodePool } from './runtime/json-decode-pool.js';
 import { ConfigError } from './config/config-error.js';
 import { notFound, toServingError } from '@visionserve/protocol';
 import { readOptionalFile } from './repository/optional-file.js';
@@ -464,6 +465,12 @@ export async function startVisionServer(
         : { cache: responseCache, enabledFor: (assets) => assets.vision.config?.responseCache === true },
     observer: observers.inference,
   });
+  // JSON predict bodies are read off the event loop (threads start on first use).
+  const jsonDecode = createJsonDecodePool({
+    threads: config.restApiNumThreads,
+    maxWaitMs: config.maxQueueWaitMs,
+    logger: logger.child({ component: 'json-decode' }),
+  });
   const budget = createInflightBudget({
     maxBytes: config.maxInflightRequestBytes,
     maxRequests: config.maxInflightRequests,
@@ -567,6 +574,7 @@ export async function startVisionServer(
     // Listeners drain together: no new connections, keep-alive clients told to go, in-flight requests finish.
     await Promise.all([rest?.close(graceMs), grpc?.close(graceMs), sagemaker?.close(graceMs)]);
     await handlerHost?.close();
+    await jsonDecode.close();
     // Versions unload after their last run settled; inference workers finish before they exit.
     await manager.close();
     await staged?.remove();
@@ -590,6 +598,7 @@ export async function startVisionServer(
                 imageDecodes,
                 bodyLimitBytes: config.restMaxBodyBytes,
                 requestTimeoutMs: config.restTimeoutMs,
+                jsonDecode,
               }),
               ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
               ...(config.enableConsole || config.enableOpenapi
@@ -676,6 +685,7 @@ export async function startVisionServer(
       handlerHost: host,
       imageDecodes,
       defaultModelName: config.sagemakerDefaultModelName,
+      jsonDecode,
       restBaseUrl:
         rest === undefined
           ? undefined

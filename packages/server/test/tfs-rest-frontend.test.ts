@@ -8,6 +8,7 @@ import type { Signature } from '../src/core/signature.js';
 import { createHttpEdge } from '../src/frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from '../src/frontends/http/start-http-server.js';
 import { createTfsRestApi } from '../src/frontends/tfs-rest/index.js';
+import { type JsonDecodePool, createJsonDecodePool } from '../src/runtime/json-decode-pool.js';
 import { type Logger, createJsonLogger } from '../src/util/logger.js';
 import { NO_ASSETS, fakeInferenceService } from './fakes.js';
 import type { ServableAssets } from '../src/contracts/servable-assets.js';
@@ -111,6 +112,7 @@ function tfsRestEdge(
   service: InferenceService<ServableAssets>,
   logger: Logger,
   limits: { bodyLimitBytes?: number; decompressedBodyLimitBytes?: number; requestTimeoutMs?: number } = {},
+  jsonDecode?: JsonDecodePool,
 ): ReturnType<typeof createHttpEdge> {
   return createHttpEdge({
     apis: [
@@ -119,6 +121,7 @@ function tfsRestEdge(
         bodyLimitBytes: limits.bodyLimitBytes ?? 256 * 1024 * 1024,
         decompressedBodyLimitBytes: limits.decompressedBodyLimitBytes,
         requestTimeoutMs: limits.requestTimeoutMs ?? 30_000,
+        jsonDecode,
       }),
     ],
     logger,
@@ -130,7 +133,13 @@ const logs: string[] = [];
 const aborts: unknown[] = [];
 let server: StartedHttpServer;
 let small: StartedHttpServer;
+let decoding: StartedHttpServer;
 let base: string;
+const jsonDecode = createJsonDecodePool({
+  threads: 1,
+  maxWaitMs: 50,
+  logger: createJsonLogger({ level: 'silent' }),
+});
 
 before(async () => {
   const logger = createJsonLogger({ level: 'debug', write: (line) => logs.push(line) });
@@ -149,11 +158,18 @@ before(async () => {
       requestTimeoutMs: 200,
     }),
   });
+  decoding = await startHttpServer({
+    host: '127.0.0.1',
+    port: 0,
+    edge: tfsRestEdge(service, logger, {}, jsonDecode),
+  });
   base = `http://127.0.0.1:${server.port}`;
 });
 after(async () => {
   await server.close();
   await small.close();
+  await decoding.close();
+  await jsonDecode.close();
 });
 
 async function call(
@@ -456,6 +472,58 @@ void describe('TF Serving REST frontend', () => {
     await new Promise((r) => setTimeout(r, 50));
     trunc.destroy();
     assert.deepEqual((await post('/v1/models/half:predict', { instances: [2] })).json, { predictions: [3] });
+  });
+
+  void it('reads big predict bodies on a decode thread and sheds by the decode backlog before reading', async () => {
+    const at = `http://127.0.0.1:${decoding.port}`;
+    const xs = Array.from({ length: 30_000 }, (_, i) => Math.fround(i / 7));
+    const body = JSON.stringify({ instances: xs });
+    assert.ok(body.length > 65_536);
+    const ok = await call('POST', '/v1/models/half:predict', body, {}, at);
+    assert.equal(ok.status, 200, ok.text);
+    assert.deepEqual(
+      (ok.json as { predictions: number[] }).predictions.map(Math.fround),
+      xs.map((x) => Math.fround(0.5 * x + 2)),
+    );
+    assert.equal(jsonDecode.counts.offThread, 1);
+    // A body the fast reader does not take (a string) gets the general path's answer.
+    await expectError(
+      call('POST', '/v1/models/half:predict', JSON.stringify({ instances: ['x'.repeat(70_000)] }), {}, at),
+      400,
+      /.+/,
+    );
+    // A backlog of admitted bodies over 50 ms: refused with 503 from the headers alone (the
+    // body is never sent), the connection closed, Retry-After set.
+    const held = jsonDecode.admit(512 * 1024 * 1024);
+    try {
+      const refused = await new Promise<{ status: number; headers: Record<string, unknown>; body: string }>(
+        (resolve, reject) => {
+          const req = request(`${at}/v1/models/half:predict`, {
+            method: 'POST',
+            headers: { 'Content-Length': String(body.length), 'Content-Type': 'application/json' },
+          });
+          req.on('response', (res) => {
+            let text = '';
+            res.setEncoding('utf8');
+            res.on('data', (c: string) => (text += c));
+            res.on('end', () => {
+              resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text });
+              req.destroy();
+            });
+          });
+          req.on('error', reject);
+          req.flushHeaders();
+        },
+      );
+      assert.equal(refused.status, 503);
+      assert.equal(refused.headers['retry-after'], '1');
+      assert.equal(refused.headers['connection'], 'close');
+      assert.match(refused.body, /overloaded: about \d+ ms of JSON decoding queued \(limit 50 ms\)/);
+    } finally {
+      held.release();
+    }
+    assert.equal((await call('POST', '/v1/models/half:predict', body, {}, at)).status, 200);
+    assert.equal(jsonDecode.counts.offThread, 3);
   });
 
   void it('answers 504 when the request deadline passes', async () => {

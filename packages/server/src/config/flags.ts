@@ -70,6 +70,11 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'largest REST body (default 256 MiB)',
   },
+  rest_api_num_threads: {
+    key: 'restApiNumThreads',
+    type: 'int',
+    help: 'threads reading JSON predict bodies off the event loop (default 1; 0: on the event loop)',
+  },
   allow_version_labels_for_unavailable_models: {
     key: 'allowVersionLabelsForUnavailableModels',
     type: 'bool',

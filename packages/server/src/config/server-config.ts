@@ -50,6 +50,12 @@ export interface ServerConfig {
    * (a JSON body must also fit in one V8 string, about 512 MiB; use gRPC for larger tensors).
    */
   readonly restMaxBodyBytes: number;
+  /**
+   * Threads that read JSON predict bodies (REST `:predict`, `/invocations`) off the event
+   * loop (`--rest_api_num_threads`; TF Serving's flag sizes its HTTP threads). Default 1,
+   * started on first use; 0 reads them on the event loop.
+   */
+  readonly restApiNumThreads: number;
   /** Allow labels pointing at versions that are not loaded (`--allow_version_labels_for_unavailable_models`). */
   readonly allowVersionLabelsForUnavailableModels: boolean;
   /** Batching (`--enable_batching`, `--batching_parameters_file`); acted on by the batching layer. */
@@ -259,6 +265,7 @@ export const DEFAULTS = {
   serializeAsTensorContent: false,
   restTimeoutMs: 30_000,
   restMaxBodyBytes: 256 * 1024 * 1024,
+  restApiNumThreads: 1,
   allowVersionLabelsForUnavailableModels: false,
   enableBatching: false,
   batchingParametersFile: undefined,
@@ -395,6 +402,7 @@ export function resolveServerConfig(
   }
   for (const [key, value] of [
     ['max_queue_wait_ms', config.maxQueueWaitMs],
+    ['rest_api_num_threads', config.restApiNumThreads],
     ['response_cache_bytes', config.responseCacheBytes],
     ['ssl_config_poll_seconds', config.sslConfigPollSeconds],
     ['shutdown_readiness_delay_ms', config.shutdownReadinessDelayMs],

@@ -14,6 +14,8 @@ export async function invoke(ctx: HttpContext, invoker: SageMakerInvoker, pathMo
   const result = await invoker.invoke(
     {
       body: () => ctx.readBody(),
+      bodyLength:
+        req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']),
       contentType: req.headers['content-type'],
       accept: req.headers.accept,
       customAttributes: Array.isArray(raw) ? raw.join(',') : (raw ?? ''),

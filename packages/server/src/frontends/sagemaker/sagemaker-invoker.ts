@@ -4,6 +4,7 @@ import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import type { JsonDecoder } from '../../contracts/json-decoder.js';
 import {
   type InvocationCall,
   type InvocationRequest,
@@ -41,6 +42,8 @@ export interface SageMakerInvokerOptions {
   readonly imageDecodes?: ConcurrencyLimit | undefined;
   /** The answer of `GET /execution-parameters`. */
   readonly executionParameters: ExecutionParameters;
+  /** Reads JSON predict bodies off the event loop, with decode admission. Default: on the event loop. */
+  readonly jsonDecode?: JsonDecoder | undefined;
 }
 
 /** The SageMaker invocation logic on top of core, with no transport: used by the HTTP API and in-process callers. */
@@ -65,6 +68,7 @@ export function createSageMakerInvoker(options: SageMakerInvokerOptions): SageMa
     examples: { imageDecodes },
     restBaseUrl: options.restBaseUrl,
     grpcPort: options.grpcPort,
+    jsonDecode: options.jsonDecode,
   };
   return {
     invoke: (request, call) => serveInvocation(deps, request, call),

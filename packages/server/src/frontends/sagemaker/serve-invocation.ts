@@ -13,6 +13,7 @@ import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import type { ConcurrencyLimit } from '../shared/concurrency-limit.js';
+import type { DecodeTicket, JsonDecoder } from '../../contracts/json-decoder.js';
 import { type ExamplesInferenceOptions, classifyOn, regressOn } from '../shared/examples-inference.js';
 import { predictTfsJsonOn } from '../shared/tfs-json-predict.js';
 import {
@@ -44,6 +45,8 @@ export interface InvocationsDeps {
   readonly restBaseUrl: string | undefined;
   /** TF Serving gRPC port for `context.grpcPort`; undefined when gRPC is off. */
   readonly grpcPort: number | undefined;
+  /** Reads JSON predict bodies off the event loop, with decode admission; undefined: here, none. */
+  readonly jsonDecode?: JsonDecoder | undefined;
 }
 
 /** One `/invocations` request, whatever carried it (HTTP, or `visionserve transform` in-process). */
@@ -54,6 +57,8 @@ export interface InvocationRequest {
    * answered before its body is read.
    */
   readonly body: Uint8Array | (() => Promise<Uint8Array>);
+  /** The body's declared length (HTTP Content-Length) when `body` is a reader, for admission. */
+  readonly bodyLength?: number | undefined;
   /** Content-Type; absent means JSON. */
   readonly contentType: string | undefined;
   /** Accept; absent means JSON. */
@@ -156,10 +161,17 @@ export async function serveInvocation(
       // Shed before reading the body when the model's queue is already too long; an
       // admitted request counts as queued until its run is submitted or it ends.
       const release = deps.service.admit({ name: servable.name, version: servable.version }, call);
+      let ticket: DecodeTicket | undefined;
       const answerKind: ResponseKind = responseKind;
       try {
+        // The same before a JSON predict body joins the decode backlog.
+        if (kind === 'json' && target.method === 'predict' && deps.jsonDecode !== undefined) {
+          const length = typeof request.body === 'function' ? request.bodyLength : request.body.byteLength;
+          ticket = deps.jsonDecode.admit(length ?? 0);
+        }
         return await admitted(answerKind);
       } finally {
+        ticket?.release();
         release();
       }
       async function admitted(responseKind: ResponseKind): Promise<InvocationResponse> {
@@ -192,7 +204,12 @@ export async function serveInvocation(
         }
         const multiRecord = kind === 'csv' || kind === 'jsonlines';
         // A TF Serving body of big numeric tensors is read without JSON.parse (same values).
-        const fast = kind === 'json' ? readNumericPredictBody(body) : undefined;
+        const fast =
+          kind !== 'json'
+            ? undefined
+            : deps.jsonDecode === undefined
+              ? readNumericPredictBody(body)
+              : await deps.jsonDecode.readNumericPredictBody(body, ticket);
         const text = fast === undefined ? body.toString('utf8') : '';
         const predictBody =
           fast ??

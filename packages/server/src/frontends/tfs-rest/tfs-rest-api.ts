@@ -13,6 +13,7 @@ import type { InferenceService } from '../../core/inference-service.js';
 import type { HttpApi } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import type { JsonDecoder } from '../../contracts/json-decoder.js';
 import { classifyOn, regressOn } from '../shared/examples-inference.js';
 import { predictTfsJson } from '../shared/tfs-json-predict.js';
 import { modelMetadataJson, modelStatusJson } from '../shared/tfs-status-json.js';
@@ -29,6 +30,11 @@ export interface TfsRestApiOptions {
   readonly decompressedBodyLimitBytes?: number | undefined;
   /** Per-request deadline in ms, body read and inference included (`--rest_api_timeout_in_ms`); 0 disables. */
   readonly requestTimeoutMs: number;
+  /**
+   * Reads predict bodies off the event loop and sheds requests when its backlog is too
+   * long. Default: predict bodies are read on the event loop, with no decode admission.
+   */
+  readonly jsonDecode?: JsonDecoder | undefined;
 }
 
 /**
@@ -38,7 +44,7 @@ export interface TfsRestApiOptions {
  * route is 400 "Malformed request", as TF Serving answers.
  */
 export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
-  const { service } = options;
+  const { service, jsonDecode } = options;
   const examples = {
     imageDecodes: options.imageDecodes ?? createConcurrencyLimit(Math.max(2, availableParallelism())),
   };
@@ -81,11 +87,26 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
           // Shed before reading the body when the model's queue is already too long; an
           // admitted request counts as queued until its run is submitted or it ends.
           ctx.res.once('close', service.admit(model, call));
+          // The same before the body's JSON joins the decode backlog.
+          const ticket =
+            method === 'predict'
+              ? jsonDecode?.admit(Number(ctx.req.headers['content-length'] ?? 0))
+              : undefined;
+          if (ticket !== undefined) {
+            ctx.res.once('close', () => {
+              ticket.release();
+            });
+          }
           const bytes = await ctx.readBody();
           // Statistics time the request from here (the body is in).
           const timed = { ...call, arrivedAt: process.hrtime.bigint() };
           if (method === 'predict') {
-            sendJson(ctx.res, 200, await predictTfsJson(service, model, parseTfsPredictJson(bytes), timed));
+            const body =
+              jsonDecode === undefined
+                ? parseTfsPredictJson(bytes)
+                : ((await jsonDecode.readNumericPredictBody(bytes, ticket)) ??
+                  parseTfsJsonText(bytes.toString('utf8')));
+            sendJson(ctx.res, 200, await predictTfsJson(service, model, body, timed));
             return;
           }
           const { signatureName, input } = parseTfsExamplesBody(parseTfsJsonText(bytes.toString('utf8')));

@@ -1,0 +1,41 @@
+import type { NumericPredictBody } from '@visionserve/protocol';
+
+/**
+ * Contract between the frontends that read TF Serving JSON predict bodies (REST
+ * `:predict`, SageMaker `/invocations`) and the runtime that reads them off the event loop,
+ * in threads. Type-only: the composition root passes the runtime's implementation.
+ */
+
+/** One admitted body's share of the decode backlog; released when its decode ends or its request does. */
+export interface DecodeTicket {
+  release(): void;
+}
+
+/**
+ * TF Serving JSON predict bodies read off the event loop. Reading 1.6 MB of JSON numbers
+ * costs ~15–30 ms of CPU; done on the main thread, every other request (refusals
+ * included) waits behind it, and under overload the loop falls seconds behind. Here big
+ * bodies go to decode threads (`threads`, started on first use) and the event loop only
+ * moves bytes; the tensors come back as transferred arrays.
+ *
+ * Admission: the bodies admitted and not yet decoded form a backlog, estimated in ms from
+ * the measured decode speed; a request whose body would wait longer than `maxWaitMs` is
+ * refused before its body is read (UNAVAILABLE, reason `overloaded`: HTTP 503).
+ */
+export interface JsonDecoder {
+  /**
+   * Admits a body of `bytes` (its declared length) or throws UNAVAILABLE (reason
+   * `overloaded`) when the decode backlog with it would pass `maxWaitMs`.
+   */
+  admit(bytes: number): DecodeTicket;
+  /**
+   * The fast numeric reader's result for `bytes` (readNumericPredictBody): on a decode
+   * thread for bodies of `minBytes` or more, here otherwise; undefined when the reader does
+   * not take the body (the caller parses it with the general path). Releases `ticket`.
+   */
+  readNumericPredictBody(bytes: Uint8Array, ticket?: DecodeTicket): Promise<NumericPredictBody | undefined>;
+  /** Estimated ms before a body admitted now would be decoded. */
+  backlogMs(): number;
+  /** Bodies read on a decode thread / on the event loop since start. */
+  readonly counts: { readonly offThread: number; readonly inline: number };
+}

@@ -1,0 +1,17 @@
+import type { NumericBodyMessage } from '@visionserve/protocol';
+
+/** A body for a JSON decode thread; `bytes` is the thread's own copy. */
+export interface ToDecodeWorker {
+  readonly id: number;
+  readonly bytes: Uint8Array;
+}
+
+/** The answer: the tensors read (undefined: not a body for the fast reader), and the time it took. */
+export interface FromDecodeWorker {
+  readonly id: number;
+  /** Wall-clock ms the read took in the thread. */
+  readonly ms: number;
+  readonly body: NumericBodyMessage | undefined;
+  /** Set when the reader threw (a bug): logged, and the body takes the general path. */
+  readonly failure?: string;
+}

@@ -1,0 +1,183 @@
+import { Worker } from 'node:worker_threads';
+import {
+  Code,
+  type NumericPredictBody,
+  ServingError,
+  numericBodyFromMessage,
+  readNumericPredictBody,
+} from '@visionserve/protocol';
+import type { JsonDecoder } from '../contracts/json-decoder.js';
+import type { Logger } from '../util/logger.js';
+import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js';
+
+/** The pool as server.ts holds it: the frontends' contract, and a way to stop it. */
+export interface JsonDecodePool extends JsonDecoder {
+  /** Stops the decode threads (pending reads fall back to the caller's path). */
+  close(): Promise<void>;
+}
+
+export interface JsonDecodePoolOptions {
+  /** Decode threads; 0 reads every body on the event loop (admission still applies). */
+  readonly threads: number;
+  /** Bodies smaller than this are read on the event loop, in bytes. Default 65536. */
+  readonly minBytes?: number;
+  /** Longest decode backlog a new body may join, in ms; 0 admits everything. */
+  readonly maxWaitMs: number;
+  readonly logger: Logger;
+  /** The decode thread's module. Default json-decode-worker.js (tests give others). */
+  readonly workerUrl?: URL | undefined;
+}
+
+const WORKER_URL = new URL('./json-decode-worker.js', import.meta.url);
+
+/** Decode speed assumed before the first measurement, in ms per byte (≈ 10 ms per MB). */
+const INITIAL_MS_PER_BYTE = 1e-5;
+/** Weight of the newest measurement in the speed estimate. */
+const EWMA = 0.2;
+
+interface Job {
+  readonly bytes: number;
+  readonly resolve: (message: FromDecodeWorker | undefined) => void;
+}
+
+interface DecodeThread {
+  readonly worker: Worker;
+  readonly jobs: Map<number, Job>;
+  pendingBytes: number;
+}
+
+export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecodePool {
+  const { threads, maxWaitMs, logger } = options;
+  const minBytes = options.minBytes ?? 65_536;
+  let msPerByte = INITIAL_MS_PER_BYTE;
+  let admittedBytes = 0;
+  let nextId = 1;
+  let closed = false;
+  const pool: DecodeThread[] = [];
+  const counts = { offThread: 0, inline: 0 };
+
+  const measured = (bytes: number, ms: number): void => {
+    if (bytes >= minBytes) msPerByte += EWMA * (ms / bytes - msPerByte);
+  };
+
+  const backlogMs = (): number => (admittedBytes * msPerByte) / Math.max(1, threads);
+
+  const retire = (thread: DecodeThread, why: string, error?: unknown): void => {
+    const at = pool.indexOf(thread);
+    if (at < 0) return;
+    pool.splice(at, 1);
+    if (thread.jobs.size > 0 || error !== undefined) {
+      logger.error('JSON decode thread stopped; its bodies are read on the event loop', {
+        why,
+        pending: thread.jobs.size,
+        error,
+      });
+    }
+    for (const job of thread.jobs.values()) job.resolve(undefined);
+    thread.jobs.clear();
+  };
+
+  const spawn = (): DecodeThread => {
+    const worker = new Worker(options.workerUrl ?? WORKER_URL);
+    worker.unref();
+    const thread: DecodeThread = { worker, jobs: new Map(), pendingBytes: 0 };
+    worker.on('message', (reply: FromDecodeWorker) => {
+      const job = thread.jobs.get(reply.id);
+      if (job === undefined) return;
+      thread.jobs.delete(reply.id);
+      thread.pendingBytes -= job.bytes;
+      if (thread.jobs.size === 0) worker.unref();
+      if (reply.failure !== undefined)
+        logger.error('JSON decode thread failed on a body', { error: reply.failure });
+      job.resolve(reply);
+    });
+    worker.on('error', (error) => {
+      retire(thread, 'error', error);
+    });
+    worker.on('exit', (code) => {
+      retire(thread, `exit ${code}`);
+    });
+    pool.push(thread);
+    return thread;
+  };
+
+  /** The thread with the least work queued; a new one while some are busy and fewer than `threads` run. */
+  const pick = (): DecodeThread => {
+    let best: DecodeThread | undefined;
+    for (const t of pool) if (best === undefined || t.pendingBytes < best.pendingBytes) best = t;
+    if ((best === undefined || best.pendingBytes > 0) && pool.length < threads) return spawn();
+    return best!;
+  };
+
+  const inline = (bytes: Uint8Array): NumericPredictBody | undefined => {
+    counts.inline++;
+    const started = performance.now();
+    const body = readNumericPredictBody(bytes);
+    measured(bytes.byteLength, performance.now() - started);
+    return body;
+  };
+
+  return {
+    admit(bytes) {
+      const size = Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
+      if (maxWaitMs > 0 && admittedBytes > 0) {
+        const wait = ((admittedBytes + size) * msPerByte) / Math.max(1, threads);
+        if (wait > maxWaitMs) {
+          throw new ServingError(
+            Code.UNAVAILABLE,
+            `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
+            { reason: 'overloaded' },
+          );
+        }
+      }
+      admittedBytes += size;
+      let held = true;
+      return {
+        release() {
+          if (!held) return;
+          held = false;
+          admittedBytes -= size;
+        },
+      };
+    },
+
+    async readNumericPredictBody(bytes, ticket) {
+      try {
+        if (threads <= 0 || closed || bytes.byteLength < minBytes) return inline(bytes);
+        const thread = pick();
+        const id = nextId++;
+        // The thread gets its own copy: the caller keeps `bytes` (inexact numbers are read
+        // again from it, and it is the fallback if the thread dies).
+        const copy = new Uint8Array(bytes);
+        const reply = await new Promise<FromDecodeWorker | undefined>((resolve) => {
+          // A thread holds the process open only while it has bodies to answer.
+          if (thread.jobs.size === 0) thread.worker.ref();
+          thread.jobs.set(id, { bytes: bytes.byteLength, resolve });
+          thread.pendingBytes += bytes.byteLength;
+          const message: ToDecodeWorker = { id, bytes: copy };
+          thread.worker.postMessage(message, [copy.buffer]);
+        });
+        if (reply === undefined) return inline(bytes);
+        counts.offThread++;
+        measured(bytes.byteLength, reply.ms);
+        if (reply.failure !== undefined) return undefined;
+        return reply.body === undefined ? undefined : numericBodyFromMessage(reply.body, bytes);
+      } finally {
+        ticket?.release();
+      }
+    },
+
+    backlogMs,
+    counts,
+
+    async close() {
+      closed = true;
+      const stopping = pool.splice(0);
+      for (const t of stopping) {
+        for (const job of t.jobs.values()) job.resolve(undefined);
+        t.jobs.clear();
+      }
+      await Promise.all(stopping.map((t) => t.worker.terminate()));
+    },
+  };
+}

@@ -1,0 +1,37 @@
+/**
+ * A JSON decode thread (see json-decode-pool.ts): reads TF Serving predict bodies with
+ * the fast numeric reader and sends the tensors' arrays back (transferred). A body the
+ * reader does not take is answered `undefined`: the main thread then parses it itself.
+ */
+import { parentPort } from 'node:worker_threads';
+import { numericBodyToMessage, readNumericPredictBody } from '@visionserve/protocol';
+import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js';
+
+const port = parentPort;
+if (port === null) throw new Error('json-decode-worker.js runs as a worker thread');
+
+port.on('message', (job: ToDecodeWorker) => {
+  const started = performance.now();
+  let reply: FromDecodeWorker;
+  let transfer: ArrayBuffer[] = [];
+  try {
+    const body = readNumericPredictBody(job.bytes);
+    if (body === undefined) {
+      reply = { id: job.id, ms: performance.now() - started, body: undefined };
+    } else {
+      const moved = numericBodyToMessage(body);
+      transfer = moved.transfer;
+      reply = { id: job.id, ms: performance.now() - started, body: moved.message };
+    }
+  } catch (error) {
+    // The reader refuses nothing by throwing; whatever got here, the main thread's general
+    // path gives the body its proper answer.
+    reply = {
+      id: job.id,
+      ms: performance.now() - started,
+      body: undefined,
+      failure: error instanceof Error ? error.message : String(error),
+    };
+  }
+  port.postMessage(reply, transfer);
+});

@@ -1,0 +1,190 @@
+/**
+ * JSON predict bodies read off the event loop (frontends/shared/json-decode-pool.ts): the
+ * decode thread's tensors equal the fast reader's on the main thread, small bodies stay
+ * here, the decode backlog sheds before a body is read, and a dead thread loses nothing.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { pathToFileURL } from 'node:url';
+import {
+  Code,
+  PackedNumbers,
+  type NumericPredictBody,
+  ServingError,
+  readNumericPredictBody,
+} from '@visionserve/protocol';
+import { createJsonDecodePool } from '../src/runtime/json-decode-pool.js';
+import { createMemoryLogger } from './fakes.js';
+
+/** A nested list of `dims` with numbers written as `write` gives them. */
+function nested(dims: readonly number[], write: (i: number) => string): string {
+  let i = 0;
+  const level = (d: number): string =>
+    d === dims.length ? write(i++) : `[${Array.from({ length: dims[d]! }, () => level(d + 1)).join(',')}]`;
+  return level(0);
+}
+
+/** Floats as float32 -> float64 reprs (17 digits, the reader's inexact path), ints, exponents. */
+const number = (i: number): string =>
+  i % 3 === 0
+    ? String(Math.fround(Math.sin(i) * 3))
+    : i % 3 === 1
+      ? String(i - 500)
+      : `${(i % 97) / 7}e-${i % 5}`;
+
+const bodies: Record<string, Uint8Array> = {
+  instances: Buffer.from(
+    `{"signature_name":"serving_default","instances":${nested([2, 3, 32, 32], number)}}`,
+  ),
+  named: Buffer.from(
+    `{"inputs":{"a":${nested([1, 3, 64, 64], number)},"b":${nested([4, 5], (i) => String(i / 3))}}}`,
+  ),
+  columnar: Buffer.from(` {"inputs" : ${nested([3, 96, 96], number)} } `),
+};
+
+/** Every tensor's shape, exact values and float32 values, for comparing two reads. */
+function describeBody(body: NumericPredictBody | undefined): unknown {
+  if (body === undefined) return undefined;
+  const tensor = (p: PackedNumbers) => {
+    const f32 = new Float32Array(p.length);
+    p.toFloat32(f32);
+    return { shape: [...p.shape], exact: [...p.exactValues()], f32: [...f32] };
+  };
+  return Object.fromEntries(
+    Object.entries(body).map(([k, v]) => [
+      k,
+      typeof v === 'string'
+        ? v
+        : v instanceof PackedNumbers
+          ? tensor(v)
+          : Object.fromEntries(Object.entries(v).map(([n, p]) => [n, tensor(p)])),
+    ]),
+  );
+}
+
+const overloaded = (e: unknown): boolean =>
+  e instanceof ServingError && e.code === Code.UNAVAILABLE && e.reason === 'overloaded';
+
+describe('JSON decode pool', () => {
+  it('reads big bodies on a decode thread into the same tensors as the reader here', async () => {
+    const pool = createJsonDecodePool({ threads: 2, maxWaitMs: 0, logger: createMemoryLogger() });
+    try {
+      for (const [name, bytes] of Object.entries(bodies)) {
+        assert.ok(bytes.byteLength >= 65_536, `${name} is big enough for a thread`);
+        const here = readNumericPredictBody(bytes);
+        assert.notEqual(here, undefined, name);
+        const there = await pool.readNumericPredictBody(bytes);
+        assert.deepEqual(describeBody(there), describeBody(readNumericPredictBody(bytes)), name);
+      }
+      // Concurrent reads land on both threads and each gets its own answer.
+      const all = await Promise.all(
+        Object.values(bodies)
+          .flatMap((b) => [b, b])
+          .map((b) => pool.readNumericPredictBody(b)),
+      );
+      const names = Object.keys(bodies);
+      all.forEach((body, i) => {
+        assert.deepEqual(describeBody(body), describeBody(readNumericPredictBody(bodies[names[i >> 1]!]!)));
+      });
+      assert.equal(pool.counts.offThread, names.length * 3);
+      assert.equal(pool.counts.inline, 0);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('answers undefined for bodies the reader does not take, and reads small ones here', async () => {
+    const pool = createJsonDecodePool({ threads: 1, maxWaitMs: 0, logger: createMemoryLogger() });
+    try {
+      const strings = Buffer.from(`{"instances":[${Array.from({ length: 20_000 }, () => '"a"').join(',')}]}`);
+      const ragged = Buffer.from(`{"instances":[[${'1,'.repeat(40_000)}2],[3]]}`);
+      const truncated = bodies.instances!.subarray(0, bodies.instances!.byteLength - 3);
+      for (const bytes of [strings, ragged, truncated]) {
+        assert.equal(await pool.readNumericPredictBody(bytes), undefined);
+      }
+      assert.equal(pool.counts.offThread, 3);
+      const small = Buffer.from(`{"instances":${nested([4, 64], number)}}`);
+      assert.ok(small.byteLength < 65_536);
+      assert.deepEqual(
+        describeBody(await pool.readNumericPredictBody(small)),
+        describeBody(readNumericPredictBody(small)),
+      );
+      assert.equal(pool.counts.inline, 1);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('sheds a body that would wait longer than maxWaitMs behind the admitted ones, until they are decoded', async () => {
+    const pool = createJsonDecodePool({ threads: 1, maxWaitMs: 50, logger: createMemoryLogger() });
+    try {
+      // Nothing admitted: even a body far over the limit is taken (nothing waits ahead of it).
+      const first = pool.admit(100 * 1024 * 1024);
+      assert.ok(pool.backlogMs() > 50);
+      assert.throws(() => pool.admit(1000), overloaded);
+      assert.throws(() => pool.admit(Number.NaN), overloaded);
+      // Its decode releases its share (the request's own end releases it again, harmlessly).
+      await pool.readNumericPredictBody(bodies.instances!, first);
+      first.release();
+      assert.equal(pool.backlogMs(), 0);
+      const a = pool.admit(1000);
+      const b = pool.admit(1000);
+      a.release();
+      b.release();
+      assert.equal(pool.backlogMs(), 0);
+    } finally {
+      await pool.close();
+    }
+    // maxWaitMs 0: no decode admission.
+    const open = createJsonDecodePool({ threads: 1, maxWaitMs: 0, logger: createMemoryLogger() });
+    open.admit(1e12);
+    open.admit(1e12);
+    await open.close();
+  });
+
+  describe('a decode thread that dies', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vs-decode-'));
+    after(() => {
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const dying = join(dir, 'dying-worker.mjs');
+    writeFileSync(
+      dying,
+      "import { parentPort } from 'node:worker_threads';\nparentPort.on('message', () => process.exit(3));\n",
+    );
+
+    it('reads its bodies here instead, logs it, and starts a new thread for the next body', async () => {
+      const logger = createMemoryLogger();
+      const pool = createJsonDecodePool({
+        threads: 1,
+        maxWaitMs: 0,
+        logger,
+        workerUrl: pathToFileURL(dying),
+      });
+      try {
+        for (let round = 0; round < 2; round++) {
+          const results = await Promise.all([
+            pool.readNumericPredictBody(bodies.instances!),
+            pool.readNumericPredictBody(bodies.named!),
+          ]);
+          assert.deepEqual(describeBody(results[0]), describeBody(readNumericPredictBody(bodies.instances!)));
+          assert.deepEqual(describeBody(results[1]), describeBody(readNumericPredictBody(bodies.named!)));
+        }
+        assert.equal(pool.counts.inline, 4);
+        assert.ok(logger.records.some((r) => r.level === 'error' && /decode thread stopped/.test(r.message)));
+      } finally {
+        await pool.close();
+      }
+    });
+  });
+
+  it('after close, reads here', async () => {
+    const pool = createJsonDecodePool({ threads: 1, maxWaitMs: 0, logger: createMemoryLogger() });
+    await pool.close();
+    assert.notEqual(await pool.readNumericPredictBody(bodies.columnar!), undefined);
+    assert.equal(pool.counts.inline, 1);
+  });
+});
