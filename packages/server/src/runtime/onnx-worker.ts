@@ -8,7 +8,6 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parentPort, workerData } from 'node:worker_threads';
-import { readOnnxModelInfo } from '@visionserve/protocol/onnx';
 import ort from 'onnxruntime-node';
 import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
 import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor } from './wire-tensor.js';
@@ -51,6 +50,8 @@ async function unknownRankValues(session: ort.InferenceSession, path: string): P
   const all = [...session.inputMetadata, ...session.outputMetadata];
   if (!all.some((m) => m.isTensor && m.shape.length === 0)) return new Set();
   try {
+    // Loaded only here: the ONNX protobuf schema costs every worker's start-up otherwise.
+    const { readOnnxModelInfo } = await import('@visionserve/protocol/onnx');
     const info = readOnnxModelInfo(await readFile(path));
     return new Set([...info.inputs, ...info.outputs].filter((v) => v.dims === undefined).map((v) => v.name));
   } catch {
