@@ -81,7 +81,7 @@ import type { InferenceObserver } from './core/inference-observer.js';
 import type { RequestObserver } from './frontends/shared/request-observer.js';
 import { createOpsApi, type ReadinessCheck } from './frontends/ops/ops-api.js';
 import { parseMonitoringConfig } from './repository/monitoring-config-file.js';
-import { createServingMetrics, type ServingMetrics } from './observability/serving-metrics.js';
+import type { ServingMetrics, createServingMetrics } from './observability/serving-metrics.js';
 import { createAccessLog } from './observability/access-log.js';
 import { createPredictionLogWriter } from './observability/prediction-log-writer.js';
 import { type RequestSink, createRequestHub } from './observability/request-hub.js';
@@ -864,7 +864,13 @@ async function createOperations(config: ServerConfig, logger: Logger): Promise<O
       );
     }
     if (monitoring.prometheusEnabled) {
-      metrics = createLateBoundMetrics(config.enableBatching, config.responseCacheBytes > 0);
+      // Loaded only when asked for: prom-client (and what it pulls in) costs every start-up otherwise.
+      const metricsModule = await import('./observability/serving-metrics.js');
+      metrics = createLateBoundMetrics(
+        metricsModule.createServingMetrics,
+        config.enableBatching,
+        config.responseCacheBytes > 0,
+      );
       metricsPath = monitoring.prometheusPath;
     }
   }
@@ -931,9 +937,13 @@ async function createOperations(config: ServerConfig, logger: Logger): Promise<O
 }
 
 /** Metrics whose scrape-time sources (manager, budget, batching) are attached once they exist. */
-function createLateBoundMetrics(batchingOn: boolean, cacheOn: boolean): NonNullable<Operations['metrics']> {
+function createLateBoundMetrics(
+  create: typeof createServingMetrics,
+  batchingOn: boolean,
+  cacheOn: boolean,
+): NonNullable<Operations['metrics']> {
   let sources: MetricSources = {};
-  const metrics = createServingMetrics({
+  const metrics = create({
     versionStates: () => sources.versionStates?.() ?? [],
     queueDepths: () => sources.queueDepths?.() ?? [],
     batching: batchingOn ? () => sources.batching?.() ?? [] : undefined,
