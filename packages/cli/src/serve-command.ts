@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, FLAGS, configFromEnv, parseFlags, resolveServerConfig } from '@visionserve/server';
 import { startVisionServer } from '@visionserve/server';
-import { writeDemoRepository } from './tools/demo-models.js';
 import { createJsonLogger } from '@visionserve/server';
 import type { Command } from './cli-args.js';
 
@@ -51,6 +50,8 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
     }
     if (noModel()) {
       demoRoot = await mkdtemp(join(tmpdir(), 'visionserve-demo-'));
+      // Loaded only here: the ONNX writer is not needed when a model is given.
+      const { writeDemoRepository } = await import('./tools/demo-models.js');
       const demo = await writeDemoRepository(demoRoot);
       logger.info('no model given: serving the generated demo model', {
         model: demo.modelName,
