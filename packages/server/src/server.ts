@@ -69,6 +69,7 @@ import { notFound, toServingError } from '@visionserve/protocol';
 import { readOptionalFile } from './repository/optional-file.js';
 import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
+import type { SpareInferenceWorkers } from './runtime/spare-inference-workers.js';
 import { createModelFilesResolver } from './repository/model-files.js';
 import { createSavedModelConverter } from './repository/saved-model-converter.js';
 import { type ResponseCache, createResponseCache } from './core/response-cache.js';
@@ -155,6 +156,17 @@ export interface VisionServerHooks {
   readonly onWorkerExit?: () => void;
 }
 
+/** What the caller may hand over to a server it starts. */
+export interface VisionServerResources {
+  /**
+   * Inference workers the caller started before loading the server
+   * (`startSpareInferenceWorkers` from `@visionserve/server/boot`): the first model loads
+   * take them instead of starting threads. The server asks the ones still idle to exit once
+   * the initial models settled (or when it fails to start). Default none.
+   */
+  readonly spareWorkers?: SpareInferenceWorkers | undefined;
+}
+
 /**
  * The session factory chain: runtime -> warmup (unless disabled) -> batching
  * (when enabled). Warmup sits below batching so that its requests reach every
@@ -165,6 +177,7 @@ async function createSessionFactory(
   logger: Logger,
   hooks: VisionServerHooks,
   adaptInputs: InputAdapter<ServableAssets>,
+  spareWorkers: SpareInferenceWorkers | undefined,
 ): Promise<{
   factory: SessionFactory;
   batching: BatchingStats | undefined;
@@ -190,6 +203,7 @@ async function createSessionFactory(
     allowSpinning: config.allowSpinning,
     maxQueuedRuns: config.maxQueuedRequests,
     onWorkerExit: hooks.onWorkerExit,
+    spareWorkers,
     logger: logger.child({ component: 'runtime' }),
   });
   if (config.enableModelWarmup) {
@@ -327,6 +341,23 @@ export async function startVisionServer(
   config: ServerConfig,
   logger: Logger,
   hooks: VisionServerHooks = {},
+  resources: VisionServerResources = {},
+): Promise<RunningVisionServer> {
+  const { spareWorkers } = resources;
+  try {
+    return await startServer(config, logger, hooks, spareWorkers);
+  } finally {
+    // Spares serve the initial loads only; later loads start their own threads. Not awaited:
+    // a spare still booting exits when it is done, and idle spares never hold the process.
+    void spareWorkers?.close();
+  }
+}
+
+async function startServer(
+  config: ServerConfig,
+  logger: Logger,
+  hooks: VisionServerHooks,
+  spareWorkers: SpareInferenceWorkers | undefined,
 ): Promise<RunningVisionServer> {
   let staged: StagedModelFile | undefined;
   if (config.modelBasePath !== undefined && config.modelConfigFile === undefined) {
@@ -360,6 +391,7 @@ export async function startVisionServer(
       },
     },
     adaptInputs,
+    spareWorkers,
   );
   let handlerHost: HandlerHost | undefined;
   const sources = createModelSources({
