@@ -327,6 +327,23 @@ module.exports = {
       },
     },
     {
+      name: 'server-boot-entry-stays-light',
+      comment:
+        '@visionserve/server/boot runs before the server loads (config, inference workers started early): it must not reach a protocol, protobuf or onnxruntime',
+      severity: 'error',
+      from: { path: S + 'boot\\.ts$' },
+      to: {
+        path: [
+          S + '(server|index)\\.ts$',
+          S + '(core|frontends|batching|warmup|repository|storage|observability|security)/',
+          '^packages/(protocol|vision)/',
+          '@bufbuild/protobuf',
+          ...NATIVE,
+        ],
+        reachable: true,
+      },
+    },
+    {
       name: 'only-the-composition-root-imports-server',
       comment: 'server.ts wires the layers; only the package entry re-exports it',
       severity: 'error',

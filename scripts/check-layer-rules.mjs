@@ -53,6 +53,11 @@ const PLANTS = {
     './image.js',
     'packages/client/src/image.ts',
   ],
+  'server-boot-entry-stays-light': [
+    'packages/server/src/boot.ts',
+    '@visionserve/protocol',
+    'packages/protocol/',
+  ],
   'server-does-not-import-cli': ['packages/server/src/util/logger.ts', 'visionserve', 'packages/cli/'],
   'server-does-not-import-client': [
     'packages/server/src/frontends/http/send.ts',

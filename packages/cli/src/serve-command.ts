@@ -1,10 +1,16 @@
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, FLAGS, configFromEnv, parseFlags, resolveServerConfig } from '@visionserve/server';
-import { startVisionServer } from '@visionserve/server';
-import { writeDemoRepository } from './tools/demo-models.js';
-import { createJsonLogger } from '@visionserve/server';
+import {
+  ConfigError,
+  FLAGS,
+  type SpareInferenceWorkers,
+  configFromEnv,
+  createJsonLogger,
+  parseFlags,
+  resolveServerConfig,
+  startSpareInferenceWorkers,
+} from '@visionserve/server/boot';
 import type { Command } from './cli-args.js';
 
 export const SERVE_HELP = `Usage: visionserve serve [flags]
@@ -37,9 +43,14 @@ async function holdsAnything(dir: string): Promise<boolean> {
 /** Runs the server until SIGINT/SIGTERM; resolves with the exit code. */
 export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   let demoRoot: string | undefined;
+  let spareWorkers: SpareInferenceWorkers | undefined;
   try {
     const flags = parseFlags(argv);
     let config = resolveServerConfig(flags, configFromEnv(env));
+    // The first version's inference threads boot while the server (protocols, protobuf) loads.
+    spareWorkers = startSpareInferenceWorkers({ count: config.instances });
+    const loading = import('@visionserve/server');
+    loading.catch(() => undefined); // awaited below; not unhandled if something fails first
     const logger = createJsonLogger({ level: config.logLevel });
     const noModel = (): boolean =>
       config.modelBasePath === undefined &&
@@ -51,6 +62,8 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
     }
     if (noModel()) {
       demoRoot = await mkdtemp(join(tmpdir(), 'visionserve-demo-'));
+      // Loaded only here: the ONNX writer is not needed when a model is given.
+      const { writeDemoRepository } = await import('./tools/demo-models.js');
       const demo = await writeDemoRepository(demoRoot);
       logger.info('no model given: serving the generated demo model', {
         model: demo.modelName,
@@ -61,7 +74,8 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
         configFromEnv(env),
       );
     }
-    const server = await startVisionServer(config, logger);
+    const { startVisionServer } = await loading;
+    const server = await startVisionServer(config, logger, {}, { spareWorkers });
     // The handlers go in before "ready" is said: whoever waits for that line may signal at once.
     const stopped = new Promise<void>((resolve) => {
       const stop = (signal: string): void => {
@@ -91,6 +105,7 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
     console.error(`visionserve: ${error instanceof Error ? error.message : String(error)}`);
     return 1;
   } finally {
+    await spareWorkers?.close();
     if (demoRoot !== undefined) await rm(demoRoot, { recursive: true, force: true });
   }
 }

@@ -3,13 +3,18 @@
 
 // Starting a server.
 export { startVisionServer, openApiDocument, type OpenApiDocumentOptions } from './server.js';
-export type { RunningVisionServer, VisionServerHooks } from './server.js';
+export type { RunningVisionServer, VisionServerHooks, VisionServerResources } from './server.js';
 export { resolveServerConfig, DEFAULTS } from './config/server-config.js';
 export { parseFlags, FLAGS } from './config/flags.js';
 export { configFromEnv } from './config/env.js';
 export { ConfigError } from './config/config-error.js';
 export type { ServerConfig } from './config/server-config.js';
 export { createJsonLogger, silentLogger } from './util/logger.js';
+export { startSpareInferenceWorkers } from './runtime/spare-inference-workers.js';
+export type {
+  SpareInferenceWorkers,
+  SpareInferenceWorkersOptions,
+} from './runtime/spare-inference-workers.js';
 export type { Logger, LogLevel } from './util/logger.js';
 
 // Core: the serving semantics, for embedding.

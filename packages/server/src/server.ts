@@ -70,6 +70,7 @@ import { notFound, toServingError } from '@visionserve/protocol';
 import { readOptionalFile } from './repository/optional-file.js';
 import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
+import type { SpareInferenceWorkers } from './runtime/spare-inference-workers.js';
 import { createModelFilesResolver } from './repository/model-files.js';
 import { createSavedModelConverter } from './repository/saved-model-converter.js';
 import { type ResponseCache, createResponseCache } from './core/response-cache.js';
@@ -82,7 +83,7 @@ import type { InferenceObserver } from './core/inference-observer.js';
 import type { RequestObserver } from './frontends/shared/request-observer.js';
 import { createOpsApi, type ReadinessCheck } from './frontends/ops/ops-api.js';
 import { parseMonitoringConfig } from './repository/monitoring-config-file.js';
-import { createServingMetrics, type ServingMetrics } from './observability/serving-metrics.js';
+import type { ServingMetrics, createServingMetrics } from './observability/serving-metrics.js';
 import { createAccessLog } from './observability/access-log.js';
 import { createPredictionLogWriter } from './observability/prediction-log-writer.js';
 import { type RequestSink, createRequestHub } from './observability/request-hub.js';
@@ -156,6 +157,17 @@ export interface VisionServerHooks {
   readonly onWorkerExit?: () => void;
 }
 
+/** What the caller may hand over to a server it starts. */
+export interface VisionServerResources {
+  /**
+   * Inference workers the caller started before loading the server
+   * (`startSpareInferenceWorkers` from `@visionserve/server/boot`): the first model loads
+   * take them instead of starting threads. The server asks the ones still idle to exit once
+   * the initial models settled (or when it fails to start). Default none.
+   */
+  readonly spareWorkers?: SpareInferenceWorkers | undefined;
+}
+
 /**
  * The session factory chain: runtime -> warmup (unless disabled) -> batching
  * (when enabled). Warmup sits below batching so that its requests reach every
@@ -166,6 +178,7 @@ async function createSessionFactory(
   logger: Logger,
   hooks: VisionServerHooks,
   adaptInputs: InputAdapter<ServableAssets>,
+  spareWorkers: SpareInferenceWorkers | undefined,
 ): Promise<{
   factory: SessionFactory;
   batching: BatchingStats | undefined;
@@ -191,6 +204,7 @@ async function createSessionFactory(
     allowSpinning: config.allowSpinning,
     maxQueuedRuns: config.maxQueuedRequests,
     onWorkerExit: hooks.onWorkerExit,
+    spareWorkers,
     logger: logger.child({ component: 'runtime' }),
   });
   if (config.enableModelWarmup) {
@@ -328,6 +342,23 @@ export async function startVisionServer(
   config: ServerConfig,
   logger: Logger,
   hooks: VisionServerHooks = {},
+  resources: VisionServerResources = {},
+): Promise<RunningVisionServer> {
+  const { spareWorkers } = resources;
+  try {
+    return await startServer(config, logger, hooks, spareWorkers);
+  } finally {
+    // Spares serve the initial loads only; later loads start their own threads. Not awaited:
+    // a spare still booting exits when it is done, and idle spares never hold the process.
+    void spareWorkers?.close();
+  }
+}
+
+async function startServer(
+  config: ServerConfig,
+  logger: Logger,
+  hooks: VisionServerHooks,
+  spareWorkers: SpareInferenceWorkers | undefined,
 ): Promise<RunningVisionServer> {
   let staged: StagedModelFile | undefined;
   if (config.modelBasePath !== undefined && config.modelConfigFile === undefined) {
@@ -361,6 +392,7 @@ export async function startVisionServer(
       },
     },
     adaptInputs,
+    spareWorkers,
   );
   let handlerHost: HandlerHost | undefined;
   const sources = createModelSources({
@@ -874,7 +906,13 @@ async function createOperations(config: ServerConfig, logger: Logger): Promise<O
       );
     }
     if (monitoring.prometheusEnabled) {
-      metrics = createLateBoundMetrics(config.enableBatching, config.responseCacheBytes > 0);
+      // Loaded only when asked for: prom-client (and what it pulls in) costs every start-up otherwise.
+      const metricsModule = await import('./observability/serving-metrics.js');
+      metrics = createLateBoundMetrics(
+        metricsModule.createServingMetrics,
+        config.enableBatching,
+        config.responseCacheBytes > 0,
+      );
       metricsPath = monitoring.prometheusPath;
     }
   }
@@ -941,9 +979,13 @@ async function createOperations(config: ServerConfig, logger: Logger): Promise<O
 }
 
 /** Metrics whose scrape-time sources (manager, budget, batching) are attached once they exist. */
-function createLateBoundMetrics(batchingOn: boolean, cacheOn: boolean): NonNullable<Operations['metrics']> {
+function createLateBoundMetrics(
+  create: typeof createServingMetrics,
+  batchingOn: boolean,
+  cacheOn: boolean,
+): NonNullable<Operations['metrics']> {
   let sources: MetricSources = {};
-  const metrics = createServingMetrics({
+  const metrics = create({
     versionStates: () => sources.versionStates?.() ?? [],
     queueDepths: () => sources.queueDepths?.() ?? [],
     batching: batchingOn ? () => sources.batching?.() ?? [] : undefined,

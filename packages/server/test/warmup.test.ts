@@ -299,6 +299,30 @@ void describe('warmup session factory', () => {
     assert.ok(inner.events.includes('close m:2'), 'the loaded session was closed');
   });
 
+  void it('by default, without a file, runs one built-in request per instance, all at once', async () => {
+    const { factory, state } = gatedFactory();
+    const reports: WarmupReport[] = [];
+    const warm = createWarmupSessionFactory({
+      factory,
+      readWarmupFile: () => Promise.resolve(undefined),
+      concurrency: 3,
+      onWarmup: (r) => reports.push(r),
+      logger: silentLogger,
+    });
+    const gate = deferred();
+    state.gate = gate.promise;
+    const loading = warm.load({ modelName: 'm', version: 1, path: '/m/1', basePath: '/m' });
+    // Every instance's run is in flight before any finished: one each, not one after another.
+    while (state.runs.length < 3) await tick();
+    gate.resolve();
+    await (await loading).close();
+    assert.equal(state.runs.length, 3);
+    assert.deepEqual(
+      reports.map((r) => [r.kind, r.runs, r.failedRuns]),
+      [['built-in', 3, 0]],
+    );
+  });
+
   void it('without a file runs built-in zero requests on every instance', async () => {
     const { factory, state } = gatedFactory();
     const reports: WarmupReport[] = [];

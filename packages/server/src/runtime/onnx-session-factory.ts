@@ -11,12 +11,12 @@ import type {
   SignatureFile,
 } from '../contracts/model-files.js';
 import type { Logger } from '../util/logger.js';
-import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor } from './wire-tensor.js';
+import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor, WorkerInit } from './wire-tensor.js';
 import { tensorFromWire, toWire } from './wire-tensor.js';
-import type { WorkerInit } from './onnx-worker.js';
 import { abortError } from '../core/abort-error.js';
 import { createWorkerPool } from './worker-pool.js';
 import { checkOnnxStringInput } from './onnx-string-check.js';
+import type { SpareInferenceWorkers } from './spare-inference-workers.js';
 
 export interface OnnxRuntimeOptions {
   /** Worker threads (each with its own onnxruntime session) per model version. Default 1. */
@@ -38,6 +38,11 @@ export interface OnnxRuntimeOptions {
   readonly resolveModelFiles?: ModelFilesResolver | undefined;
   /** An inference worker died unasked (it is replaced); for metrics. */
   readonly onWorkerExit?: (() => void) | undefined;
+  /**
+   * Workers started ahead (spare-inference-workers.ts): a load takes one of these while any
+   * is left instead of starting a thread. Default none.
+   */
+  readonly spareWorkers?: SpareInferenceWorkers | undefined;
   readonly logger: Logger;
 }
 
@@ -158,9 +163,13 @@ function signatureOfFile(name: string, file: SignatureFile, model: WireModel): S
   return { inputs, outputs, methodName };
 }
 
-function startWorker(init: WorkerInit): Promise<{ worker: Worker; models: readonly WireModel[] }> {
+function startWorker(
+  init: WorkerInit,
+  spares: SpareInferenceWorkers | undefined,
+): Promise<{ worker: Worker; models: readonly WireModel[] }> {
   return new Promise((resolve, reject) => {
-    const worker = new Worker(WORKER_URL, { workerData: init });
+    const spare = spares?.take();
+    const worker = spare ?? new Worker(WORKER_URL, { workerData: init });
     const onMessage = (message: FromWorker): void => {
       cleanup();
       if (message.type === 'ready') resolve({ worker, models: message.models });
@@ -185,6 +194,10 @@ function startWorker(init: WorkerInit): Promise<{ worker: Worker; models: readon
     worker.on('message', onMessage);
     worker.on('error', onError);
     worker.on('exit', onExit);
+    if (spare !== undefined) {
+      const load: ToWorker = { type: 'load', init };
+      spare.postMessage(load);
+    }
   });
 }
 
@@ -225,7 +238,9 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
     allowSpinning: options.allowSpinning ?? false,
   };
   const log = options.logger.child({ model: source.modelName, version: source.version });
-  const started = await Promise.allSettled(Array.from({ length: count }, () => startWorker(init)));
+  const started = await Promise.allSettled(
+    Array.from({ length: count }, () => startWorker(init, options.spareWorkers)),
+  );
   const failure = started.find((r) => r.status === 'rejected');
   if (failure) {
     await Promise.all(
@@ -275,7 +290,7 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
     signatures: plain ? undefined : signatures,
     modelOf,
     log,
-    respawn: async () => (await startWorker(init)).worker,
+    respawn: async () => (await startWorker(init, options.spareWorkers)).worker,
     maxQueuedRuns: options.maxQueuedRuns ?? DEFAULT_MAX_QUEUED_RUNS,
     onWorkerExit: options.onWorkerExit,
   });

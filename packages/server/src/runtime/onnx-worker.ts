@@ -2,30 +2,25 @@
  * Worker-thread entry: owns one onnxruntime InferenceSession. `session.run` is
  * a blocking native call, so it must never run on the main thread.
  *
+ * Started with `workerData` (the WorkerInit), it loads at once. Started without (a spare,
+ * see spare-inference-workers.ts), it boots, loads onnxruntime and waits for a `load`
+ * message carrying the WorkerInit (or `close`: it then exits).
+ *
  * Protocol (see wire-tensor.ts): after start it posts `ready` (with every model file's
  * metadata) or `load-failed`; then answers each `run` with `result` or `run-failed`
  * carrying the same id. Runs are handled one at a time in arrival order.
  */
 import { readFile } from 'node:fs/promises';
 import { parentPort, workerData } from 'node:worker_threads';
-import { readOnnxModelInfo } from '@visionserve/protocol/onnx';
 import ort from 'onnxruntime-node';
 import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
-import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor } from './wire-tensor.js';
+import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor, WorkerInit } from './wire-tensor.js';
 import { ownedBuffer, tensorFromWire } from './wire-tensor.js';
 import { ortSessionOptions } from './session-options.js';
 
-export interface WorkerInit {
-  /** Model files to load, one onnxruntime session each; a run names one by key (default the first). */
-  readonly models: readonly { readonly key: string; readonly path: string }[];
-  readonly intraOpThreads: number;
-  readonly interOpThreads: number;
-  readonly allowSpinning: boolean;
-}
-
 const port = parentPort;
 if (!port) throw new Error('onnx-worker must run in a worker thread');
-const init = workerData as WorkerInit;
+const spare = workerData === undefined || workerData === null;
 
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
@@ -51,6 +46,8 @@ async function unknownRankValues(session: ort.InferenceSession, path: string): P
   const all = [...session.inputMetadata, ...session.outputMetadata];
   if (!all.some((m) => m.isTensor && m.shape.length === 0)) return new Set();
   try {
+    // Loaded only here: the ONNX protobuf schema costs every worker's start-up otherwise.
+    const { readOnnxModelInfo } = await import('@visionserve/protocol/onnx');
     const info = readOnnxModelInfo(await readFile(path));
     return new Set([...info.inputs, ...info.outputs].filter((v) => v.dims === undefined).map((v) => v.name));
   } catch {
@@ -107,7 +104,7 @@ function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[]): WireTens
   return { name, dtype, shape, buffer, byteOffset: 0, byteLength: buffer.byteLength };
 }
 
-async function main(): Promise<void> {
+async function main(init: WorkerInit): Promise<void> {
   const sessions = new Map<string, ort.InferenceSession>();
   try {
     for (const model of init.models) {
@@ -149,6 +146,7 @@ async function main(): Promise<void> {
         });
       return;
     }
+    if (message.type !== 'run') return; // a second `load` is not part of the protocol
     chain = chain.then(async () => {
       try {
         const session = message.model === undefined ? first : sessions.get(message.model);
@@ -175,4 +173,11 @@ async function main(): Promise<void> {
   });
 }
 
-void main();
+if (!spare) {
+  void main(workerData as WorkerInit);
+} else {
+  port.once('message', (message: ToWorker) => {
+    if (message.type === 'load') void main(message.init);
+    else port.close();
+  });
+}

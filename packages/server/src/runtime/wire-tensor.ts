@@ -31,6 +31,15 @@ export interface WireSpec {
 }
 
 /** Messages to an inference worker. After `close` it finishes its current run, releases the session and exits. */
+/** What an inference worker (onnx-worker.ts) loads: its workerData, or a spare's `load` message. */
+export interface WorkerInit {
+  /** Model files to load, one onnxruntime session each; a run names one by key (default the first). */
+  readonly models: readonly { readonly key: string; readonly path: string }[];
+  readonly intraOpThreads: number;
+  readonly interOpThreads: number;
+  readonly allowSpinning: boolean;
+}
+
 export type ToWorker =
   | {
       readonly type: 'run';
@@ -40,7 +49,9 @@ export type ToWorker =
       /** Which of the worker's model files runs (WorkerInit.models); default the first. */
       readonly model?: string | undefined;
     }
-  | { readonly type: 'close' };
+  | { readonly type: 'close' }
+  /** To a spare worker (started without workerData): the models to load; it then answers as a fresh one. */
+  | { readonly type: 'load'; readonly init: WorkerInit };
 
 /** The metadata of one model file a worker loaded. */
 export interface WireModel {

@@ -1,0 +1,75 @@
+/**
+ * Inference worker threads started before any model is known: each boots Node and loads
+ * onnxruntime (a third of a worker's start-up) while the process loads the rest of the
+ * server, then waits. A model load takes one and sends it the model (onnx-worker.ts, `load`)
+ * instead of starting a thread of its own. Idle spares hold no model and no onnxruntime
+ * session, and never keep the process alive.
+ */
+import { Worker } from 'node:worker_threads';
+
+export interface SpareInferenceWorkersOptions {
+  /** Threads to start now (e.g. `--model_instances`: the first version's instances). Default 0. */
+  readonly count?: number;
+}
+
+export interface SpareInferenceWorkers {
+  /**
+   * Hands over an idle spare that is still alive (it then keeps the process alive like any
+   * worker), or undefined when none is left. The taker sends it `{ type: 'load' }`.
+   */
+  take(): Worker | undefined;
+  /** Spares not taken yet. */
+  readonly idle: number;
+  /** Asks every spare not taken to exit; resolves once they have. Idempotent. */
+  close(): Promise<void>;
+}
+
+const WORKER_URL = new URL('./onnx-worker.js', import.meta.url);
+
+/** Starts `count` spare inference workers; see the module comment. */
+export function startSpareInferenceWorkers(
+  options: SpareInferenceWorkersOptions = {},
+): SpareInferenceWorkers {
+  const idle = new Set<Worker>();
+  const exited = new Map<Worker, Promise<void>>();
+  for (let i = 0; i < Math.max(0, options.count ?? 0); i++) {
+    const worker = new Worker(WORKER_URL);
+    worker.unref();
+    idle.add(worker);
+    exited.set(
+      worker,
+      new Promise<void>((resolve) => {
+        worker.once('exit', () => {
+          idle.delete(worker);
+          resolve();
+        });
+      }),
+    );
+    // A spare that fails to boot is dropped (its exit follows); a load then starts its own thread.
+    worker.once('error', () => {
+      idle.delete(worker);
+    });
+  }
+  return {
+    take() {
+      const worker = idle.values().next().value;
+      if (worker === undefined) return undefined;
+      idle.delete(worker);
+      worker.ref();
+      return worker;
+    },
+    get idle() {
+      return idle.size;
+    },
+    async close() {
+      const waiting: Promise<void>[] = [];
+      for (const worker of idle) {
+        // onnx-worker's `close` (ToWorker in wire-tensor.ts, not imported: this module stays light).
+        worker.postMessage({ type: 'close' });
+        waiting.push(exited.get(worker)!);
+      }
+      idle.clear();
+      await Promise.all(waiting);
+    },
+  };
+}
