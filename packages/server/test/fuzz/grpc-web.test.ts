@@ -43,12 +43,10 @@ const frameArb = fc.oneof(
   },
   {
     weight: 1,
-    arbitrary: fc
-      .array(fc.uint8Array({ maxLength: 50 }), { minLength: 2, maxLength: 3 })
-      .map((bodies) => ({
-        bytes: Buffer.concat(bodies.map((b) => frame(0, b.length, b))),
-        message: undefined,
-      })),
+    arbitrary: fc.array(fc.uint8Array({ maxLength: 50 }), { minLength: 2, maxLength: 3 }).map((bodies) => ({
+      bytes: Buffer.concat(bodies.map((b) => frame(0, b.length, b))),
+      message: undefined,
+    })),
   },
   {
     weight: 1,
