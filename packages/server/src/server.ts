@@ -484,10 +484,29 @@ async function startServer(
     onRecord: (model, outcome) => ops.metrics?.requestLogged(model, outcome),
   });
   const observers = observe(ops, requestLog);
+  /** Logs that admission started refusing (at most once per 10 s per kind), with the count since. */
+  const admissionLog = logger.child({ component: 'admission' });
+  function shedLog(kind: string): (model: string | undefined, error: ServingError) => void {
+    let lastAt = -Infinity;
+    let since = 0;
+    return (model, error) => {
+      since++;
+      const now = performance.now();
+      if (now - lastAt < 10_000) return;
+      admissionLog.warn('overloaded: shedding requests', {
+        kind,
+        model,
+        refused: since,
+        example: error.message,
+      });
+      lastAt = now;
+      since = 0;
+    };
+  }
   const service = createInferenceService({
     manager,
     logger: logger.child({ component: 'core' }),
-    admission: { maxQueueWaitMs: config.maxQueueWaitMs },
+    admission: { maxQueueWaitMs: config.maxQueueWaitMs, onShed: shedLog('queue-wait') },
     statistics,
     extendSignatures,
     adaptInputs,
@@ -501,6 +520,7 @@ async function startServer(
   const jsonDecode = createJsonDecodePool({
     threads: config.restApiNumThreads,
     maxWaitMs: config.maxQueueWaitMs,
+    onShed: shedLog('json-decode'),
     logger: logger.child({ component: 'json-decode' }),
   });
   const budget = createInflightBudget({

@@ -37,7 +37,7 @@ function fakeFactory(): SessionFactory & { asked: number[] } {
   };
 }
 
-async function setup(maxQueueWaitMs: number) {
+async function setup(maxQueueWaitMs: number, onShed?: (model: string, error: ServingError) => void) {
   const factory = fakeFactory();
   const logger = createMemoryLogger();
   const manager = createModelManager({
@@ -45,7 +45,7 @@ async function setup(maxQueueWaitMs: number) {
     listVersions: (p) => createFakeDisk({ '/models/m': [1] }).listVersions(p),
     logger,
   });
-  const service = createInferenceService({ manager, logger, admission: { maxQueueWaitMs } });
+  const service = createInferenceService({ manager, logger, admission: { maxQueueWaitMs, onShed } });
   await service.reloadConfig([
     {
       name: 'm',
@@ -88,6 +88,26 @@ describe('admission: requests admitted before their body is read', () => {
     admit(1);
     // Without a signal a request cannot be told apart later: checked, not counted.
     assert.throws(() => service.admit({ name: 'm' }), overloaded);
+    await manager.close();
+  });
+
+  it('tells the policy of every refusal, with the error the caller gets', async () => {
+    const told: [string, ServingError][] = [];
+    const { service, manager } = await setup(150, (model, error) => told.push([model, error]));
+    const admit = () => service.admit({ name: 'm' }, { signal: new AbortController().signal });
+    admit();
+    admit();
+    assert.equal(told.length, 0);
+    let thrown: unknown;
+    try {
+      admit();
+    } catch (error) {
+      thrown = error;
+    }
+    assert.ok(overloaded(thrown));
+    assert.equal(told.length, 1);
+    assert.equal(told[0]![0], 'm');
+    assert.equal(told[0]![1], thrown);
     await manager.close();
   });
 

@@ -8,6 +8,8 @@ export interface AdmissionPolicy {
    * accepted requests bounded and the server busy with work that can still succeed.
    */
   readonly maxQueueWaitMs: number;
+  /** Told of every refusal (e.g. to log that shedding started). Default: nothing. */
+  readonly onShed?: ((model: string, error: ServingError) => void) | undefined;
 }
 
 /**
@@ -27,20 +29,26 @@ export function checkAdmission(
   if (pressure === undefined || pressure.queued === 0) return;
   const wait = pressure.estimatedWaitMs;
   if (policy.maxQueueWaitMs > 0 && wait > policy.maxQueueWaitMs) {
-    throw new ServingError(
-      Code.UNAVAILABLE,
+    throw shed(
+      policy,
+      model,
       `Server is overloaded: model ${model} has about ${Math.round(wait)} ms of queued work (limit ${policy.maxQueueWaitMs} ms); retry later`,
-      { reason: 'overloaded' },
     );
   }
   if (deadline !== undefined) {
     const left = deadline - Date.now();
     if (wait + pressure.runMs > left) {
-      throw new ServingError(
-        Code.UNAVAILABLE,
+      throw shed(
+        policy,
+        model,
         `Request cannot finish before its deadline: model ${model} has about ${Math.round(wait)} ms of queued work and ${Math.max(0, Math.round(left))} ms are left`,
-        { reason: 'overloaded' },
       );
     }
   }
+}
+
+function shed(policy: AdmissionPolicy, model: string, message: string): ServingError {
+  const error = new ServingError(Code.UNAVAILABLE, message, { reason: 'overloaded' });
+  policy.onShed?.(model, error);
+  return error;
 }

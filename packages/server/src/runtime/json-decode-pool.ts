@@ -24,6 +24,8 @@ export interface JsonDecodePoolOptions {
   /** Longest decode backlog a new body may join, in ms; 0 admits everything. */
   readonly maxWaitMs: number;
   readonly logger: Logger;
+  /** Told of every refusal (e.g. to log that shedding started). Default: nothing. */
+  readonly onShed?: ((model: undefined, error: ServingError) => void) | undefined;
   /** The decode thread's module. Default json-decode-worker.js (tests give others). */
   readonly workerUrl?: URL | undefined;
 }
@@ -123,11 +125,13 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
       if (maxWaitMs > 0 && admittedBytes > 0) {
         const wait = ((admittedBytes + size) * msPerByte) / Math.max(1, threads);
         if (wait > maxWaitMs) {
-          throw new ServingError(
+          const error = new ServingError(
             Code.UNAVAILABLE,
             `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
             { reason: 'overloaded' },
           );
+          options.onShed?.(undefined, error);
+          throw error;
         }
       }
       admittedBytes += size;
