@@ -3,7 +3,7 @@
 // signature and status. Works over gRPC or REST: both clients implement the same predict().
 //   node examples/batch-and-deadlines.mjs <image> [<image> ...]   (gRPC at 127.0.0.1:8500, model mobilenet)
 import { readFile } from 'node:fs/promises';
-import { Code, ServingError, createTfsGrpcClient, predictBatched, topK } from '@visionserve/client';
+import { Code, ServingError, classifyTopK, createTfsGrpcClient, predictBatched } from '@visionserve/client';
 import { IMAGE_PRESETS, imageToTensor } from '@visionserve/client/image';
 
 const images = process.argv.slice(2);
@@ -26,7 +26,10 @@ try {
     items.push({ input: (await imageToTensor(await readFile(path), IMAGE_PRESETS.imagenet)).tensor });
   // Stacked along dimension 0 into requests of at most 8 images; outputs split back per image.
   const results = await predictBatched(client, 'mobilenet', items, { maxBatchSize: 8, timeoutMs: 5_000 });
-  results.forEach((r, i) => console.log(`${images[i]}: class ${topK(r.output, { k: 1 })[0][0].index}`));
+  results.forEach((r, i) => {
+    const [[best]] = classifyTopK(r.output, { kind: 'classification', topK: 1 }, undefined);
+    console.log(`${images[i]}: class ${best.class_id}`);
+  });
 
   // A deadline that cannot be met: the call fails with DEADLINE_EXCEEDED (sent to the server as grpc-timeout).
   await client.predict('mobilenet', items[0], { timeoutMs: 1 }).catch((error) => {
