@@ -28,6 +28,99 @@ function statusFrom(headers: IncomingHttpHeaders): { code: Code; message: string
   return { code, message };
 }
 
+/**
+ * Reads the first length-prefixed message of a response into one exactly sized buffer as
+ * its DATA frames arrive (no list of frames, no concatenation at the end). Bytes after
+ * the first message are ignored.
+ */
+function createMessageReader(maxBytes: number): {
+  /** Adds received bytes; false when the declared message is larger than `maxBytes` (nothing kept). */
+  push(chunk: Uint8Array): boolean;
+  /** The message bytes received, once the prefix was; undefined before. */
+  message(): Uint8Array | undefined;
+  readonly compressed: boolean;
+  /** The declared message length (-1 before the prefix). */
+  readonly length: number;
+} {
+  const prefix = new Uint8Array(5);
+  let prefixFill = 0;
+  let length = -1;
+  let compressed = false;
+  let target: Uint8Array | undefined;
+  let fill = 0;
+  return {
+    push(chunk) {
+      let at = 0;
+      if (length < 0) {
+        const take = Math.min(5 - prefixFill, chunk.byteLength);
+        prefix.set(chunk.subarray(0, take), prefixFill);
+        prefixFill += take;
+        at = take;
+        if (prefixFill < 5) return true;
+        compressed = prefix[0] !== 0;
+        length = new DataView(prefix.buffer).getUint32(1);
+        if (length > maxBytes) return false;
+        target = new Uint8Array(length);
+      }
+      const take = Math.min(length - fill, chunk.byteLength - at);
+      if (take > 0) {
+        target!.set(at === 0 && take === chunk.byteLength ? chunk : chunk.subarray(at, at + take), fill);
+        fill += take;
+      }
+      return true;
+    },
+    message() {
+      if (target === undefined) return undefined;
+      return fill === length ? target : target.subarray(0, fill);
+    },
+    get compressed() {
+      return compressed;
+    },
+    get length() {
+      return length;
+    },
+  };
+}
+
+/** Request bytes before the first large part that are copied together with the length prefix. */
+const COALESCE_BYTES = 64 * 1024;
+
+/**
+ * Writes the length-prefixed message and ends the request in one turn of the event loop:
+ * the prefix and the small parts before the first large one (or the whole message, when
+ * small) as one buffer, large parts as they are, corked into one writev. Separate writes
+ * would each wait for the previous one to reach the socket, and the prefix would travel
+ * alone in its own DATA frame.
+ */
+function writeRequestMessage(
+  stream: { write(chunk: Uint8Array): boolean; end(chunk?: Uint8Array): void; cork(): void },
+  parts: readonly Uint8Array[],
+  length: number,
+): void {
+  let first = 0;
+  let headLength = 5;
+  while (first < parts.length && parts[first]!.byteLength <= COALESCE_BYTES - headLength) {
+    headLength += parts[first]!.byteLength;
+    first++;
+  }
+  const head = Buffer.allocUnsafe(headLength);
+  head[0] = 0;
+  head.writeUInt32BE(length, 1);
+  let at = 5;
+  for (let i = 0; i < first; i++) {
+    head.set(parts[i]!, at);
+    at += parts[i]!.byteLength;
+  }
+  if (first === parts.length) {
+    stream.end(head);
+    return;
+  }
+  stream.cork();
+  stream.write(head);
+  for (let i = first; i < parts.length; i++) if (parts[i]!.byteLength > 0) stream.write(parts[i]!);
+  stream.end();
+}
+
 export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
   const authority = options.address.includes('://') ? options.address : `http://${options.address}`;
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
@@ -87,8 +180,7 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
           return;
         }
         callStarted(s);
-        const chunks: Buffer[] = [];
-        let received = 0;
+        const body = createMessageReader(maxReceive);
         let status: { code: Code; message: string } | undefined;
         let done = false;
         const finish = (error?: ServingError): void => {
@@ -109,17 +201,25 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
             reject(new ServingError(status.code, status.message));
             return;
           }
-          const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received);
-          if (body.length < 5) {
+          const message = body.message();
+          if (message === undefined) {
             reject(new ServingError(Code.INTERNAL, 'Response carried no message'));
             return;
           }
-          if (body[0] !== 0) {
+          if (body.compressed) {
             reject(new ServingError(Code.UNIMPLEMENTED, 'Compressed responses are not supported'));
             return;
           }
-          const length = body.readUInt32BE(1);
-          resolve(body.subarray(5, 5 + length));
+          if (message.byteLength < body.length) {
+            reject(
+              new ServingError(
+                Code.INTERNAL,
+                `Response message truncated (${message.byteLength} of ${body.length} bytes)`,
+              ),
+            );
+            return;
+          }
+          resolve(message);
         };
         const onAbort = (): void => {
           stream.close(constants.NGHTTP2_CANCEL);
@@ -146,15 +246,13 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
           status = statusFrom(h) ?? status;
         });
         stream.on('data', (chunk: Buffer) => {
-          received += chunk.length;
-          if (received > maxReceive + 5) {
+          if (!body.push(chunk)) {
             stream.close(constants.NGHTTP2_CANCEL);
             finish(
               new ServingError(Code.RESOURCE_EXHAUSTED, `Received message larger than max (${maxReceive})`),
             );
             return;
           }
-          chunks.push(chunk);
         });
         stream.on('end', () => {
           finish();
@@ -169,12 +267,7 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
         const parts = request instanceof Uint8Array ? [request] : request;
         let length = 0;
         for (const part of parts) length += part.byteLength;
-        const prefix = Buffer.allocUnsafe(5);
-        prefix[0] = 0;
-        prefix.writeUInt32BE(length, 1);
-        stream.write(prefix);
-        for (const part of parts) if (part.byteLength > 0) stream.write(part);
-        stream.end();
+        writeRequestMessage(stream, parts, length);
       });
     },
     close() {
