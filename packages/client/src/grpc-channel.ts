@@ -28,60 +28,6 @@ function statusFrom(headers: IncomingHttpHeaders): { code: Code; message: string
   return { code, message };
 }
 
-/**
- * Reads the first length-prefixed message of a response into one exactly sized buffer as
- * its DATA frames arrive (no list of frames, no concatenation at the end). Bytes after
- * the first message are ignored.
- */
-function createMessageReader(maxBytes: number): {
-  /** Adds received bytes; false when the declared message is larger than `maxBytes` (nothing kept). */
-  push(chunk: Uint8Array): boolean;
-  /** The message bytes received, once the prefix was; undefined before. */
-  message(): Uint8Array | undefined;
-  readonly compressed: boolean;
-  /** The declared message length (-1 before the prefix). */
-  readonly length: number;
-} {
-  const prefix = new Uint8Array(5);
-  let prefixFill = 0;
-  let length = -1;
-  let compressed = false;
-  let target: Uint8Array | undefined;
-  let fill = 0;
-  return {
-    push(chunk) {
-      let at = 0;
-      if (length < 0) {
-        const take = Math.min(5 - prefixFill, chunk.byteLength);
-        prefix.set(chunk.subarray(0, take), prefixFill);
-        prefixFill += take;
-        at = take;
-        if (prefixFill < 5) return true;
-        compressed = prefix[0] !== 0;
-        length = new DataView(prefix.buffer).getUint32(1);
-        if (length > maxBytes) return false;
-        target = new Uint8Array(length);
-      }
-      const take = Math.min(length - fill, chunk.byteLength - at);
-      if (take > 0) {
-        target!.set(at === 0 && take === chunk.byteLength ? chunk : chunk.subarray(at, at + take), fill);
-        fill += take;
-      }
-      return true;
-    },
-    message() {
-      if (target === undefined) return undefined;
-      return fill === length ? target : target.subarray(0, fill);
-    },
-    get compressed() {
-      return compressed;
-    },
-    get length() {
-      return length;
-    },
-  };
-}
-
 /** Request bytes before the first large part that are copied together with the length prefix. */
 const COALESCE_BYTES = 64 * 1024;
 
@@ -180,7 +126,8 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
           return;
         }
         callStarted(s);
-        const body = createMessageReader(maxReceive);
+        const chunks: Buffer[] = [];
+        let received = 0;
         let status: { code: Code; message: string } | undefined;
         let done = false;
         const finish = (error?: ServingError): void => {
@@ -201,25 +148,17 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
             reject(new ServingError(status.code, status.message));
             return;
           }
-          const message = body.message();
-          if (message === undefined) {
+          const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received);
+          if (body.length < 5) {
             reject(new ServingError(Code.INTERNAL, 'Response carried no message'));
             return;
           }
-          if (body.compressed) {
+          if (body[0] !== 0) {
             reject(new ServingError(Code.UNIMPLEMENTED, 'Compressed responses are not supported'));
             return;
           }
-          if (message.byteLength < body.length) {
-            reject(
-              new ServingError(
-                Code.INTERNAL,
-                `Response message truncated (${message.byteLength} of ${body.length} bytes)`,
-              ),
-            );
-            return;
-          }
-          resolve(message);
+          const length = body.readUInt32BE(1);
+          resolve(body.subarray(5, 5 + length));
         };
         const onAbort = (): void => {
           stream.close(constants.NGHTTP2_CANCEL);
@@ -246,13 +185,15 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
           status = statusFrom(h) ?? status;
         });
         stream.on('data', (chunk: Buffer) => {
-          if (!body.push(chunk)) {
+          received += chunk.length;
+          if (received > maxReceive + 5) {
             stream.close(constants.NGHTTP2_CANCEL);
             finish(
               new ServingError(Code.RESOURCE_EXHAUSTED, `Received message larger than max (${maxReceive})`),
             );
             return;
           }
+          chunks.push(chunk);
         });
         stream.on('end', () => {
           finish();
