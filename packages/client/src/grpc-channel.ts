@@ -28,6 +28,45 @@ function statusFrom(headers: IncomingHttpHeaders): { code: Code; message: string
   return { code, message };
 }
 
+/** Request bytes before the first large part that are copied together with the length prefix. */
+const COALESCE_BYTES = 64 * 1024;
+
+/**
+ * Writes the length-prefixed message and ends the request in one turn of the event loop:
+ * the prefix and the small parts before the first large one (or the whole message, when
+ * small) as one buffer, large parts as they are, corked into one writev. Separate writes
+ * would each wait for the previous one to reach the socket, and the prefix would travel
+ * alone in its own DATA frame.
+ */
+function writeRequestMessage(
+  stream: { write(chunk: Uint8Array): boolean; end(chunk?: Uint8Array): void; cork(): void },
+  parts: readonly Uint8Array[],
+  length: number,
+): void {
+  let first = 0;
+  let headLength = 5;
+  while (first < parts.length && parts[first]!.byteLength <= COALESCE_BYTES - headLength) {
+    headLength += parts[first]!.byteLength;
+    first++;
+  }
+  const head = Buffer.allocUnsafe(headLength);
+  head[0] = 0;
+  head.writeUInt32BE(length, 1);
+  let at = 5;
+  for (let i = 0; i < first; i++) {
+    head.set(parts[i]!, at);
+    at += parts[i]!.byteLength;
+  }
+  if (first === parts.length) {
+    stream.end(head);
+    return;
+  }
+  stream.cork();
+  stream.write(head);
+  for (let i = first; i < parts.length; i++) if (parts[i]!.byteLength > 0) stream.write(parts[i]!);
+  stream.end();
+}
+
 export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
   const authority = options.address.includes('://') ? options.address : `http://${options.address}`;
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
@@ -169,12 +208,7 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
         const parts = request instanceof Uint8Array ? [request] : request;
         let length = 0;
         for (const part of parts) length += part.byteLength;
-        const prefix = Buffer.allocUnsafe(5);
-        prefix[0] = 0;
-        prefix.writeUInt32BE(length, 1);
-        stream.write(prefix);
-        for (const part of parts) if (part.byteLength > 0) stream.write(part);
-        stream.end();
+        writeRequestMessage(stream, parts, length);
       });
     },
     close() {
