@@ -429,21 +429,33 @@ describe('runBench (short)', () => {
       const row = (path: string, mode = 'closed') =>
         report.rows.find((r) => r.path === path && r.mode === mode);
       assert.equal(row('floor')?.ratioP50, 1);
+      // Ratios are checked as arithmetic, not as timings: on a busy 2-core box one floor block
+      // can take 10× another (measured: p50s of 265 and 25 ms in one run), so a path measured
+      // in a quiet moment may show half the floor's latency; the bench reports that, it is no bug.
+      const floorP50 = report.cases[0]!.floorP50;
+      assert.ok(Number.isFinite(floorP50) && floorP50 > 0, String(floorP50));
       for (const path of ['in-process', 'grpc-tensor-content', 'invocations']) {
         for (const mode of ['closed', 'open']) {
           const r = row(path, mode);
-          assert.ok(r?.latency && r.latency.n >= 3, `${path} ${mode}: ${JSON.stringify(r)}`);
-          assert.ok(r.ratioP50! > 0.5, `${path} ratio ${r.ratioP50!}`);
+          assert.ok(
+            r?.latency && r.latency.n >= 3 && r.errors === 0,
+            `${path} ${mode}: ${JSON.stringify(r)}`,
+          );
+          assert.ok(r.latency.p50 > 0, `${path} ${mode} p50 ${r.latency.p50}`);
+          assert.equal(r.ratioP50, r.latency.p50 / floorP50, `${path} ${mode} ratio`);
         }
       }
       assert.ok(row('grpc-tensor-content')!.requestBytes! > 600_000);
       assert.ok(row('grpc-tensor-content')!.serverCpuMsPerRequest! > 0);
       assert.ok(row('grpc-tensor-content', 'open')!.ratePerSecond! > 0);
       assert.ok(row('invocations')!.responseBytes! > 0, 'top-5 JSON came back');
-      // The image floor decodes the JPEG too: slower than onnxruntime alone, same answer shape.
+      // The image floor decodes the JPEG too (its answer is the photo's top 5); its row compares
+      // with the ORT floor, /invocations compares with it.
       const imageFloor = report.cases[0]!.imageFloor!;
-      assert.ok(imageFloor.p50 > 0 && row('image-floor')!.ratioP50! > 1, JSON.stringify(row('image-floor')));
-      assert.ok(row('invocations')!.ratioImageFloorP50! > 0);
+      assert.ok(imageFloor.p50 > 0, JSON.stringify(imageFloor));
+      assert.equal(row('image-floor')!.ratioP50, imageFloor.p50 / floorP50);
+      const invocations = row('invocations')!;
+      assert.equal(invocations.ratioImageFloorP50, invocations.latency!.p50 / imageFloor.p50);
       const answer = JSON.parse(imageFloor.answer!) as {
         predictions: { class_id: number; label: string }[][];
       };
@@ -510,7 +522,7 @@ describe('runBench (short)', () => {
     }
   });
 
-  it('overload suite (smoke): capacity, open loop at 3x, refusals only as UNAVAILABLE / RESOURCE_EXHAUSTED or 503 / 429, never a reset; no folder left', async () => {
+  it('overload suite (smoke): capacity, open loop at 10x, refusals only as UNAVAILABLE / RESOURCE_EXHAUSTED or 503 / 429, never a reset; no folder left', async () => {
     const root = await tempRoot();
     const steps: string[] = [];
     let planned = 0;
@@ -519,9 +531,14 @@ describe('runBench (short)', () => {
         ...SHORT,
         suites: ['overload'],
         paths: [],
-        // A short queue limit, so that a 1 s open loop at 3x capacity surely sheds.
+        // A short queue limit and 10x the measured capacity, so that the 1 s open loop surely
+        // sheds. Capacity is measured in 300 ms at c=2 (2-4 requests on a busy box) while the
+        // machine's speed swings several-fold within seconds; with the seeded arrivals (the
+        // third comes 0.75 mean gaps after the first) the loop sheds only if the first request
+        // is still running then: at 3x, a capacity under-measured 4x offered no overload at all.
         serverArgs: ['--model_instances=1', '--max_queue_wait_ms=50'],
         overload: {
+          factor: 10,
           capacityConcurrencies: [2],
           capacityDurationMs: 300,
           settleMs: 200,
@@ -537,7 +554,7 @@ describe('runBench (short)', () => {
       assert.deepEqual(await readdir(root), [], 'temporary folder removed');
       assert.equal(steps.length, planned, 'every planned step reported');
       const o = report.overload!;
-      assert.equal(o.factor, 3);
+      assert.equal(o.factor, 10);
       assert.deepEqual(
         o.runs.map((r) => r.protocol),
         ['grpc', 'rest'],
@@ -552,7 +569,7 @@ describe('runBench (short)', () => {
         assert.ok(r.capacity!.throughput > 0 && r.capacity!.points.length === 1, JSON.stringify(r.capacity));
         assert.ok(r.requestBytes! > 600_000);
         const open = r.open!;
-        assert.ok(open.ratePerSecond > 2.9 * r.capacity!.throughput, what);
+        assert.equal(open.ratePerSecond, 10 * r.capacity!.throughput, what);
         assert.ok(open.sent > 0);
         const counted = Object.values(open.counts).reduce((a, b) => a + b, 0);
         const labelled = Object.values(open.labels).reduce((a, b) => a + b, 0);

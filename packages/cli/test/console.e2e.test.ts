@@ -225,6 +225,10 @@ describe('web console in Chromium (Playwright)', { skip }, () => {
         timeout: 60_000,
       },
     );
+    // The status stays after the list is refreshed in place (it used to be re-rendered away
+    // within milliseconds, so that a busy browser could miss it).
+    await page.getByRole('button', { name: 'Reload detector' }).waitFor();
+    assert.equal(await page.locator('#manage-status').textContent(), 'Reloading mobilenet: done.');
     a11y['manage'] = await seriousViolations(page);
   });
 

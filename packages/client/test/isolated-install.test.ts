@@ -93,9 +93,10 @@ const client = await import('@visionserve/client');
 const importMs = performance.now() - t0;
 const t1 = performance.now();
 const image = await import('@visionserve/client/image');
+// A JPEG's leading bytes: they pass the format sniffing, so only the missing sharp can refuse them.
 const imageImportMs = performance.now() - t1;
 let imageError;
-try { await image.imageToTensor(new Uint8Array([0xff, 0xd8])); } catch (e) { imageError = { name: e.name, code: e.code, message: e.message }; }
+try { await image.imageToTensor(new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10])); } catch (e) { imageError = { name: e.name, code: e.code, message: e.message }; }
 const grpc = client.createTfsGrpcClient({ address: '127.0.0.1:1' });
 let grpcCode;
 try { await grpc.getModelStatus('m', { timeoutMs: 5000 }); } catch (e) { grpcCode = e.code; }

@@ -38,7 +38,7 @@ function show(): void {
       renderCompare(view).catch(fail);
       break;
     case 'manage':
-      renderManage(view, show).catch(fail);
+      renderManage(view).catch(fail);
       break;
   }
 }

@@ -2,6 +2,8 @@ import { createGrpcWebChannel, createTfsGrpcStub } from '@visionserve/client/grp
 import { type ModelJson, models } from './api.js';
 import { h } from './dom.js';
 
+const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
 type Entry = Parameters<ReturnType<typeof createTfsGrpcStub>['reloadConfig']>[0][number];
 
 function entryOf(m: ModelJson): Entry {
@@ -19,8 +21,12 @@ function entryOf(m: ModelJson): Entry {
   };
 }
 
-export async function renderManage(view: HTMLElement, rerender: () => void): Promise<void> {
-  const list = await models();
+/**
+ * The Manage view. After a change the model list is fetched again and redrawn in place: the
+ * status line (role=status, `#manage-status`) keeps saying what happened, it is not replaced.
+ */
+export async function renderManage(view: HTMLElement): Promise<void> {
+  let list = await models();
   const token = h('input', { id: 'manage-token', type: 'password', autocomplete: 'off' });
   token.value = sessionStorage.getItem('visionserve-admin-token') ?? '';
   const status = h('p', { role: 'status', id: 'manage-status' });
@@ -33,10 +39,16 @@ export async function renderManage(view: HTMLElement, rerender: () => void): Pro
     status.textContent = `${what}…`;
     try {
       await client.reloadConfig(entries);
-      status.textContent = `${what}: done.`;
-      rerender();
     } catch (error) {
-      status.textContent = `${what} failed: ${String(error instanceof Error ? error.message : error)}`;
+      status.textContent = `${what} failed: ${errorText(error)}`;
+      return;
+    }
+    status.textContent = `${what}: done.`;
+    try {
+      list = await models();
+      drawList();
+    } catch (error) {
+      status.textContent = `${what}: done (the model list could not be refreshed: ${errorText(error)}).`;
     }
   };
   const name = h('input', { id: 'load-name', required: true });
@@ -53,19 +65,9 @@ export async function renderManage(view: HTMLElement, rerender: () => void): Pro
     e.preventDefault();
     void apply([...list.map(entryOf), { name: name.value, basePath: base.value }], `Loading ${name.value}`);
   });
-  view.replaceChildren(
-    h('h2', {}, 'Manage'),
-    h(
-      'p',
-      {},
-      'Loads, unloads and reloads go through ModelService.HandleReloadConfigRequest over gRPC-web, so the management guard (--admin_token_file, --disable_model_management) applies.',
-    ),
-    h('label', {}, 'Admin token (sent as Authorization: Bearer; empty when the guard is off)', token),
-    status,
-    h('h3', {}, 'Loaded models'),
-    h(
-      'ul',
-      {},
+  const loaded = h('ul', {});
+  const drawList = (): void => {
+    loaded.replaceChildren(
       ...list.map((m) => {
         const unload = h(
           'button',
@@ -85,8 +87,21 @@ export async function renderManage(view: HTMLElement, rerender: () => void): Pro
         });
         return h('li', {}, h('strong', {}, m.name), ` (${m.basePath}) `, unload, ' ', reload);
       }),
+    );
+  };
+  view.replaceChildren(
+    h('h2', {}, 'Manage'),
+    h(
+      'p',
+      {},
+      'Loads, unloads and reloads go through ModelService.HandleReloadConfigRequest over gRPC-web, so the management guard (--admin_token_file, --disable_model_management) applies.',
     ),
+    h('label', {}, 'Admin token (sent as Authorization: Bearer; empty when the guard is off)', token),
+    status,
+    h('h3', {}, 'Loaded models'),
+    loaded,
     h('h3', {}, 'Load a model'),
     form,
   );
+  drawList();
 }
