@@ -202,6 +202,7 @@ async function createSessionFactory(
     intraOpThreads: config.intraOpThreads,
     interOpThreads: config.interOpThreads,
     allowSpinning: config.allowSpinning,
+    threadNice: config.workerThreadNice,
     maxQueuedRuns: config.maxQueuedRequests,
     onWorkerExit: hooks.onWorkerExit,
     spareWorkers,
@@ -519,6 +520,7 @@ async function startServer(
   // JSON predict bodies are read off the event loop (threads start on first use).
   const jsonDecode = createJsonDecodePool({
     threads: config.restApiNumThreads,
+    threadNice: config.workerThreadNice,
     maxWaitMs: config.maxQueueWaitMs,
     onShed: shedLog('json-decode'),
     logger: logger.child({ component: 'json-decode' }),

@@ -59,6 +59,11 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'bool',
     help: 'let onnxruntime threads spin (default false)',
   },
+  worker_thread_nice: {
+    key: 'workerThreadNice',
+    type: 'int',
+    help: 'nice value of inference and JSON decode threads, so the event loop gets the CPU first (Linux; default 10; 0: off)',
+  },
   enable_serialization_as_tensor_content: {
     key: 'serializeAsTensorContent',
     type: 'bool',

@@ -41,6 +41,12 @@ export interface ServerConfig {
   readonly instances: number;
   /** Let onnxruntime threads spin (`--ort_allow_spinning`). Default false. */
   readonly allowSpinning: boolean;
+  /**
+   * Nice value of the inference and JSON decode threads (`--worker_thread_nice`, Linux; 0
+   * leaves them at the event loop's priority). Default 10: when the cores are busy the event
+   * loop, which reads requests, refuses excess ones and writes answers, gets the CPU first.
+   */
+  readonly workerThreadNice: number;
   /** gRPC responses in tensor_content (`--enable_serialization_as_tensor_content`). Default false. */
   readonly serializeAsTensorContent: boolean;
   /** REST request timeout in ms (`--rest_api_timeout_in_ms`). Default 30000. */
@@ -262,6 +268,7 @@ export const DEFAULTS = {
   fileSystemPollSeconds: 1,
   interOpThreads: 1,
   allowSpinning: false,
+  workerThreadNice: 10,
   serializeAsTensorContent: false,
   restTimeoutMs: 30_000,
   restMaxBodyBytes: 256 * 1024 * 1024,
@@ -403,11 +410,15 @@ export function resolveServerConfig(
   for (const [key, value] of [
     ['max_queue_wait_ms', config.maxQueueWaitMs],
     ['rest_api_num_threads', config.restApiNumThreads],
+    ['worker_thread_nice', config.workerThreadNice],
     ['response_cache_bytes', config.responseCacheBytes],
     ['ssl_config_poll_seconds', config.sslConfigPollSeconds],
     ['shutdown_readiness_delay_ms', config.shutdownReadinessDelayMs],
   ] as const) {
     if (value < 0) throw new ConfigError(`--${key} must be >= 0, got ${value}`);
+  }
+  if (config.workerThreadNice > 19) {
+    throw new ConfigError(`--worker_thread_nice must be between 0 and 19, got ${config.workerThreadNice}`);
   }
   for (const [key, value] of [
     ['max_queued_requests', config.maxQueuedRequests],

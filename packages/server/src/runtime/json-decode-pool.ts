@@ -26,6 +26,8 @@ export interface JsonDecodePoolOptions {
   readonly logger: Logger;
   /** Told of every refusal (e.g. to log that shedding started). Default: nothing. */
   readonly onShed?: ((model: undefined, error: ServingError) => void) | undefined;
+  /** Nice value of the decode threads (thread-priority.ts). Default 0 (the event loop's). */
+  readonly threadNice?: number | undefined;
   /** The decode thread's module. Default json-decode-worker.js (tests give others). */
   readonly workerUrl?: URL | undefined;
 }
@@ -80,7 +82,9 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
   };
 
   const spawn = (): DecodeThread => {
-    const worker = new Worker(options.workerUrl ?? WORKER_URL);
+    const worker = new Worker(options.workerUrl ?? WORKER_URL, {
+      workerData: { nice: options.threadNice ?? 0 },
+    });
     worker.unref();
     const thread: DecodeThread = { worker, jobs: new Map(), pendingBytes: 0 };
     worker.on('message', (reply: FromDecodeWorker) => {

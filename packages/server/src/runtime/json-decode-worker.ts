@@ -3,12 +3,14 @@
  * the fast numeric reader and sends the tensors' arrays back (transferred). A body the
  * reader does not take is answered `undefined`: the main thread then parses it itself.
  */
-import { parentPort } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
+import { lowerThreadPriority } from './thread-priority.js';
 import { numericBodyToMessage, readNumericPredictBody } from '@visionserve/protocol';
 import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js';
 
 const port = parentPort;
 if (port === null) throw new Error('json-decode-worker.js runs as a worker thread');
+lowerThreadPriority((workerData as { nice?: number } | null)?.nice ?? 0);
 
 port.on('message', (job: ToDecodeWorker) => {
   const started = performance.now();

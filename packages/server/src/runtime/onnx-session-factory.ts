@@ -27,6 +27,8 @@ export interface OnnxRuntimeOptions {
   readonly interOpThreads?: number;
   /** Let onnxruntime's thread pool spin while waiting for work. Default false (Node shares the cores). */
   readonly allowSpinning?: boolean;
+  /** Nice value of the inference threads (thread-priority.ts). Default 0 (the event loop's). */
+  readonly threadNice?: number;
   /** Runs waiting for a free instance before new ones are refused with UNAVAILABLE. Default 1000. */
   readonly maxQueuedRuns?: number;
   /** File name of the model inside a version directory. Default "model.onnx". */
@@ -236,6 +238,7 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
     intraOpThreads: options.intraOpThreads ?? 1,
     interOpThreads: options.interOpThreads ?? 1,
     allowSpinning: options.allowSpinning ?? false,
+    threadNice: options.threadNice ?? 0,
   };
   const log = options.logger.child({ model: source.modelName, version: source.version });
   const started = await Promise.allSettled(

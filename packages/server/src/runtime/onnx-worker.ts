@@ -17,6 +17,7 @@ import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
 import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor, WorkerInit } from './wire-tensor.js';
 import { ownedBuffer, tensorFromWire } from './wire-tensor.js';
 import { ortSessionOptions } from './session-options.js';
+import { lowerThreadPriority } from './thread-priority.js';
 
 const port = parentPort;
 if (!port) throw new Error('onnx-worker must run in a worker thread');
@@ -105,6 +106,8 @@ function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[]): WireTens
 }
 
 async function main(init: WorkerInit): Promise<void> {
+  // Before the sessions exist: onnxruntime's own threads inherit it.
+  lowerThreadPriority(init.threadNice ?? 0);
   const sessions = new Map<string, ort.InferenceSession>();
   try {
     for (const model of init.models) {

@@ -38,6 +38,8 @@ export interface WorkerInit {
   readonly intraOpThreads: number;
   readonly interOpThreads: number;
   readonly allowSpinning: boolean;
+  /** Nice value of the worker thread (thread-priority.ts); 0 leaves it as the event loop's. */
+  readonly threadNice?: number | undefined;
 }
 
 export type ToWorker =
