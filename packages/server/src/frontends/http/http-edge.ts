@@ -9,6 +9,9 @@ import { readBody, sendBodyTooLarge } from './read-body.js';
 import { watchRequest } from './request-signal.js';
 import { sendJsonError } from './send.js';
 
+/** Largest unread request body drained (read and discarded) after an early answer, in bytes. */
+export const DRAIN_UNREAD_BODY_BYTES = 16 * 1024 * 1024;
+
 export interface HttpEdgeOptions {
   /** Mounted in order; the first API whose route (or `owns` pattern) matches a path serves it. */
   readonly apis: readonly HttpApi[];
@@ -157,8 +160,14 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
     if (reason === 'unsupported-content-encoding') {
       headers['Accept-Encoding'] = (api?.contentEncodings ?? ['gzip']).join(', ');
     }
-    // A body left unread (an answer before reading it): close rather than drain it.
-    if (!req.complete) headers['Connection'] = 'close';
+    // A body left unread (an answer before reading it, e.g. a refusal): one of declared
+    // length up to DRAIN_UNREAD_BODY_BYTES is read and discarded after the answer (Node
+    // does that) and the connection stays open; closing instead while the client still
+    // sends would reset the connection, and the client could lose the answer. Bigger or
+    // undeclared bodies close the connection rather than being drained.
+    if (!req.complete && !(Number(req.headers['content-length']) <= DRAIN_UNREAD_BODY_BYTES)) {
+      headers['Connection'] = 'close';
+    }
     if (reason === 'overloaded') headers['Retry-After'] = '1';
     sendJsonError(res, status, serving.message, headers);
   };
