@@ -15,18 +15,7 @@ import { encodeWarmupFile } from '@visionserve/server';
 import { sharedModel } from './helpers/shared.js';
 import { placeModel, tempRepo } from './helpers/model-repo.js';
 import { grpcPredict, nest, postJson, startHarness, type Harness } from './helpers/server-harness.js';
-
-/** Deterministic PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from '../src/bench/overload-loop.js';
 
 function randomTensor(rand: () => number, shape: number[], scale: number): Tensor {
   const n = shape.reduce((a, b) => a * b, 1);
@@ -155,7 +144,7 @@ void describe('dynamic batching on real models (REST + gRPC)', () => {
   });
 
   it('random concurrent mixes of 1..5 rows over both protocols get exactly their unbatched answers', async () => {
-    const rand = prng(20240604);
+    const rand = mulberry32(20240604);
     const calls: Call[] = [];
     for (let i = 0; i < 60; i++) {
       const rows = 1 + Math.floor(rand() * 5);
