@@ -27,7 +27,7 @@ import { DTYPE_ECHO_INPUTS, dtypeEchoModel } from '../src/tools/fixture-models.j
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { placeModel, tempRepo } from './helpers/model-repo.js';
 import { allScores, assertSameTopK, runReference } from './helpers/reference.js';
-import { type Harness, startHarness } from './helpers/server-harness.js';
+import { type Harness, rawHttp, startHarness } from './helpers/server-harness.js';
 import { MODELS, REPO_ROOT, image, sharedModel } from './helpers/shared.js';
 
 const isCode = (code: Code) => (e: unknown) => e instanceof ServingError && e.code === code;
@@ -302,6 +302,16 @@ describe('KServe v2 HTTP API against a real server', () => {
     await assert.rejects(client.loadModel('empty'), isCode(Code.NOT_FOUND));
     assert.equal(await client.modelReady('empty'), false);
     await assert.rejects(client.loadModel('nowhere'), isCode(Code.NOT_FOUND));
+  });
+
+  it('unknown models are answered before the body is sent', async () => {
+    const answer = await rawHttp(
+      h.server.ports.rest!,
+      'POST /v2/models/nope/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000000\r\n\r\n',
+      /\r\n\r\n.*nope/s,
+    );
+    assert.match(answer, /^HTTP\/1\.1 404 /);
+    assert.match(answer, /"error":"[^"]*nope/);
   });
 
   it('hostile bodies over a real socket get 4xx and the server keeps serving', async () => {

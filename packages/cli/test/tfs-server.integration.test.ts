@@ -8,7 +8,14 @@ import { imageToTensor } from '@visionserve/vision/image';
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { argmax, image, sharedModel } from './helpers/shared.js';
 import { placeModel, tempRepo } from './helpers/model-repo.js';
-import { grpcPredict, nest, postJson, startHarness, type Harness } from './helpers/server-harness.js';
+import {
+  grpcPredict,
+  nest,
+  postJson,
+  rawHttp,
+  startHarness,
+  type Harness,
+} from './helpers/server-harness.js';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -134,6 +141,42 @@ describe('TF Serving API on real models (REST + gRPC)', () => {
         e.code === Code.NOT_FOUND &&
         e.message.includes('Specific(mobilenet, 5)'),
     );
+  });
+
+  it('answers before the body is sent: Expect: 100-continue and unknown models', async () => {
+    const port = h.server.ports.rest!;
+    const big = (path: string, expect: boolean): string =>
+      `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000000\r\n` +
+      `${expect ? 'Expect: 100-continue\r\n' : ''}\r\n`;
+    // An unknown model: 404 without asking for the 3 MB body, and the connection closes
+    // because the client will not send it.
+    const refused = await rawHttp(port, big('/v1/models/nope:predict', true), /Latest\(nope\)/);
+    assert.match(refused, /^HTTP\/1\.1 404 /);
+    assert.doesNotMatch(refused, /100 Continue/);
+    assert.match(refused, /\r\nConnection: close\r\n/i);
+    assert.match(refused, /"Servable not found for request: Latest\(nope\)"/);
+    // Without Expect the answer comes at the headers too, while the body is still unsent.
+    assert.match(
+      await rawHttp(port, big('/v1/models/nope:predict', false), /Latest\(nope\)/),
+      /^HTTP\/1\.1 404 /,
+    );
+    // A served model: 100 Continue, then the answer, and the connection stays open for more.
+    const body = '{"instances": [1.0, 2.0, 5.0]}';
+    const exchange = await rawHttp(
+      port,
+      `POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\n\r\n`,
+      /100 Continue\r\n\r\n/,
+      async (socket, read) => {
+        socket.write(body);
+        await read(/\[2\.5, ?3, ?4\.5\]/);
+        socket.write(`GET /v1/models/half_plus_two HTTP/1.1\r\nHost: x\r\n\r\n`);
+        await read(/AVAILABLE/);
+      },
+    );
+    assert.match(exchange, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK/);
+    assert.doesNotMatch(exchange, /Connection: close/i);
+    assert.match(exchange, /"predictions": ?\[2\.5, ?3, ?4\.5\]/);
+    assert.match(exchange, /AVAILABLE/);
   });
 
   it('keeps serving after hostile requests on both protocols', async () => {

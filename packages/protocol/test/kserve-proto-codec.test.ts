@@ -8,6 +8,7 @@ import {
   decodeModelInferRequest,
   decodeModelInferResponse,
   encodeModelInferRequest,
+  modelInferRequestModel,
   modelInferRequestRawOffset,
   parametersFromProto,
   parametersToProto,
@@ -67,6 +68,43 @@ describe('KServe gRPC ModelInfer codecs', () => {
     );
     assert.equal(
       decodeModelInferRequest(join(encodeModelInferRequest({ modelName: 'm', inputs: [] }))).outputs,
+      undefined,
+    );
+  });
+
+  it('the model a request names is read from a prefix once a later field starts', () => {
+    const bytes = join(
+      encodeModelInferRequest({
+        modelName: 'mobilenet',
+        modelVersion: '12',
+        inputs: [{ name: 'a', tensor: f32(1) }],
+      }),
+    );
+    assert.deepEqual(modelInferRequestModel(bytes), { name: 'mobilenet', version: '12' });
+    // Name and version seen but nothing after them yet: a version could still follow.
+    const upToVersion = 2 + 'mobilenet'.length + 2 + 2;
+    assert.equal(modelInferRequestModel(bytes.subarray(0, upToVersion)), undefined);
+    assert.deepEqual(modelInferRequestModel(bytes.subarray(0, upToVersion + 1)), {
+      name: 'mobilenet',
+      version: '12',
+    });
+    for (let cut = 0; cut < upToVersion; cut++)
+      assert.equal(modelInferRequestModel(bytes.subarray(0, cut)), undefined);
+    const noVersion = join(
+      encodeModelInferRequest({ modelName: 'm', inputs: [{ name: 'a', tensor: f32(1) }] }),
+    );
+    assert.deepEqual(modelInferRequestModel(noVersion), { name: 'm', version: '' });
+    // No name, a wrong wire type, a length past the end, garbage: not known.
+    assert.equal(
+      modelInferRequestModel(
+        join(encodeModelInferRequest({ modelName: '', inputs: [{ name: 'a', tensor: f32(1) }] })),
+      ),
+      undefined,
+    );
+    assert.equal(modelInferRequestModel(Uint8Array.of(0x08, 0x01, 0x2a, 0x00)), undefined);
+    assert.equal(modelInferRequestModel(Uint8Array.of(0x0a, 0x7f, 0x61, 0x2a, 0x00)), undefined);
+    assert.equal(
+      modelInferRequestModel(Uint8Array.of(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)),
       undefined,
     );
   });

@@ -111,10 +111,11 @@ describe('admission: requests admitted before their body is read', () => {
     await manager.close();
   });
 
-  it('unknown models pass (the request fails later) and limits of 0 shed nothing', async () => {
+  it('answers NOT_FOUND for unknown models and versions at once; limits of 0 shed nothing', async () => {
     const { service, manager } = await setup(0);
-    const release = service.admit({ name: 'nope' }, { signal: new AbortController().signal });
-    release();
+    const notFound = (e: unknown): boolean => e instanceof ServingError && e.code === Code.NOT_FOUND;
+    assert.throws(() => service.admit({ name: 'nope' }, { signal: new AbortController().signal }), notFound);
+    assert.throws(() => service.admit({ name: 'm', version: 7 }), notFound);
     for (let i = 0; i < 50; i++) service.admit({ name: 'm' }, { signal: new AbortController().signal });
     await manager.close();
   });

@@ -1,3 +1,4 @@
+import { connect, type Socket } from 'node:net';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { createGrpcChannel, type GrpcChannel } from '@visionserve/client';
 import { type Tensor } from '@visionserve/protocol';
@@ -111,4 +112,49 @@ export async function postJson(url: string, body: unknown): Promise<{ status: nu
   });
   const text = await res.text();
   return { status: res.status, json: JSON.parse(text) as unknown };
+}
+
+/**
+ * One HTTP/1.1 exchange over a raw socket: writes `head` (request line and headers, the
+ * blank line included), then reads until `until` matches what arrived (or the server
+ * closes), and hands the socket to `then` to go on (write a body, read more). Resolves
+ * with everything read; the socket is destroyed at the end.
+ */
+export async function rawHttp(
+  port: number,
+  head: string,
+  until: RegExp,
+  then?: (socket: Socket, read: (until: RegExp) => Promise<string>) => Promise<void>,
+): Promise<string> {
+  const socket = connect(port, '127.0.0.1');
+  let text = '';
+  let closed = false;
+  let wake: (() => void) | undefined;
+  socket.on('data', (chunk: Buffer) => {
+    text += chunk.toString('latin1');
+    wake?.();
+  });
+  socket.on('close', () => {
+    closed = true;
+    wake?.();
+  });
+  socket.on('error', () => undefined);
+  const read = async (pattern: RegExp): Promise<string> => {
+    const deadline = Date.now() + 30_000;
+    while (!pattern.test(text) && !closed && Date.now() < deadline) {
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, 100);
+      });
+    }
+    return text;
+  };
+  try {
+    socket.write(head);
+    await read(until);
+    if (then !== undefined) await then(socket, read);
+    return text;
+  } finally {
+    socket.destroy();
+  }
 }

@@ -170,6 +170,42 @@ export function modelInferRequestRawOffset(head: Uint8Array): number | undefined
   return undefined;
 }
 
+/** ModelInferRequest.model_name and model_version. */
+const MODEL_NAME_FIELD = 1;
+const MODEL_VERSION_FIELD = 2;
+
+/**
+ * The model a serialized ModelInferRequest names, read from its first bytes only (`head`
+ * may be a prefix of the message), for admission before the rest arrives. Known once a
+ * field after model_name and model_version starts inside `head` (clients write fields in
+ * number order); undefined before that, or when the prefix is malformed. Never throws: the
+ * full decode later is what judges the message.
+ */
+export function modelInferRequestModel(head: Uint8Array): { name: string; version: string } | undefined {
+  let name: string | undefined;
+  let version = '';
+  let pos = 0;
+  while (pos < head.length) {
+    const tag = readVarint(head, pos);
+    if (tag === undefined) return undefined;
+    const field = Math.floor(tag[0] / 8);
+    const wireType = tag[0] & 7;
+    if (field !== MODEL_NAME_FIELD && field !== MODEL_VERSION_FIELD) {
+      return name === undefined ? undefined : { name, version };
+    }
+    if (wireType !== LENGTH_DELIMITED) return undefined;
+    const length = readVarint(head, tag[1]);
+    if (length === undefined || length[1] + length[0] > head.length) return undefined;
+    const text = textDecoder.decode(head.subarray(length[1], length[1] + length[0]));
+    if (field === MODEL_NAME_FIELD) name = text;
+    else version = text;
+    pos = length[1] + length[0];
+  }
+  return undefined;
+}
+
+const textDecoder = new TextDecoder();
+
 /** One input as a client sends it. */
 export interface GrpcInferInput {
   readonly name: string;

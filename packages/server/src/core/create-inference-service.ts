@@ -361,13 +361,8 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
     },
 
     admit(spec, callOptions = {}) {
-      let handle: ServableHandle<A>;
-      try {
-        handle = manager.acquire(spec);
-      } catch {
-        // Unknown model or version: the request itself fails with the right error.
-        return () => undefined;
-      }
+      // An unknown model or version is answered now (NOT_FOUND), before the body is read.
+      const handle: ServableHandle<A> = manager.acquire(spec);
       try {
         const { session } = handle;
         const { signal } = callOptions;

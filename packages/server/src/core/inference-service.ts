@@ -122,7 +122,8 @@ export interface InferenceService<A = unknown> {
   /**
    * Admission before a request body is read: throws UNAVAILABLE (reason `overloaded`) when
    * the version the spec names already has more queued work than allowed, or more than the
-   * deadline leaves time for. Cheap; unknown models pass (the request fails later, properly).
+   * deadline leaves time for, and NOT_FOUND for an unknown model or version (so a body
+   * that cannot be served is never read). Cheap.
    * An admitted request (one with a signal) counts as queued from now on, until a predict
    * with the same signal submits its run, the signal aborts, or the returned release is
    * called: call it when the request ends (idempotent).

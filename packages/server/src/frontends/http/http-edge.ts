@@ -36,6 +36,13 @@ export interface HttpEdgeOptions {
 /** The edge as a listener sees it: the request handler plus draining. */
 export interface HttpEdge {
   readonly handler: HttpHandler;
+  /**
+   * The handler for requests sent with `Expect: 100-continue` (node:http's 'checkContinue'):
+   * `100 Continue` goes out only when a route asks for the body, so a request refused
+   * or answered before that (overload, unknown model) costs no upload; such an answer
+   * closes the connection, since the client does not send the body it was not asked for.
+   */
+  readonly checkContinue: HttpHandler;
   /** Requests received and not yet answered. */
   readonly inFlight: number;
   /**
@@ -172,6 +179,9 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
     sendJsonError(res, status, serving.message, headers);
   };
 
+  /** Requests sent with `Expect: 100-continue` whose body no route has asked for yet. */
+  const awaitingContinue = new WeakSet<IncomingMessage>();
+
   const handler: HttpHandler = (req, res) => {
     active.add(res);
     if (draining) res.setHeader('Connection', 'close');
@@ -257,8 +267,12 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
       signal: watch.signal,
       deadline: api.requestTimeoutMs > 0 ? Date.now() + api.requestTimeoutMs : undefined,
       credentials: () => credentialsOf(req.headers, req.socket),
-      readBody: (limitBytes, placement) =>
-        readBody(req, {
+      readBody: (limitBytes, placement) => {
+        if (awaitingContinue.delete(req) && !res.headersSent) {
+          if (!draining) res.removeHeader('Connection');
+          res.writeContinue();
+        }
+        return readBody(req, {
           alignAt: placement?.alignAt,
           limitBytes: limitBytes ?? api.bodyLimitBytes,
           decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
@@ -277,7 +291,8 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
         }).then((body) => {
           bytesIn += body.byteLength;
           return body;
-        }),
+        });
+      },
     };
     new Promise<void>((resolve) => {
       resolve(route === undefined ? api.unmatched!(ctx) : route.handle(ctx));
@@ -292,6 +307,11 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
 
   return {
     handler,
+    checkContinue(req, res) {
+      awaitingContinue.add(req);
+      res.setHeader('Connection', 'close');
+      handler(req, res);
+    },
     get inFlight() {
       return active.size;
     },

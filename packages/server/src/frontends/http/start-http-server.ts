@@ -51,6 +51,7 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
       : tls.subscribe?.((context) => {
           secure.setSecureContext(context);
         });
+  server.on('checkContinue', edge.checkContinue);
   server.maxConnections = options.maxConnections ?? 4096;
   server.headersTimeout = options.headersTimeoutMs ?? 20_000;
   server.requestTimeout = options.requestTimeoutMs ?? 300_000;

@@ -98,6 +98,12 @@ export interface KServeService {
   modelMetadata(ref: KServeModelRef, signal?: AbortSignal): Promise<ModelMetadataJson>;
   modelConfig(ref: KServeModelRef, signal?: AbortSignal): Promise<Record<string, unknown>>;
   infer<T>(ref: KServeModelRef, request: InferRequest, call: InferCall<T>): Promise<T>;
+  /**
+   * Admission before the request body is read (`InferenceService.admit`): throws
+   * UNAVAILABLE when the version's queue is too long, NOT_FOUND (UNAVAILABLE while it
+   * loads) for an unknown model or version; returns the release to call when the request ends.
+   */
+  admit(ref: KServeModelRef, call: { signal?: AbortSignal; deadline?: number | undefined }): () => void;
   /** `model_stats` of every AVAILABLE version of every model, of one model, or of one version. */
   statistics(ref?: KServeModelRef): { model_stats: Record<string, unknown>[] };
   repositoryIndex(readyOnly: boolean): Promise<RepositoryIndexEntry[]>;
@@ -226,6 +232,15 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
           ),
         signal,
       );
+    },
+
+    admit(ref, call) {
+      const spec = specOf(ref);
+      try {
+        return service.admit(spec, call);
+      } catch (error) {
+        throw notReady(error, spec);
+      }
     },
 
     infer(ref, request, call) {

@@ -47,6 +47,7 @@ import {
   ServerReadyRequestSchema,
   ServerReadyResponseSchema,
   decodeModelInferRequest,
+  modelInferRequestModel,
   modelInferRequestRawOffset,
   writeModelInferResponse,
 } from '@visionserve/protocol/kserve-proto';
@@ -206,6 +207,11 @@ export function createKServeGrpcService(options: KServeGrpcServiceOptions): Grpc
     },
     ModelInfer: {
       alignment: modelInferRequestRawOffset,
+      // Shed (or answer NOT_FOUND) before the tensors are read.
+      admit(head, call) {
+        const ref = modelInferRequestModel(head);
+        return ref === undefined ? undefined : kserve.admit(ref, call);
+      },
       async handler(bytes, { signal, deadline, messageBuffer }) {
         const arrivedAt = process.hrtime.bigint();
         const request = decodeModelInferRequest(bytes);

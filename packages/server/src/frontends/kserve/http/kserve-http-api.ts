@@ -186,6 +186,9 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
       path: MODEL_INFER,
       handle: async (ctx) => {
         const ref = modelRef(ctx.params!);
+        // Shed (or answer NOT_FOUND) before reading the body; an admitted request counts as
+        // queued until its run is submitted or it ends.
+        ctx.res.once('close', kserve.admit(ref, { signal: ctx.signal, deadline: ctx.deadline }));
         const headerLength = header(ctx, INFERENCE_HEADER_CONTENT_LENGTH);
         // The binary tensor data starts right after the JSON header: place it 8-byte aligned.
         const alignAt = headerLength === undefined ? undefined : Number(headerLength);
