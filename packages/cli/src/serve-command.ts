@@ -12,6 +12,7 @@ import {
   startSpareInferenceWorkers,
 } from '@visionserve/server/boot';
 import type { Command } from './cli-args.js';
+import { missingServerNodeFlags } from './server-node-flags.js';
 
 export const SERVE_HELP = `Usage: visionserve serve [flags]
 
@@ -93,6 +94,13 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
       process.on('SIGINT', onInt);
       process.on('SIGTERM', onTerm);
     });
+    const missing = missingServerNodeFlags();
+    if (missing.length > 0) {
+      logger.info('node was started without the V8 flags visionserve is tuned for: expect more GC', {
+        flags: missing.join(' '),
+        hint: `node ${missing.join(' ')} .../bin/visionserve.js serve (the bin's shebang and the container pass them)`,
+      });
+    }
     logger.info('visionserve ready', { ...server.ports });
     await stopped;
     await server.close();

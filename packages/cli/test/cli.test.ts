@@ -332,3 +332,59 @@ describe('visionserve inspect on ../shared/models matches the README signatures'
     assert.match(bad.stderr, /not an ONNX model/);
   });
 });
+
+describe('the V8 flags of the server (SERVER_NODE_FLAGS)', () => {
+  it('every launcher passes them: bin shebang, npm start, Containerfile, benchmarks', async () => {
+    const { readFile } = await import('node:fs/promises');
+    const { SERVER_NODE_FLAGS, missingServerNodeFlags } = await import('../src/server-node-flags.js');
+    const read = (path: string): Promise<string> => readFile(join(REPO_ROOT, path), 'utf8');
+    const shebang = (await read('packages/cli/bin/visionserve.js')).split('\n', 1)[0]!;
+    const start = (JSON.parse(await read('package.json')) as { scripts: Record<string, string> }).scripts[
+      'start'
+    ]!;
+    const entrypoint = /^ENTRYPOINT (.*)$/m.exec(await read('Containerfile'))![1]!;
+    const peers = await read('bench/peers/run_peers.py');
+    const replicas = await read('bench/replicas.mjs');
+    const footprint = await read('bench/footprint.mjs');
+    for (const flag of SERVER_NODE_FLAGS) {
+      assert.ok(shebang.startsWith('#!/usr/bin/env -S node ') && shebang.includes(flag), shebang);
+      assert.ok(start.includes(`node ${flag} `), start);
+      assert.ok((JSON.parse(entrypoint) as string[]).includes(flag), entrypoint);
+      for (const text of [peers, replicas, footprint]) assert.ok(text.includes(flag));
+    }
+    assert.deepEqual(missingServerNodeFlags([...SERVER_NODE_FLAGS, '--x']), []);
+    assert.deepEqual(missingServerNodeFlags([]), [...SERVER_NODE_FLAGS]);
+  });
+
+  it('the bin run as an executable gets them from its shebang; plain `node bin` is told what it lacks', async () => {
+    const { spawn } = await import('node:child_process');
+    const bin = join(REPO_ROOT, 'packages/cli/bin/visionserve.js');
+    const serveArgs = ['serve', '--host=127.0.0.1', '--port=0', '--rest_api_port=0', '--sagemaker_port=-1'];
+    const logUntilReady = (cmd: string, args: string[]): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+        let log = '';
+        const timer = setTimeout(() => {
+          child.kill('SIGKILL');
+          reject(new Error(`no ready line: ${log}`));
+        }, 60_000);
+        const on = (d: Buffer): void => {
+          log += String(d);
+          if (log.includes('visionserve ready')) {
+            clearTimeout(timer);
+            child.kill('SIGTERM');
+            child.once('exit', () => {
+              resolve(log);
+            });
+          }
+        };
+        child.stdout.on('data', on);
+        child.stderr.on('data', on);
+      });
+    assert.doesNotMatch(await logUntilReady(bin, serveArgs), /without the V8 flags/);
+    assert.match(
+      await logUntilReady(process.execPath, [bin, ...serveArgs]),
+      /without the V8 flags visionserve is tuned for.*--initial-old-space-size=64/,
+    );
+  });
+});
