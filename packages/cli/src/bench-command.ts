@@ -70,8 +70,8 @@ Load:
   --repeat N                 latency suite: rounds, pooled (default 1)
   --timeout-ms MS            per request (default 120000)
 Sweep:
-  --configs LIST             server layouts <instances>x<intra-op threads>[+b<timeout>[us|ms]]
-                             (batching: max batch 8), default ${DEFAULT_SWEEP_CONFIGS.join(',')}
+  --configs LIST             server layouts <instances>x<intra-op threads>[+b<timeout>[us|ms]][+spin]
+                             (batching: max batch 8; spin: onnxruntime threads spin), default ${DEFAULT_SWEEP_CONFIGS.join(',')}
   --sweep-concurrency LIST   default ${DEFAULT_SWEEP_CONCURRENCY.join(',')}
   --sweep-encoding E         tensor_content (default; servers get --enable_serialization_as_tensor_content)
                              or typed; also used by cold-start

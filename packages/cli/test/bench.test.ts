@@ -206,7 +206,16 @@ describe('sweep layouts and suites', () => {
       '--batching_parameters_file=/tmp/b.pbtxt',
     ]);
     assert.throws(() => sweepServerFlags(batched, undefined), /batching file/);
-    for (const bad of ['2', '0x1', '2x1+', '2x1+b', '2x1+b1s', 'x', '100x1'])
+    const spinning = parseSweepConfig('1x2+spin');
+    assert.equal(spinning.spin, true);
+    assert.deepEqual(sweepServerFlags(spinning, undefined), [
+      '--model_instances=1',
+      '--tensorflow_intra_op_parallelism=2',
+      '--ort_allow_spinning=true',
+    ]);
+    assert.equal(describeSweepConfig(spinning), '1 × 2 spinning');
+    assert.equal(parseSweepConfig('2x1+b0+spin').batching!.timeoutMicros, 0);
+    for (const bad of ['2', '0x1', '2x1+', '2x1+b', '2x1+b1s', 'x', '100x1', '2x1+spin+b0', '2x1+spinning'])
       assert.throws(() => parseSweepConfig(bad), /must look like/, bad);
   });
 

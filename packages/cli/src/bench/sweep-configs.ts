@@ -1,7 +1,8 @@
 /**
  * Server layouts of the throughput sweep: `<instances>x<intra-op threads>`, optionally
  * `+b<timeout>` for dynamic batching (max batch 8, a batch thread per instance,
- * `batch_timeout_micros` from the timeout: `b0`, `b500us`, `b1ms`).
+ * `batch_timeout_micros` from the timeout: `b0`, `b500us`, `b1ms`), and `+spin` for
+ * onnxruntime threads that spin (`--ort_allow_spinning`).
  */
 
 export interface SweepBatching {
@@ -19,13 +20,15 @@ export interface SweepConfig {
   readonly intraOpThreads: number;
   /** Undefined: batching off. */
   readonly batching: SweepBatching | undefined;
+  /** --ort_allow_spinning; written only when true. */
+  readonly spin?: true;
 }
 
 /** The README's layouts: on 2 cores, instances vs threads, with and without batching. */
 export const DEFAULT_SWEEP_CONFIGS: readonly string[] = ['1x1', '2x1', '1x2', '2x1+b0', '1x2+b0', '2x1+b1ms'];
 export const DEFAULT_SWEEP_CONCURRENCY: readonly number[] = [1, 4, 16, 64];
 
-const PATTERN = /^(\d+)x(\d+)(?:\+b(\d+)(us|ms)?)?$/;
+const PATTERN = /^(\d+)x(\d+)(?:\+b(\d+)(us|ms)?)?(\+spin)?$/;
 
 /** Parses one layout name; throws an Error naming the expected form when it does not match. */
 export function parseSweepConfig(name: string): SweepConfig {
@@ -34,7 +37,7 @@ export function parseSweepConfig(name: string): SweepConfig {
   const intraOpThreads = m ? Number(m[2]) : NaN;
   if (!m || !(instances >= 1 && instances <= 64) || !(intraOpThreads >= 1 && intraOpThreads <= 64)) {
     throw new Error(
-      `sweep configuration "${name}" must look like <instances>x<threads>[+b<timeout>[us|ms]], e.g. 2x1 or 2x1+b1ms (1-64 each)`,
+      `sweep configuration "${name}" must look like <instances>x<threads>[+b<timeout>[us|ms]][+spin], e.g. 2x1, 2x1+b1ms or 1x2+spin (1-64 each)`,
     );
   }
   const batching =
@@ -45,7 +48,13 @@ export function parseSweepConfig(name: string): SweepConfig {
           timeoutMicros: Number(m[3]) * (m[4] === 'ms' ? 1000 : 1),
           batchThreads: instances,
         };
-  return { name: name.trim(), instances, intraOpThreads, batching };
+  return {
+    name: name.trim(),
+    instances,
+    intraOpThreads,
+    batching,
+    ...(m[5] === undefined ? {} : { spin: true as const }),
+  };
 }
 
 /** TF Serving's batching parameters file (text format) for a layout. */
@@ -65,12 +74,13 @@ export function sweepServerFlags(c: SweepConfig, batchingFile: string | undefine
     if (batchingFile === undefined) throw new Error(`sweep configuration ${c.name} needs a batching file`);
     flags.push('--enable_batching', `--batching_parameters_file=${batchingFile}`);
   }
+  if (c.spin === true) flags.push('--ort_allow_spinning=true');
   return flags;
 }
 
 /** Human description for the report, e.g. "2 × 1 + batching (max 8, timeout 1 ms)". */
 export function describeSweepConfig(c: SweepConfig): string {
-  const base = `${c.instances} × ${c.intraOpThreads}`;
+  const base = `${c.instances} × ${c.intraOpThreads}${c.spin === true ? ' spinning' : ''}`;
   if (!c.batching) return base;
   const t = c.batching.timeoutMicros;
   const timeout = t === 0 ? '0' : t % 1000 === 0 ? `${t / 1000} ms` : `${t} µs`;
