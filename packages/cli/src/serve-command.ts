@@ -12,6 +12,7 @@ import {
   startSpareInferenceWorkers,
 } from '@visionserve/server/boot';
 import type { Command } from './cli-args.js';
+import { initialInferenceThreads } from './initial-inference-threads.js';
 
 export const SERVE_HELP = `Usage: visionserve serve [flags]
 
@@ -47,10 +48,12 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
   try {
     const flags = parseFlags(argv);
     let config = resolveServerConfig(flags, configFromEnv(env));
-    // The first version's inference threads boot while the server (protocols, protobuf) loads.
+    // The initial loads' inference threads boot while the server (protocols, protobuf) loads:
+    // one model's at once, the other configured models' as soon as the config file is read.
     spareWorkers = startSpareInferenceWorkers({ count: config.instances });
     const loading = import('@visionserve/server');
     loading.catch(() => undefined); // awaited below; not unhandled if something fails first
+    spareWorkers.add((await initialInferenceThreads(config)) - config.instances);
     const logger = createJsonLogger({ level: config.logLevel });
     const noModel = (): boolean =>
       config.modelBasePath === undefined &&
