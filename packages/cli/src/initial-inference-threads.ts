@@ -4,7 +4,6 @@
  * workers at once, so that none of the initial loads waits for a thread to boot.
  */
 import { readFile } from 'node:fs/promises';
-import { parsePbtxt } from '@visionserve/protocol/pbtxt';
 import type { ServerConfig } from '@visionserve/server/boot';
 
 export interface InitialInferenceThreadsOptions {
@@ -26,6 +25,8 @@ export async function initialInferenceThreads(
   let models = 1;
   if (config.modelConfigFile !== undefined) {
     try {
+      // Loaded here: `serve` imports this module before it starts the first spares.
+      const { parsePbtxt } = await import('@visionserve/protocol/pbtxt');
       const root = parsePbtxt(await readFile(config.modelConfigFile, 'utf8'));
       models = 0;
       for (const list of root.fields) {
