@@ -45,11 +45,12 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
     const flags = parseFlags(argv);
     let config = resolveServerConfig(flags, configFromEnv(env));
     // The initial loads' inference threads boot while the server (protocols, protobuf) loads:
-    // one model's at once, the other configured models' as soon as the config file is read.
+    // one model's at once, the other configured models' once the config file is read (before
+    // the server's import, whose evaluation would hold that read up for ~0.15 s).
     spareWorkers = startSpareInferenceWorkers({ count: config.instances });
+    spareWorkers.add((await initialInferenceThreads(config)) - config.instances);
     const loading = entries.server();
     loading.catch(() => undefined); // awaited below; not unhandled if something fails first
-    spareWorkers.add((await initialInferenceThreads(config)) - config.instances);
     const logger = createJsonLogger({ level: config.logLevel });
     logger.debug('loading the server', { bundled: entries.bundled });
     const noModel = (): boolean =>
