@@ -9,6 +9,14 @@ export interface UnaryCallOptions {
   readonly signal?: AbortSignal;
   /** Extra request metadata (ASCII values). */
   readonly metadata?: Readonly<Record<string, string>>;
+  /**
+   * Where the response message goes in the buffer its frames are joined into: given the frames
+   * (the message starts at byte `start` of the first) and its length, returns the offset in
+   * [0, 8) of its first byte, e.g. so that its largest tensor is aligned and decodes without a
+   * copy. Default: the message follows its 5-byte prefix in the joined frames. Channels that
+   * receive the message in one piece may ignore it.
+   */
+  readonly responsePadding?: (frames: readonly Uint8Array[], start: number, length: number) => number;
 }
 
 /**

@@ -67,6 +67,34 @@ function writeRequestMessage(
   stream.end();
 }
 
+/** Responses below this size are joined as they come: the placement would save too little. */
+const PLACE_MIN_BYTES = 64 * 1024;
+
+/**
+ * The one uncompressed message in `frames` (`total` bytes, 5-byte prefix first) copied into a
+ * fresh buffer at the offset `place` chooses; undefined when the frames do not hold exactly
+ * one whole uncompressed message (the plain path then reports it) or the message is small.
+ */
+function joinPlaced(
+  frames: readonly Buffer[],
+  total: number,
+  place: (frames: readonly Uint8Array[], start: number, length: number) => number,
+): Uint8Array | undefined {
+  if (total < PLACE_MIN_BYTES || frames[0] === undefined || frames[0].byteLength < 5) return undefined;
+  const first = frames[0];
+  const length = first.readUInt32BE(1);
+  if (first[0] !== 0 || length !== total - 5) return undefined;
+  const pad = place(frames, 5, length) & 7;
+  const out = new Uint8Array(Buffer.allocUnsafeSlow(pad + length).buffer, pad, length);
+  let at = 0;
+  for (let i = 0; i < frames.length; i++) {
+    const frame = i === 0 ? first.subarray(5) : frames[i]!;
+    out.set(frame, at);
+    at += frame.byteLength;
+  }
+  return out;
+}
+
 export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
   const authority = options.address.includes('://') ? options.address : `http://${options.address}`;
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
@@ -146,6 +174,12 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
           }
           if (status.code !== Code.OK) {
             reject(new ServingError(status.code, status.message));
+            return;
+          }
+          const place = callOptions.responsePadding;
+          const placed = place === undefined ? undefined : joinPlaced(chunks, received, place);
+          if (placed !== undefined) {
+            resolve(placed);
             return;
           }
           const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received);

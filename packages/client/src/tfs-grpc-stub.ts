@@ -4,7 +4,7 @@
  * protobuf codec is loaded on the first call.
  */
 import { type CallOptions, withCallScope } from './call-options.js';
-import type { GrpcChannel } from './grpc-channel-types.js';
+import type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
 import { modelSpec } from './model-ref.js';
 import type { TfsCallDefaults, TfsGrpcClient } from './tfs-grpc-types.js';
 
@@ -30,15 +30,18 @@ export function createTfsGrpcStub(channel: GrpcChannel, options: TfsCallDefaults
     callOptions: CallOptions | undefined,
     encode: (codec: Codec) => Uint8Array | Uint8Array[],
     decode: (codec: Codec, answer: Uint8Array, requestBytes: number) => T,
+    responsePadding?: (codec: Codec) => UnaryCallOptions['responsePadding'],
   ): Promise<T> =>
     withCallScope(callOptions, options.defaultTimeoutMs, async (scope) => {
       const codec = await loadCodec();
       const request = encode(codec);
       const remaining = scope.remainingMs();
+      const padding = responsePadding?.(codec);
       const answer = await channel.unary(path, request, {
         signal: scope.signal,
         ...(remaining !== undefined ? { timeoutMs: remaining } : {}),
         ...(options.metadata ? { metadata: options.metadata } : {}),
+        ...(padding ? { responsePadding: padding } : {}),
       });
       const requestBytes =
         request instanceof Uint8Array ? request.byteLength : request.reduce((n, c) => n + c.byteLength, 0);
@@ -58,6 +61,7 @@ export function createTfsGrpcStub(channel: GrpcChannel, options: TfsCallDefaults
           ...codec.decodePredictResponse(answer, spec),
           wire: { requestBytes, responseBytes: answer.byteLength },
         }),
+        (codec) => codec.predictResponsePadding,
       );
     },
     getModelMetadata(model, callOptions) {

@@ -77,6 +77,88 @@ describe('gRPC deadlines and cancellation (stub HTTP/2 server that never answers
   });
 });
 
+describe('gRPC channel: response placement (stub HTTP/2 server)', () => {
+  let server: http2.Http2Server;
+  let address: string;
+  /** What the stub answers next: the raw DATA bytes (prefix included), written in pieces of `piece`. */
+  let answer: { data: Uint8Array; piece: number } = { data: new Uint8Array(0), piece: 1 };
+  before(async () => {
+    server = http2.createServer();
+    server.on('stream', (stream) => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.once('wantTrailers', () => {
+        stream.sendTrailers({ 'grpc-status': '0' });
+      });
+      const { data, piece } = answer;
+      for (let at = 0; at < data.byteLength; at += piece) stream.write(data.subarray(at, at + piece));
+      stream.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  after(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const framed = (message: Uint8Array, flag = 0): Uint8Array => {
+    const out = new Uint8Array(5 + message.byteLength);
+    out[0] = flag;
+    new DataView(out.buffer).setUint32(1, message.byteLength);
+    out.set(message, 5);
+    return out;
+  };
+
+  it('joins the frames at the offset responsePadding picks, with the same bytes', async () => {
+    const channel = createGrpcChannel({ address });
+    const message = new Uint8Array(300_000).map((_, i) => (i * 31 + 7) & 0xff);
+    for (const [piece, pad] of [
+      [16_384, 3],
+      [1000, 0],
+      [70_001, 7],
+    ] as const) {
+      answer = { data: framed(message), piece };
+      let seen: { frames: number; start: number; length: number } | undefined;
+      const got = await channel.unary('/x/y', new Uint8Array(0), {
+        responsePadding: (frames, start, length) => {
+          seen = { frames: frames.length, start, length };
+          return pad;
+        },
+      });
+      assert.deepEqual(seen && { start: seen.start, length: seen.length }, {
+        start: 5,
+        length: message.length,
+      });
+      assert.ok(seen!.frames > 1);
+      assert.equal(got.byteOffset, pad);
+      assert.deepEqual(Buffer.from(got), Buffer.from(message));
+    }
+    channel.close();
+  });
+
+  it('leaves small, compressed and short messages to the plain path', async () => {
+    const channel = createGrpcChannel({ address });
+    let calls = 0;
+    const responsePadding = (): number => {
+      calls++;
+      return 1;
+    };
+    answer = { data: framed(new Uint8Array([1, 2, 3])), piece: 2 };
+    assert.deepEqual([...(await channel.unary('/x/y', new Uint8Array(0), { responsePadding }))], [1, 2, 3]);
+    answer = { data: framed(new Uint8Array(100_000), 1), piece: 16_384 };
+    await assert.rejects(
+      channel.unary('/x/y', new Uint8Array(0), { responsePadding }),
+      isCode(Code.UNIMPLEMENTED),
+    );
+    // The prefix declares more than arrived: not placed; the plain path hands out what came.
+    const short = framed(new Uint8Array(100_000));
+    new DataView(short.buffer).setUint32(1, 200_000);
+    answer = { data: short, piece: 16_384 };
+    await channel.unary('/x/y', new Uint8Array(0), { responsePadding });
+    assert.equal(calls, 0);
+    channel.close();
+  });
+});
+
 /** A stub HTTP server: REST error answers, a slow route, and the /invocations contract. */
 describe('HTTP clients against a stub server', () => {
   let server: http.Server;

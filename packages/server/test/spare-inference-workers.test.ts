@@ -67,6 +67,21 @@ describe('spare inference workers', () => {
     assert.equal(spares.idle, 0);
   });
 
+  it('start more on add() until closed', async () => {
+    const spares = startSpareInferenceWorkers({ count: 1 });
+    spares.add(2);
+    spares.add(0);
+    spares.add(-1);
+    assert.equal(spares.idle, 3);
+    const taken = spares.take()!;
+    assert.equal(spares.idle, 2);
+    await spares.close();
+    spares.add(2);
+    assert.equal(spares.idle, 0, 'nothing starts after close');
+    taken.postMessage({ type: 'close' });
+    await new Promise((resolve) => taken.once('exit', resolve));
+  });
+
   it('never keep the process alive, taken or not', () => {
     // A child that starts spares and returns: it must exit by itself, promptly.
     const url = new URL('../src/runtime/spare-inference-workers.js', import.meta.url).href;

@@ -20,6 +20,11 @@ export interface SpareInferenceWorkers {
   take(): Worker | undefined;
   /** Spares not taken yet. */
   readonly idle: number;
+  /**
+   * Starts `count` more spares (e.g. once the model config file told how many threads the
+   * initial loads take). Ignored after `close`.
+   */
+  add(count: number): void;
   /** Asks every spare not taken to exit; resolves once they have. Idempotent. */
   close(): Promise<void>;
 }
@@ -32,7 +37,8 @@ export function startSpareInferenceWorkers(
 ): SpareInferenceWorkers {
   const idle = new Set<Worker>();
   const exited = new Map<Worker, Promise<void>>();
-  for (let i = 0; i < Math.max(0, options.count ?? 0); i++) {
+  let closed = false;
+  const startOne = (): void => {
     const worker = new Worker(WORKER_URL);
     worker.unref();
     idle.add(worker);
@@ -49,7 +55,11 @@ export function startSpareInferenceWorkers(
     worker.once('error', () => {
       idle.delete(worker);
     });
-  }
+  };
+  const start = (count: number): void => {
+    for (let i = 0; i < count; i++) startOne();
+  };
+  start(Math.max(0, options.count ?? 0));
   return {
     take() {
       const worker = idle.values().next().value;
@@ -61,7 +71,11 @@ export function startSpareInferenceWorkers(
     get idle() {
       return idle.size;
     },
+    add(count) {
+      if (!closed) start(Math.max(0, count));
+    },
     async close() {
+      closed = true;
       const waiting: Promise<void>[] = [];
       for (const worker of idle) {
         // onnx-worker's `close` (ToWorker in wire-tensor.ts, not imported: this module stays light).
