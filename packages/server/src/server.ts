@@ -78,6 +78,7 @@ import { createConcurrencyLimit } from './frontends/shared/concurrency-limit.js'
 import { extendSignatures, imageBytesSignatureName } from './frontends/shared/image-bytes-signature.js';
 import { createInputAdapter } from './frontends/shared/input-adapters.js';
 import type { Logger } from './util/logger.js';
+import { keepGcHeadroom } from './util/gc-headroom.js';
 import { WARMUP_FILE_PATH } from './warmup/warmup-file.js';
 import type { InferenceObserver } from './core/inference-observer.js';
 import type { RequestObserver } from './frontends/shared/request-observer.js';
@@ -623,6 +624,8 @@ async function startServer(
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
   let invoker: SageMakerInvoker | undefined;
+  // Full collections stay rare under steady load (util/gc-headroom.ts); undone when the server stops.
+  const releaseGcHeadroom = keepGcHeadroom({ headroomMb: config.gcHeadroomMb });
   const stopAll = async (graceMs: number): Promise<void> => {
     for (const t of timers) clearInterval(t);
     // Listeners drain together: no new connections, keep-alive clients told to go, in-flight requests finish.
@@ -634,6 +637,7 @@ async function startServer(
     await staged?.remove();
     await requestLog.flush();
     await ops.close();
+    releaseGcHeadroom();
   };
   try {
     if (config.restPort >= 0) {

@@ -64,6 +64,11 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'nice value of inference and JSON decode threads, so the event loop gets the CPU first (Linux; default 10; 0: off)',
   },
+  gc_headroom_mb: {
+    key: 'gcHeadroomMb',
+    type: 'int',
+    help: 'old-generation growth allowed past the live heap before a full GC, in MiB (default 64; 0: V8 default)',
+  },
   enable_serialization_as_tensor_content: {
     key: 'serializeAsTensorContent',
     type: 'bool',

@@ -157,6 +157,15 @@ export function writeMessage(
   stream.end();
 }
 
+/**
+ * An exactly sized ArrayBuffer for a request message that is about to be overwritten in full,
+ * left uninitialised: `new ArrayBuffer` zero-fills (a 600 KB memset per request for nothing).
+ * The few alignment bytes before the message are never read.
+ */
+function messageBuffer(byteLength: number): ArrayBuffer {
+  return Buffer.allocUnsafeSlow(byteLength).buffer;
+}
+
 /** A client reset this close to the deadline counts as the deadline passing, in ms. */
 const DEADLINE_SLACK_MS = 100;
 
@@ -331,7 +340,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         const head = Buffer.concat(chunks, Math.min(total, PROBE_BYTES));
         const offset = method.alignment?.(head);
         const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
-        const buffer = new ArrayBuffer(total + shift);
+        const buffer = messageBuffer(total + shift);
         const message = new Uint8Array(buffer, shift, total);
         let at = 0;
         for (const c of chunks) {
@@ -384,7 +393,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         // A compressed message is read as it is and placed once it is decompressed.
         const offset = compressed ? undefined : method.alignment?.(seen);
         const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
-        buffer = new ArrayBuffer(length + shift);
+        buffer = messageBuffer(length + shift);
         target = new Uint8Array(buffer, shift, length);
         target.set(seen, 0);
         fill = seen.byteLength;
