@@ -90,7 +90,6 @@ for (const instances of opt.instances.split(',').map(Number)) {
   const child = spawn(
     process.execPath,
     [
-      '--initial-old-space-size=64',
       cli,
       'serve',
       `--model_config_file=${join(work, 'models.config')}`,

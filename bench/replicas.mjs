@@ -118,7 +118,6 @@ const pinned = (cpus, cmd, args) =>
 
 async function startServer(cpus) {
   const [cmd, args] = pinned(cpus, process.execPath, [
-    '--initial-old-space-size=64',
     cli,
     'serve',
     '--model_name=mobilenet',

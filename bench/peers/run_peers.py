@@ -62,7 +62,7 @@ def free_ports(n):
 def spec_visionserve(a, model_dir, _run_dir, grpc_kind=None, extra=()):
     g, r = free_ports(2)
     node = shutil.which("node") or "node"
-    cmd = [node, "--initial-old-space-size=64", os.path.join(ROOT, "packages", "cli", "bin", "visionserve.js"), "serve", "--host=127.0.0.1",
+    cmd = [node, os.path.join(ROOT, "packages", "cli", "bin", "visionserve.js"), "serve", "--host=127.0.0.1",
            f"--port={g}", f"--rest_api_port={r}", "--sagemaker_port=-1", f"--model_name={a.model}",
            f"--model_base_path={model_dir}", "--file_system_poll_wait_seconds=0", "--log_level=warn",
            # answers as bytes, as the peers' raw_output_contents (TF Serving's default is float_val)

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --initial-old-space-size=64
+#!/usr/bin/env node
 import { existsSync } from 'node:fs';
 
 const entry = new URL('../dist/src/main.js', import.meta.url);

@@ -5,7 +5,6 @@ import { ConfigError, FLAGS, type SpareInferenceWorkers } from '@visionserve/ser
 import { loadServerEntries } from '@visionserve/server/entries';
 import type { Command } from './cli-args.js';
 import { initialInferenceThreads } from './initial-inference-threads.js';
-import { missingServerNodeFlags } from './server-node-flags.js';
 
 export const SERVE_HELP = `Usage: visionserve serve [flags]
 
@@ -95,13 +94,6 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
       process.on('SIGINT', onInt);
       process.on('SIGTERM', onTerm);
     });
-    const missing = missingServerNodeFlags();
-    if (missing.length > 0) {
-      logger.info('node was started without the V8 flags visionserve is tuned for: expect more GC', {
-        flags: missing.join(' '),
-        hint: `node ${missing.join(' ')} .../bin/visionserve.js serve (the bin's shebang and the container pass them)`,
-      });
-    }
     logger.info('visionserve ready', { ...server.ports });
     await stopped;
     await server.close();

@@ -3,7 +3,6 @@
  * benchmark (the load generator must not share a process with the server).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { SERVER_NODE_FLAGS } from '../server-node-flags.js';
 import { fileURLToPath } from 'node:url';
 import type { ExitCleanup } from './exit-cleanup.js';
 import { type GcTotals, createGcTrace } from './server-gc.js';
@@ -50,7 +49,6 @@ export function startServerProcess(
       [
         ...(prefix.length > 0 ? [...prefix.slice(1), process.execPath] : []),
         '--trace-gc',
-        ...SERVER_NODE_FLAGS,
         CLI,
         'serve',
         '--host=127.0.0.1',
