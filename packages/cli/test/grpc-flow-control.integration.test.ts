@@ -75,7 +75,7 @@ async function closedLoop<T>(
   check: (answer: T) => void,
 ): Promise<number> {
   let answered = 0;
-  let failure: unknown;
+  let failure: Error | undefined;
   let watchdog: NodeJS.Timeout | undefined;
   const stalled = new Promise<never>((_, reject) => {
     const arm = (): void => {
@@ -97,7 +97,7 @@ async function closedLoop<T>(
       try {
         check(answer);
       } catch (error) {
-        failure = error;
+        failure = error instanceof Error ? error : new Error(String(error));
       }
     }
   });
