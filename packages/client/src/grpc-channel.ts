@@ -28,6 +28,20 @@ function statusFrom(headers: IncomingHttpHeaders): { code: Code; message: string
   return { code, message };
 }
 
+/**
+ * HTTP/2 receive window (per stream and for the connection) this client advertises, in bytes:
+ * the most response bytes a server can have sent that this client has not read yet.
+ *
+ * Node's Http2Session stops reading its socket while a write of its own is still on the
+ * socket. Against a Node server (ours before 1 MiB windows, or any other) that does the same,
+ * both peers could stop reading at once, each waiting on the other's full socket buffers
+ * (seen with 64 concurrent 2 MB requests and a 64 MiB window). A window below what the kernel
+ * buffers hold (≈3.8 MB on loopback from a cold start) lets the server's writes always
+ * complete, so the server keeps reading what we send. The server's own window (1 MiB) bounds
+ * our writes the same way.
+ */
+export const GRPC_RECEIVE_WINDOW_BYTES = 1024 * 1024;
+
 /** Request bytes before the first large part that are copied together with the length prefix. */
 const COALESCE_BYTES = 64 * 1024;
 
@@ -109,13 +123,13 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
     // concurrent large detector outputs reach.
     const s = connect(authority, {
       maxSessionMemory: 1024,
-      settings: { initialWindowSize: 16 * 1024 * 1024 },
+      settings: { initialWindowSize: GRPC_RECEIVE_WINDOW_BYTES },
     });
     s.on('error', () => {
       // Surfaced per call through the stream's error event.
     });
     s.on('connect', () => {
-      s.setLocalWindowSize(64 * 1024 * 1024);
+      s.setLocalWindowSize(GRPC_RECEIVE_WINDOW_BYTES);
     });
     if (inFlight === 0) s.unref();
     session = s;

@@ -9,6 +9,7 @@
 import http from 'node:http';
 import http2 from 'node:http2';
 import type { ClientHttp2Session, IncomingHttpHeaders } from 'node:http2';
+import { GRPC_RECEIVE_WINDOW_BYTES } from '@visionserve/client';
 import { Code } from '@visionserve/protocol';
 
 /**
@@ -110,13 +111,16 @@ export function createGrpcShooter(options: GrpcShooterOptions): Shooter {
       maxSessionMemory: 1024,
       // Peers may keep many streams open; the server's SETTINGS decide.
       peerMaxConcurrentStreams: 100_000,
-      settings: { initialWindowSize: 16 * 1024 * 1024 },
+      // As @visionserve/client's channel: a receive window below the
+      // kernel socket buffers, so that a Node server's writes always complete and it keeps
+      // reading our requests (two Node peers with large windows can stall each other).
+      settings: { initialWindowSize: GRPC_RECEIVE_WINDOW_BYTES },
     });
     fresh.on('error', () => {
       // Reported per stream.
     });
     fresh.on('connect', () => {
-      fresh.setLocalWindowSize(64 * 1024 * 1024);
+      fresh.setLocalWindowSize(GRPC_RECEIVE_WINDOW_BYTES);
     });
     connections++;
     sessions[i] = fresh;

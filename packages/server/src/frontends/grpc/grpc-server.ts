@@ -17,6 +17,7 @@
 import http2 from 'node:http2';
 import { createGunzip, createInflate } from 'node:zlib';
 import type { Http2Server, Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { Socket } from 'node:net';
 import { Code, ServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
 import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
@@ -43,7 +44,12 @@ export interface GrpcServerOptions {
   readonly budget?: InflightBudget | undefined;
   /** Streams one connection may have open at once (HTTP/2 SETTINGS). Default 1000. */
   readonly maxConcurrentStreams?: number | undefined;
-  /** HTTP/2 receive window per stream and per connection, in bytes. Default 64 MiB. */
+  /**
+   * HTTP/2 receive window per stream and per connection, in bytes: the most request bytes a
+   * client can have sent that this server has not yet read. Default 1 MiB
+   * (DEFAULT_RECEIVE_WINDOW_BYTES); keep it below what the kernel socket buffers between the
+   * peers hold, or a Node peer can stall the connection (see DEFAULT_RECEIVE_WINDOW_BYTES).
+   */
   readonly receiveWindowBytes?: number | undefined;
   /** A request whose message has not fully arrived this long after its headers is cancelled, in ms. Default 60000. */
   readonly bodyTimeoutMs?: number | undefined;
@@ -67,6 +73,21 @@ export interface RunningGrpcServer {
    */
   close(graceMs: number): Promise<void>;
 }
+
+/**
+ * The default HTTP/2 receive window (per stream and per connection), in bytes.
+ *
+ * Node's Http2Session stops reading its socket while a write of its own is still on the
+ * socket (node_http2.cc: MaybeStopReading when a write is in progress; reading restarts when
+ * the write completes). Two Node peers that each have more queued to send than the kernel
+ * buffers between them hold therefore stop reading at once and wait on each other for ever
+ * (both Recv-Q full in `ss`). A peer can only have as many DATA bytes unread by this server
+ * as this window allows, so with a window smaller than the kernel buffers (loopback on Linux
+ * holds ≈3.8 MB from a cold start: 4 MiB send buffer + 128 KiB receive buffer) the client's
+ * writes always complete, it reads again, and our own writes complete in turn. 1 MiB keeps a
+ * 600 KB request to one window and costs little on 34 MB ones (docs/operations.md).
+ */
+export const DEFAULT_RECEIVE_WINDOW_BYTES = 1024 * 1024;
 
 /** TF Serving sets the server's max message size to INT32_MAX. */
 export const MAX_GRPC_MESSAGE_BYTES = 2_147_483_647;
@@ -182,7 +203,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   const { logger } = options;
   const host = options.host ?? '0.0.0.0';
   const maxMessageBytes = options.maxMessageBytes ?? MAX_GRPC_MESSAGE_BYTES;
-  const windowBytes = options.receiveWindowBytes ?? 64 * 1024 * 1024;
+  const windowBytes = options.receiveWindowBytes ?? DEFAULT_RECEIVE_WINDOW_BYTES;
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 60_000;
   const methods = new Map<string, GrpcMethod>();
   /** Observer hook: API and method labels by path. */
@@ -220,6 +241,16 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         });
   server.maxConnections = options.maxConnections ?? 4096;
   const sessions = new Set<Http2Session>();
+  /**
+   * The TCP sockets under the sessions. Destroying a session whose write is stuck on a full
+   * socket does not close that socket (node finishes the close only when the write completes),
+   * so the grace period's end destroys the sockets themselves.
+   */
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
   let inFlight = 0;
   let draining = false;
 
@@ -647,6 +678,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         const force = setTimeout(() => {
           logger.warn('grpc grace period over, cancelling calls', { graceMs, inFlight });
           for (const session of sessions) session.destroy();
+          for (const socket of sockets) socket.destroy();
         }, graceMs);
         unsubscribeTls?.();
         server.close(() => {

@@ -1,6 +1,7 @@
 export {
   startGrpcServer,
   MAX_GRPC_MESSAGE_BYTES,
+  DEFAULT_RECEIVE_WINDOW_BYTES,
   type GrpcServerOptions,
   type RunningGrpcServer,
 } from './grpc-server.js';
