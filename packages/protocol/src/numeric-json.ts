@@ -343,68 +343,62 @@ class Reader {
   approximated = false;
 
   /**
-   * Reads a JSON number: exact up to 15 significant digits, approximated (`approximated`
-   * set) for 16 to 18, exact through V8 beyond or for big exponents.
+   * Reads a JSON number: exact up to 15 significant digits, approximated to within 2^-51
+   * (relative; `approximated` set) for 16 to 18, exact through V8 beyond or for big exponents.
    */
   number(): number {
     const b = this.bytes;
     const start = this.pos;
     let p = start;
-    let negative = false;
-    if (b[p] === MINUS) {
-      negative = true;
-      p++;
-    }
-    // Significant digits 1..9 in `hi`, 10..18 in `lo` (int32 arithmetic in the loops).
-    let hi = 0;
-    let lo = 0;
+    let c = b[p];
+    const negative = c === MINUS;
+    if (negative) c = b[++p];
+    // The significant digits as an integer `m` (exact below 2^53, so for up to 15 digits;
+    // after that each step rounds once: at most three roundings for 18 digits).
+    let m = 0;
     let digits = 0; // significant digits (leading zeros excluded)
     let exponent = 0; // of the last digit counted
-    let c = b[p]!;
     if (c === ZERO) {
-      p++;
-      c = b[p]!;
-      if (c >= ZERO && c <= NINE) throw FALLBACK; // leading zero
-    } else if (c > ZERO && c <= NINE) {
+      c = b[++p];
+      if (c !== undefined && c >= ZERO && c <= NINE) throw FALLBACK; // leading zero
+    } else if (c !== undefined && c > ZERO && c <= NINE) {
       do {
-        if (digits < 9) hi = (hi * 10 + (c - ZERO)) | 0;
-        else if (digits < 18) lo = (lo * 10 + (c - ZERO)) | 0;
-        else exponent++;
+        m = m * 10 + (c - ZERO);
         digits++;
-        c = b[++p]!;
-      } while (c >= ZERO && c <= NINE);
+        c = b[++p];
+      } while (c !== undefined && c >= ZERO && c <= NINE);
     } else {
       throw FALLBACK; // NaN, Infinity, strings, objects, end of input, ...
     }
     if (c === DOT) {
-      c = b[++p]!;
-      if (!(c >= ZERO && c <= NINE)) throw FALLBACK;
-      do {
-        if (digits === 0 && c === ZERO) {
+      c = b[++p];
+      if (c === undefined || c < ZERO || c > NINE) throw FALLBACK;
+      if (digits === 0) {
+        while (c === ZERO) {
           exponent--; // leading zeros of a fraction
-        } else {
-          if (digits < 9) hi = (hi * 10 + (c - ZERO)) | 0;
-          else if (digits < 18) lo = (lo * 10 + (c - ZERO)) | 0;
-          else exponent++; // not kept (such numbers take the exact path below)
-          digits++;
-          exponent--;
+          c = b[++p];
         }
-        c = b[++p]!;
-      } while (c >= ZERO && c <= NINE);
+      }
+      while (c !== undefined && c >= ZERO && c <= NINE) {
+        m = m * 10 + (c - ZERO);
+        digits++;
+        exponent--;
+        c = b[++p];
+      }
     }
     if (c === 0x65 || c === 0x45) {
-      c = b[++p]!;
+      c = b[++p];
       let expNegative = false;
       if (c === MINUS || c === PLUS) {
         expNegative = c === MINUS;
-        c = b[++p]!;
+        c = b[++p];
       }
-      if (!(c >= ZERO && c <= NINE)) throw FALLBACK;
+      if (c === undefined || c < ZERO || c > NINE) throw FALLBACK;
       let e = 0;
       do {
         if (e < 100_000) e = e * 10 + (c - ZERO);
-        c = b[++p]!;
-      } while (c >= ZERO && c <= NINE);
+        c = b[++p];
+      } while (c !== undefined && c >= ZERO && c <= NINE);
       exponent += expNegative ? -e : e;
     }
     this.pos = p;
@@ -413,11 +407,9 @@ class Reader {
       this.approximated = false;
       return exactNumber(b, start, p);
     }
-    // m = hi * 10^(digits - 9) + lo: exact below 10^15 (< 2^53), one rounding above.
-    const m = digits <= 9 ? hi : hi * POW10[digits - 9]! + lo;
-    // 10^|exponent| is exact: one more correctly rounded operation.
+    // 10^|exponent| is exact: one more correctly rounded operation. Up to 15 digits that is
+    // the correctly rounded value; beyond, within 2^-51 of it.
     const value = exponent < 0 ? m / POW10[-exponent]! : m * POW10[exponent]!;
-    // Up to 15 digits that is the correctly rounded value; beyond, within 2 ulps of it.
     this.approximated = digits > 15;
     return negative ? -value : value;
   }
