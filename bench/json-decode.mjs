@@ -10,7 +10,7 @@
 // to float64 (repr, up to 17 significant digits: tritonclient's and numpy tolist()'s numbers),
 // or with --digits short as 6-digit decimals.
 //
-//   npx tsc -b packages/cli && node bench/json-decode.mjs [--rounds 15] [--digits long|short] [--json out.json]
+//   npx tsc -b packages/cli && node bench/json-decode.mjs [--rounds 10] [--digits long|short] [--kinds a,b] [--json out.json]
 //
 // Reports the median CPU ms (process.cpuUsage) per body of: JSON.parse(text), Buffer.toString + JSON.parse, our decode
 // (the same functions the server calls, from the bytes), and ours / JSON.parse(text).
@@ -28,9 +28,10 @@ import { jsonToPredictBody } from '../packages/server/dist/src/frontends/sagemak
 
 const { values: args } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '15' },
+    rounds: { type: 'string', default: '10' },
     digits: { type: 'string', default: 'long' },
     json: { type: 'string' },
+    kinds: { type: 'string' },
   },
 });
 const ROUNDS = Number(args.rounds);
@@ -111,22 +112,24 @@ function check(kind, result) {
 }
 
 const rows = [];
-for (const { kind, text, decode } of KINDS) {
+const only = args.kinds?.split(',');
+for (const { kind, text, decode } of KINDS.filter((k) => only === undefined || only.includes(k.kind))) {
   const bytes = Buffer.from(text, 'utf8');
   check(kind, decode(bytes));
+  // In blocks, each after its own warm-up: one way's garbage is then collected (partly by V8's
+  // concurrent threads, which count in this process's CPU time) mostly inside its own block.
+  // A forced gc() between calls would discard the optimized code of our reader and measure it cold.
+  const block = (fn) => {
+    for (let r = 0; r < 3; r++) fn();
+    return Array.from({ length: ROUNDS }, () => time(fn));
+  };
   const parse = [];
   const parseBytes = [];
   const ours = [];
-  // Interleaved, so that a busy neighbour on the box slows all three alike.
-  for (let r = 0; r < ROUNDS + 3; r++) {
-    const p = time(() => JSON.parse(text));
-    const pb = time(() => JSON.parse(bytes.toString('utf8')));
-    const o = time(() => decode(bytes));
-    if (r >= 3) {
-      parse.push(p);
-      parseBytes.push(pb);
-      ours.push(o);
-    }
+  for (let pass = 0; pass < 2; pass++) {
+    parse.push(...block(() => JSON.parse(text)));
+    parseBytes.push(...block(() => JSON.parse(bytes.toString('utf8'))));
+    ours.push(...block(() => decode(bytes)));
   }
   const row = {
     kind,
@@ -141,7 +144,7 @@ for (const { kind, text, decode } of KINDS) {
 
 const pad = (s, n) => String(s).padStart(n);
 console.log(
-  `${COUNT} float32 values, ${args.digits} digits, median of ${ROUNDS} rounds (node ${process.version})`,
+  `${COUNT} float32 values, ${args.digits} digits, CPU ms, median of 2 x ${ROUNDS} calls (node ${process.version})`,
 );
 console.log(
   `${'body'.padEnd(15)}${pad('MB', 6)}${pad('JSON.parse', 12)}${pad('+toString', 11)}${pad('ours', 9)}${pad('ours/parse', 12)}`,
