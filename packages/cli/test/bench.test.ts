@@ -350,8 +350,12 @@ describe('visionserve bench arguments', () => {
     const d = parseBenchArgs([]);
     assert.deepEqual(d.options.suites, ['latency']);
     assert.equal(d.options.cases, undefined, 'each suite picks its default cases');
-    assert.equal(d.options.paths.length, 11);
-    assert.ok(d.options.paths.includes('kserve-http') && d.options.paths.includes('kserve-grpc'));
+    assert.equal(d.options.paths.length, 12);
+    assert.ok(
+      d.options.paths.includes('kserve-http') &&
+        d.options.paths.includes('kserve-json') &&
+        d.options.paths.includes('kserve-grpc'),
+    );
     assert.equal(d.planOnly, false);
     const a = parseBenchArgs([
       '--suite=all',

@@ -38,6 +38,11 @@ export class PackedNumbers {
     return this.values.length;
   }
 
+  /** The same numbers under another shape of the same element count (shares the arrays). */
+  withShape(shape: readonly number[]): PackedNumbers {
+    return new PackedNumbers(shape, this.values, this.inexact, this.bytes);
+  }
+
   /** The numbers in row-major order, exactly as JSON.parse reads them. */
   exactValues(): Float64Array {
     if (!this.#resolved) {
@@ -51,7 +56,7 @@ export class PackedNumbers {
 
   /**
    * The arrays behind these numbers, for moving them to another thread (see
-   * numericBodyToMessage). The text positions in `inexact` index the body bytes this
+   * fastBodyToMessage). The text positions in `inexact` index the body bytes this
    * instance was read from.
    */
   parts(): PackedParts {
@@ -115,58 +120,78 @@ export interface PackedParts {
   readonly inexact: Int32Array;
 }
 
-/** A NumericPredictBody as plain data for postMessage; the body bytes stay with the receiver. */
-export type NumericBodyMessage = Record<
-  string,
-  | { readonly kind: 'string'; readonly value: string }
-  | { readonly kind: 'tensor'; readonly parts: PackedParts }
-  | { readonly kind: 'named'; readonly tensors: Record<string, PackedParts> }
->;
-
-/**
- * `body` as a message another thread can rebuild with numericBodyFromMessage, and the
- * buffers to transfer with it (the tensors' arrays: `body` must not be used afterwards).
- */
-export function numericBodyToMessage(body: NumericPredictBody): {
-  message: NumericBodyMessage;
-  transfer: ArrayBuffer[];
-} {
-  const message: NumericBodyMessage = {};
-  const transfer: ArrayBuffer[] = [];
-  const take = (p: PackedNumbers): PackedParts => {
-    const parts = p.parts();
-    transfer.push(parts.values.buffer as ArrayBuffer, parts.inexact.buffer as ArrayBuffer);
-    return parts;
-  };
-  for (const [key, value] of Object.entries(body)) {
-    if (typeof value === 'string') message[key] = { kind: 'string', value };
-    else if (value instanceof PackedNumbers) message[key] = { kind: 'tensor', parts: take(value) };
-    else {
-      const tensors: Record<string, PackedParts> = {};
-      for (const [name, p] of Object.entries(value)) tensors[name] = take(p);
-      message[key] = { kind: 'named', tensors };
-    }
-  }
-  return { message, transfer };
+/** One PackedNumbers of a body read by readFastJsonBody, as plain data: where it sits, its arrays. */
+export interface PackedAt {
+  /** Keys and list indices from the body's root to the tensor. */
+  readonly path: readonly (string | number)[];
+  readonly parts: PackedParts;
 }
 
 /**
- * The NumericPredictBody that numericBodyToMessage described, over `bytes`: the same
- * body text the sender read (its inexact numbers are read again from it when needed).
+ * A body read by readFastJsonBody as plain data for postMessage: the JSON tree with `null`
+ * where its PackedNumbers were, and those tensors' arrays with their paths. The body bytes
+ * stay with the receiver.
  */
-export function numericBodyFromMessage(message: NumericBodyMessage, bytes: Uint8Array): NumericPredictBody {
-  const body: NumericPredictBody = {};
-  const packed = (p: PackedParts): PackedNumbers => new PackedNumbers(p.shape, p.values, p.inexact, bytes);
-  for (const [key, value] of Object.entries(message)) {
-    if (value.kind === 'string') body[key] = value.value;
-    else if (value.kind === 'tensor') body[key] = packed(value.parts);
-    else {
-      const named: Record<string, PackedNumbers> = {};
-      for (const [name, p] of Object.entries(value.tensors)) named[name] = packed(p);
-      body[key] = named;
+export interface FastBodyMessage {
+  readonly tree: unknown;
+  readonly packed: readonly PackedAt[];
+}
+
+/**
+ * `body` (a readFastJsonBody result) as a message another thread can rebuild with
+ * fastBodyFromMessage, and the buffers to transfer with it (the tensors' arrays: `body`
+ * must not be used afterwards).
+ */
+export function fastBodyToMessage(body: unknown): { message: FastBodyMessage; transfer: ArrayBuffer[] } {
+  const packed: PackedAt[] = [];
+  const transfer: ArrayBuffer[] = [];
+  const path: (string | number)[] = [];
+  const copy = (value: unknown): unknown => {
+    if (value instanceof PackedNumbers) {
+      const parts = value.parts();
+      packed.push({ path: [...path], parts });
+      transfer.push(parts.values.buffer as ArrayBuffer, parts.inexact.buffer as ArrayBuffer);
+      return null;
     }
+    if (Array.isArray(value)) {
+      return value.map((item: unknown, i) => {
+        path.push(i);
+        const out = copy(item);
+        path.pop();
+        return out;
+      });
+    }
+    if (typeof value === 'object' && value !== null) {
+      const out: Record<string, unknown> = {};
+      for (const [key, item] of Object.entries(value)) {
+        path.push(key);
+        out[key] = copy(item);
+        path.pop();
+      }
+      return out;
+    }
+    return value;
+  };
+  return { message: { tree: copy(body), packed }, transfer };
+}
+
+/**
+ * The body that fastBodyToMessage described, over `bytes`: the same body text the sender
+ * read (its inexact numbers are read again from it when needed).
+ */
+export function fastBodyFromMessage(message: FastBodyMessage, bytes: Uint8Array): unknown {
+  let root = message.tree;
+  for (const { path, parts } of message.packed) {
+    const packed = new PackedNumbers(parts.shape, parts.values, parts.inexact, bytes);
+    if (path.length === 0) {
+      root = packed;
+      continue;
+    }
+    let at = root as Record<string | number, unknown>;
+    for (let i = 0; i < path.length - 1; i++) at = at[path[i]!] as Record<string | number, unknown>;
+    at[path[path.length - 1]!] = packed;
   }
-  return body;
+  return root;
 }
 
 /** Nesting deeper than this goes to the general path (which refuses beyond its own limit). */
@@ -246,8 +271,14 @@ class Reader {
     this.inexactCount = 0;
     this.ws();
     const shape: number[] = [];
-    if (this.bytes[this.pos] === LBRACKET) this.list(0, shape);
-    else this.number();
+    if (this.bytes[this.pos] === LBRACKET) {
+      this.list(0, shape);
+    } else {
+      const start = this.pos;
+      const v = this.number();
+      if (this.approximated) this.markInexact(start, this.pos);
+      this.push(v);
+    }
     return new PackedNumbers(
       shape,
       this.scratch.slice(0, this.count),
@@ -283,7 +314,10 @@ class Reader {
         if (b[this.pos] !== LBRACKET) throw FALLBACK;
         this.list(depth + 1, shape);
       } else {
-        this.number();
+        const start = this.pos;
+        const v = this.number();
+        if (this.approximated) this.markInexact(start, this.pos);
+        this.push(v);
       }
       n++;
       this.ws();
@@ -305,84 +339,79 @@ class Reader {
     this.scratch[this.count++] = v;
   }
 
+  /** Set by number(): the value it returned is an approximation (16 to 18 digits). */
+  approximated = false;
+
   /**
-   * Reads a JSON number and appends it: exact up to 15 significant digits, approximated
-   * (and recorded as inexact) for 16 to 18, exact through V8 beyond or for big exponents.
+   * Reads a JSON number: exact up to 15 significant digits, approximated to within 2^-51
+   * (relative; `approximated` set) for 16 to 18, exact through V8 beyond or for big exponents.
    */
-  number(): void {
+  number(): number {
     const b = this.bytes;
     const start = this.pos;
     let p = start;
-    let negative = false;
-    if (b[p] === MINUS) {
-      negative = true;
-      p++;
-    }
-    // Significant digits 1..9 in `hi`, 10..18 in `lo` (int32 arithmetic in the loops).
-    let hi = 0;
-    let lo = 0;
+    let c = b[p];
+    const negative = c === MINUS;
+    if (negative) c = b[++p];
+    // The significant digits as an integer `m` (exact below 2^53, so for up to 15 digits;
+    // after that each step rounds once: at most three roundings for 18 digits).
+    let m = 0;
     let digits = 0; // significant digits (leading zeros excluded)
     let exponent = 0; // of the last digit counted
-    let c = b[p]!;
     if (c === ZERO) {
-      p++;
-      c = b[p]!;
-      if (c >= ZERO && c <= NINE) throw FALLBACK; // leading zero
-    } else if (c > ZERO && c <= NINE) {
+      c = b[++p];
+      if (c !== undefined && c >= ZERO && c <= NINE) throw FALLBACK; // leading zero
+    } else if (c !== undefined && c > ZERO && c <= NINE) {
       do {
-        if (digits < 9) hi = (hi * 10 + (c - ZERO)) | 0;
-        else if (digits < 18) lo = (lo * 10 + (c - ZERO)) | 0;
-        else exponent++;
+        m = m * 10 + (c - ZERO);
         digits++;
-        c = b[++p]!;
-      } while (c >= ZERO && c <= NINE);
+        c = b[++p];
+      } while (c !== undefined && c >= ZERO && c <= NINE);
     } else {
       throw FALLBACK; // NaN, Infinity, strings, objects, end of input, ...
     }
     if (c === DOT) {
-      c = b[++p]!;
-      if (!(c >= ZERO && c <= NINE)) throw FALLBACK;
-      do {
-        if (digits === 0 && c === ZERO) {
+      c = b[++p];
+      if (c === undefined || c < ZERO || c > NINE) throw FALLBACK;
+      if (digits === 0) {
+        while (c === ZERO) {
           exponent--; // leading zeros of a fraction
-        } else {
-          if (digits < 9) hi = (hi * 10 + (c - ZERO)) | 0;
-          else if (digits < 18) lo = (lo * 10 + (c - ZERO)) | 0;
-          else exponent++; // not kept (such numbers take the exact path below)
-          digits++;
-          exponent--;
+          c = b[++p];
         }
-        c = b[++p]!;
-      } while (c >= ZERO && c <= NINE);
+      }
+      while (c !== undefined && c >= ZERO && c <= NINE) {
+        m = m * 10 + (c - ZERO);
+        digits++;
+        exponent--;
+        c = b[++p];
+      }
     }
     if (c === 0x65 || c === 0x45) {
-      c = b[++p]!;
+      c = b[++p];
       let expNegative = false;
       if (c === MINUS || c === PLUS) {
         expNegative = c === MINUS;
-        c = b[++p]!;
+        c = b[++p];
       }
-      if (!(c >= ZERO && c <= NINE)) throw FALLBACK;
+      if (c === undefined || c < ZERO || c > NINE) throw FALLBACK;
       let e = 0;
       do {
         if (e < 100_000) e = e * 10 + (c - ZERO);
-        c = b[++p]!;
-      } while (c >= ZERO && c <= NINE);
+        c = b[++p];
+      } while (c !== undefined && c >= ZERO && c <= NINE);
       exponent += expNegative ? -e : e;
     }
     this.pos = p;
     if (exponent < -22 || exponent > 22 || digits > 18) {
       // Big exponents or very long numbers: V8 rounds the text, as JSON.parse does.
-      this.push(exactNumber(b, start, p));
-      return;
+      this.approximated = false;
+      return exactNumber(b, start, p);
     }
-    // m = hi * 10^(digits - 9) + lo: exact below 10^15 (< 2^53), one rounding above.
-    const m = digits <= 9 ? hi : hi * POW10[digits - 9]! + lo;
-    // 10^|exponent| is exact: one more correctly rounded operation.
+    // 10^|exponent| is exact: one more correctly rounded operation. Up to 15 digits that is
+    // the correctly rounded value; beyond, within 2^-51 of it.
     const value = exponent < 0 ? m / POW10[-exponent]! : m * POW10[exponent]!;
-    // Up to 15 digits that is the correctly rounded value; beyond, within 2 ulps of it.
-    if (digits > 15) this.markInexact(start, p);
-    this.push(negative ? -value : value);
+    this.approximated = digits > 15;
+    return negative ? -value : value;
   }
 
   private markInexact(start: number, end: number): void {
@@ -399,6 +428,87 @@ class Reader {
   end(): void {
     this.ws();
     if (this.pos !== this.bytes.length) throw FALLBACK;
+  }
+
+  /**
+   * Any JSON value as JSON.parse gives it (strings only of printable ASCII without escapes,
+   * no duplicate or `__proto__` keys), except that a rectangular numeric list under a
+   * `packKey` key becomes PackedNumbers.
+   */
+  value(depth: number, packKey: string): unknown {
+    if (depth >= MAX_DEPTH) throw FALLBACK;
+    this.ws();
+    const b = this.bytes;
+    const c = b[this.pos];
+    if (c === LBRACE) {
+      this.pos++;
+      const out: Record<string, unknown> = {};
+      this.ws();
+      if (b[this.pos] === RBRACE) {
+        this.pos++;
+        return out;
+      }
+      for (;;) {
+        const key = this.string();
+        if (key === '__proto__' || Object.hasOwn(out, key)) throw FALLBACK;
+        this.expect(COLON);
+        out[key] =
+          key === packKey && this.numericListAhead() ? this.tensor() : this.value(depth + 1, packKey);
+        this.ws();
+        const d = b[this.pos++];
+        if (d === COMMA) continue;
+        if (d === RBRACE) return out;
+        throw FALLBACK;
+      }
+    }
+    if (c === LBRACKET) {
+      this.pos++;
+      const out: unknown[] = [];
+      this.ws();
+      if (b[this.pos] === RBRACKET) {
+        this.pos++;
+        return out;
+      }
+      for (;;) {
+        out.push(this.value(depth + 1, packKey));
+        this.ws();
+        const d = b[this.pos++];
+        if (d === COMMA) continue;
+        if (d === RBRACKET) return out;
+        throw FALLBACK;
+      }
+    }
+    if (c === QUOTE) return this.string();
+    if (c === MINUS || (c !== undefined && c >= ZERO && c <= NINE)) {
+      const start = this.pos;
+      const v = this.number();
+      return this.approximated ? exactNumber(b, start, this.pos) : v;
+    }
+    if (this.literal('true')) return true;
+    if (this.literal('false')) return false;
+    if (this.literal('null')) return null;
+    throw FALLBACK;
+  }
+
+  /** After whitespace: one or more `[` and then the start of a number. */
+  private numericListAhead(): boolean {
+    this.ws();
+    const b = this.bytes;
+    let p = this.pos;
+    if (b[p] !== LBRACKET) return false;
+    for (;;) {
+      const c = b[p];
+      if (c === LBRACKET || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) p++;
+      else return c === MINUS || (c !== undefined && c >= ZERO && c <= NINE);
+    }
+  }
+
+  private literal(text: string): boolean {
+    for (let i = 0; i < text.length; i++) {
+      if (this.bytes[this.pos + i] !== text.charCodeAt(i)) return false;
+    }
+    this.pos += text.length;
+    return true;
   }
 }
 
@@ -459,6 +569,63 @@ export function readNumericPredictBody(bytes: Uint8Array): NumericPredictBody | 
       if (c === RBRACE) break;
       return undefined;
     }
+    r.end();
+    return body;
+  } catch (error) {
+    if (error === FALLBACK) return undefined;
+    throw error;
+  }
+}
+
+/** The JSON bodies readFastJsonBody reads. */
+export type FastJsonFormat = 'tfs-predict' | 'sagemaker-json' | 'kserve-infer';
+
+/**
+ * The fast reader for one kind of body; undefined when it does not take the body (the
+ * caller then parses it with JSON.parse and the general codec, whose errors are the
+ * contract). Whatever it returns is what that general path would have built, with
+ * PackedNumbers in place of numeric lists:
+ * - `tfs-predict`: readNumericPredictBody.
+ * - `sagemaker-json`: that, or a bare rectangular numeric list as SageMaker's JSON handler
+ *   reads it: `{"instances": list}` for a list of lists, `{"instances": [list]}` for a flat one.
+ * - `kserve-infer`: a KServe v2 inference request object with every numeric `data` list packed.
+ */
+export function readFastJsonBody(format: FastJsonFormat, bytes: Uint8Array): unknown {
+  switch (format) {
+    case 'tfs-predict':
+      return readNumericPredictBody(bytes);
+    case 'sagemaker-json':
+      return readSageMakerJsonBody(bytes);
+    case 'kserve-infer':
+      return readPackedObject(bytes, 'data');
+  }
+}
+
+function readSageMakerJsonBody(bytes: Uint8Array): NumericPredictBody | undefined {
+  if (bytes.byteLength < 256) return undefined;
+  const r = new Reader(bytes);
+  r.ws();
+  if (bytes[r.pos] !== LBRACKET) return readNumericPredictBody(bytes);
+  try {
+    const list = r.tensor();
+    r.end();
+    const shape = list.shape;
+    if (shape.length === 0 || shape[0] === 0) return undefined;
+    return { instances: shape.length === 1 ? list.withShape([1, ...shape]) : list };
+  } catch (error) {
+    if (error === FALLBACK) return undefined;
+    throw error;
+  }
+}
+
+/** A JSON object with numeric lists under `packKey` keys packed (Reader.value); undefined to fall back. */
+function readPackedObject(bytes: Uint8Array, packKey: string): Record<string, unknown> | undefined {
+  if (bytes.byteLength < 256) return undefined;
+  const r = new Reader(bytes);
+  try {
+    r.ws();
+    if (bytes[r.pos] !== LBRACE) return undefined;
+    const body = r.value(0, packKey) as Record<string, unknown>;
     r.end();
     return body;
   } catch (error) {

@@ -609,7 +609,7 @@ async function startServer(
     logger: logger.child({ component: 'kserve' }),
   });
   const kserveApi = (bodyLimitBytes: number, requestTimeoutMs: number): HttpApi =>
-    createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs, managementGuard: ops.guard });
+    createKServeHttpApi({ kserve, bodyLimitBytes, requestTimeoutMs, managementGuard: ops.guard, jsonDecode });
 
   // One set of TF Serving gRPC services: the HTTP/2 server and gRPC-web on the REST port share it.
   const tfsGrpcServices = createTfsGrpcServices({

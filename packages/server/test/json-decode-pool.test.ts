@@ -14,6 +14,7 @@ import {
   PackedNumbers,
   type NumericPredictBody,
   ServingError,
+  readFastJsonBody,
   readNumericPredictBody,
 } from '@visionserve/protocol';
 import { createJsonDecodePool } from '../src/runtime/json-decode-pool.js';
@@ -65,6 +66,12 @@ function describeBody(body: NumericPredictBody | undefined): unknown {
   );
 }
 
+function toF32(p: PackedNumbers): Float32Array {
+  const out = new Float32Array(p.length);
+  p.toFloat32(out);
+  return out;
+}
+
 const overloaded = (e: unknown): boolean =>
   e instanceof ServingError && e.code === Code.UNAVAILABLE && e.reason === 'overloaded';
 
@@ -91,6 +98,44 @@ describe('JSON decode pool', () => {
       });
       assert.equal(pool.counts.offThread, names.length * 3);
       assert.equal(pool.counts.inline, 0);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('reads KServe v2 requests and SageMaker bare lists on a decode thread as the reader here does', async () => {
+    const pool = createJsonDecodePool({ threads: 1, maxWaitMs: 0, logger: createMemoryLogger() });
+    try {
+      const kserve = Buffer.from(
+        `{"id":"a","inputs":[{"name":"x","shape":[1,3,64,64],"datatype":"FP32","data":${nested([1, 3, 64, 64], number)}},` +
+          `{"name":"y","shape":[2],"datatype":"BYTES","data":["p","q"]},` +
+          `{"name":"z","shape":[4,5],"datatype":"INT32","data":${nested([20], (i) => String(i - 7))}}],` +
+          `"outputs":[{"name":"o","parameters":{"binary_data":true,"classification":3}}]}`,
+      );
+      const sagemaker = Buffer.from(nested([2, 3, 48, 48], number));
+      for (const [format, bytes] of [
+        ['kserve-infer', kserve],
+        ['sagemaker-json', sagemaker],
+      ] as const) {
+        assert.ok(bytes.byteLength >= 65_536);
+        const here = readFastJsonBody(format, bytes);
+        assert.notEqual(here, undefined, format);
+        const there = await pool.read(format, bytes);
+        // Same tree; packed tensors with the same shape and values.
+        const plain = (value: unknown): unknown =>
+          JSON.parse(
+            JSON.stringify(value, (_k, v: unknown) =>
+              v instanceof PackedNumbers
+                ? { shape: v.shape, exact: [...v.exactValues()], f32: [...toF32(v)] }
+                : v,
+            ),
+          );
+        assert.deepEqual(plain(there), plain(here), format);
+      }
+      assert.equal(pool.counts.offThread, 2);
+      // A body the reader does not take: undefined, as for TF Serving bodies.
+      const escaped = Buffer.from(kserve.toString().replace('"a"', '"\\u0061"'));
+      assert.equal(await pool.read('kserve-infer', escaped), undefined);
     } finally {
       await pool.close();
     }

@@ -17,12 +17,15 @@ import { createInferenceStatistics } from '../src/core/inference-statistics.js';
 import { createTfsRestApi } from '../src/frontends/tfs-rest/index.js';
 import { findModelDirectory, listModelDirectories } from '../src/repository/model-roots.js';
 import { createJsonLogger } from '../src/util/logger.js';
+import { type JsonDecodePool, createJsonDecodePool } from '../src/runtime/json-decode-pool.js';
 import { CLS, ECHO, HALF, LABELS, addFake, models, registry, service } from './kserve-fakes.js';
 
 let server: StartedHttpServer;
 let base: string;
 let roots: string;
 const logs: string[] = [];
+// Every all-JSON inference body goes through a real decode thread (minBytes 0).
+let jsonDecode: JsonDecodePool;
 const statistics = createInferenceStatistics();
 
 before(async () => {
@@ -35,6 +38,7 @@ before(async () => {
   addFake('boom', HALF);
   addFake('slow', HALF);
   const logger = createJsonLogger({ level: 'debug', write: (line) => logs.push(line) });
+  jsonDecode = createJsonDecodePool({ threads: 1, minBytes: 0, maxWaitMs: 60_000, logger });
   const kserve = createKServeService({
     service,
     registry,
@@ -57,6 +61,7 @@ before(async () => {
           bodyLimitBytes: 1 << 20,
           decompressedBodyLimitBytes: 4 << 20,
           requestTimeoutMs: 500,
+          jsonDecode,
         }),
       ],
       logger,
@@ -67,6 +72,7 @@ before(async () => {
 });
 after(async () => {
   await server.close(0);
+  await jsonDecode.close();
   await rm(roots, { recursive: true, force: true });
 });
 
@@ -216,6 +222,34 @@ void describe('KServe v2 HTTP API (fakes)', () => {
       outputs: [{ name: 'y', datatype: 'FP32', shape: [3], data: [2.5, 3, 4.5] }],
     });
     assert.equal(service.calls.withServable - before, 1);
+  });
+
+  void it('reads big JSON data on a decode thread into the same values, and sheds on its backlog with 503', async () => {
+    const x = Float32Array.from({ length: 20_000 }, (_, i) => Math.fround(Math.sin(i) * 3));
+    // As tritonclient.http writes float32 data: the float64 repr of each value.
+    const body = `{"inputs":[{"name":"x","shape":[${x.length}],"datatype":"FP32","data":[${Array.from(x, String).join(', ')}]}]}`;
+    const offThread = jsonDecode.counts.offThread;
+    const r = await call('POST', '/v2/models/half/infer', body);
+    assert.equal(r.status, 200, new TextDecoder().decode(r.bytes));
+    assert.equal(jsonDecode.counts.offThread, offThread + 1);
+    const y = (r.json as { outputs: [{ data: number[] }] }).outputs[0].data;
+    assert.equal(y.length, x.length);
+    for (let i = 0; i < x.length; i++) {
+      if (!Object.is(Math.fround(y[i]!), Math.fround(x[i]! / 2 + 2))) assert.fail(`element ${i}`);
+    }
+    // A backlog far over maxWaitMs: refused before the body is read, as TF Serving REST is.
+    const held = jsonDecode.admit(1e12);
+    try {
+      await expectError(call('POST', '/v2/models/half/infer', body), 503, /overloaded/);
+      // Binary requests do not join the JSON decode backlog.
+      const binary = await infer('/v2/models/half/infer', {
+        inputs: [{ name: 'x', tensor: f32(1, 2), binary: true }],
+      });
+      assert.equal(binary.status, 200);
+    } finally {
+      held.release();
+    }
+    assert.equal((await call('POST', '/v2/models/half/infer', body)).status, 200);
   });
 
   void it('infers with binary data both ways, per output or for all outputs', async () => {

@@ -118,6 +118,7 @@ export const CASES: Readonly<Record<CaseId, CaseSpec>> = {
       'grpc-tensor-content': 250,
       'grpc-typed': 350,
       'kserve-http': 250,
+      'kserve-json': 4000,
       'kserve-grpc': 250,
       'rest-json': 4000,
     },

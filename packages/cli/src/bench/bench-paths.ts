@@ -7,6 +7,7 @@ export type PathId =
   | 'grpc-tensor-content'
   | 'grpc-typed'
   | 'kserve-http'
+  | 'kserve-json'
   | 'kserve-grpc'
   | 'rest-json'
   | 'invocations'
@@ -65,6 +66,13 @@ export const PATHS: readonly PathInfo[] = [
     label: 'KServe v2 HTTP binary',
     description:
       'POST /v2/models/{m}/infer with the binary tensor data extension both ways (JSON header, raw tensor bytes after it)',
+  },
+  {
+    id: 'kserve-json',
+    kind: 'served',
+    label: 'KServe v2 HTTP JSON',
+    description:
+      'POST /v2/models/{m}/infer with JSON `data` both ways (no binary tensor data: tritonclient.http with binary_data=False)',
   },
   {
     id: 'kserve-grpc',

@@ -1,11 +1,11 @@
-/** The KServe v2 paths (HTTP with binary tensor data, gRPC with raw contents) as PathRunners. */
+/** The KServe v2 paths (HTTP with binary tensor data or JSON data, gRPC with raw contents) as PathRunners. */
 import type { KServeGrpcClient, KServeHttpClient } from '@visionserve/client';
 import type { BenchCase } from './bench-cases.js';
 import { type PathRunner, createSendRunner } from './path-runner.js';
 import type { GcTotals } from './server-gc.js';
 
 export interface KServeRunnerOptions {
-  /** A KServe HTTP client with binary tensor data on (the default), or a KServe gRPC client. */
+  /** A KServe HTTP client (binary tensor data or JSON data), or a KServe gRPC client. */
   readonly client: KServeHttpClient | KServeGrpcClient;
   readonly benchCase: BenchCase;
   /** The server's pid, for server CPU. Default: not measured. */

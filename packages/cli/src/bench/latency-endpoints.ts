@@ -58,6 +58,8 @@ export interface LatencyEndpoints {
   readonly rest: Endpoint<TfsRestClient> | undefined;
   /** KServe v2 HTTP with binary tensor data, on the REST port. */
   readonly kserveHttp: Endpoint<KServeHttpClient> | undefined;
+  /** KServe v2 HTTP with JSON `data` both ways, on the REST port. */
+  readonly kserveJson: Endpoint<KServeHttpClient> | undefined;
   /** KServe v2 gRPC, on the gRPC port (the typed-response server: KServe ignores that flag). */
   readonly kserveGrpc: Endpoint<KServeGrpcClient> | undefined;
   readonly invocations: Endpoint<InvocationsClient> | undefined;
@@ -121,6 +123,7 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
         wants('rest-json') ||
         wants('invocations') ||
         wants('kserve-http') ||
+        wants('kserve-json') ||
         wants('kserve-grpc') ||
         wants('rest-b64') ||
         wants('rest-b64-cached')
@@ -182,6 +185,18 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
           mainGc,
         )
       : undefined;
+    const kserveJson = restUrl
+      ? closing(
+          createKServeHttpClient({
+            baseUrl: restUrl,
+            maxSockets: o.concurrency,
+            binary: false,
+            ...clientOptions,
+          }),
+          mainPid,
+          mainGc,
+        )
+      : undefined;
     const kserveGrpc = grpcAddress
       ? closing(createKServeGrpcClient({ address: grpcAddress, ...clientOptions }), mainPid, mainGc)
       : undefined;
@@ -199,7 +214,17 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
       closers.push(() => started.close());
       probe = started;
     }
-    return { grpcTyped, grpcTensorContent, rest, kserveHttp, kserveGrpc, invocations, probe, close };
+    return {
+      grpcTyped,
+      grpcTensorContent,
+      rest,
+      kserveHttp,
+      kserveJson,
+      kserveGrpc,
+      invocations,
+      probe,
+      close,
+    };
   } catch (error) {
     await close();
     throw error;
@@ -236,6 +261,10 @@ export function runnerFor(path: PathId, benchCase: BenchCase, e: LatencyEndpoint
     case 'kserve-http':
       return e.kserveHttp
         ? createKServeRunner({ client: e.kserveHttp.client, benchCase, ...pid(e.kserveHttp) })
+        : { unavailable: 'no REST server (pass --rest)' };
+    case 'kserve-json':
+      return e.kserveJson
+        ? createKServeRunner({ client: e.kserveJson.client, benchCase, ...pid(e.kserveJson) })
         : { unavailable: 'no REST server (pass --rest)' };
     case 'kserve-grpc':
       return e.kserveGrpc

@@ -4,6 +4,7 @@
  * encoded by the client.
  */
 import { invalidArgument } from '../errors.js';
+import { readFastJsonBody } from '../numeric-json.js';
 import { type Tensor } from '../tensor.js';
 import { binaryOf, tensorFromBinary } from './binary-tensor.js';
 import { type KServeDatatype, datatypeOfDtype, isKServeDatatype } from './datatype.js';
@@ -24,6 +25,11 @@ import {
 import type { InferInputTensor, InferParameters, InferRequest, InferRequestedOutput } from './infer-types.js';
 import { tensorFromJsonData, writeJsonData } from './json-data.js';
 
+/** The fast reader's KServe v2 request object for a body without binary data; undefined to parse it. */
+function readKServeJsonFast(body: Uint8Array): Record<string, unknown> | undefined {
+  return readFastJsonBody('kserve-infer', body) as Record<string, unknown> | undefined;
+}
+
 const preview = (name: string): string => (name.length > 64 ? `${name.slice(0, 64)}...` : name);
 
 /**
@@ -38,10 +44,23 @@ const preview = (name: string): string => (name.length > 64 ? `${name.slice(0, 6
  * whose element count or values do not fit. Numeric tensors from binary data are views
  * of `body` (aligned copies when their offset is not aligned); nothing is allocated for a
  * declared shape before the data is known to hold it.
+ *
+ * A body without binary data is read by the fast reader (numeric `data` straight into
+ * typed arrays, readFastJsonBody 'kserve-infer') when it takes it, else by JSON.parse; the
+ * result is the same. `fastHeader` is the fast reader's result when the caller already has
+ * it (e.g. from a decode thread; it must describe these bytes), null when the caller's fast
+ * reader did not take the body (JSON.parse then reads it without a second try).
  */
-export function decodeHttpInferRequest(body: Uint8Array, headerLength: string | undefined): InferRequest {
+export function decodeHttpInferRequest(
+  body: Uint8Array,
+  headerLength: string | undefined,
+  fastHeader?: Record<string, unknown> | null,
+): InferRequest {
   const jsonBytes = jsonHeaderLength(headerLength, body.byteLength);
-  const root = parseJsonHeader(body.subarray(0, jsonBytes), 'Inference request');
+  const root =
+    fastHeader ??
+    (headerLength === undefined && fastHeader === undefined ? readKServeJsonFast(body) : undefined) ??
+    parseJsonHeader(body.subarray(0, jsonBytes), 'Inference request');
   const binary = new BinaryArea(body.subarray(jsonBytes));
 
   let id = '';

@@ -7,6 +7,7 @@ import { Code, ServingError, invalidArgument } from '../errors.js';
 import type { JsonWriter } from '../json-writer.js';
 import { type Tensor, isStringData } from '../tensor.js';
 import { isNonFiniteToken, jsonNumberValue } from '../tfs-json-decode.js';
+import { PackedNumbers } from '../numeric-json.js';
 import { type KServeDatatype, dtypeOfDatatype } from './datatype.js';
 import { numberToBfloat16, numberToHalf } from './half.js';
 
@@ -93,6 +94,7 @@ export function tensorFromJsonData(
   what: string,
   options: JsonDataOptions = {},
 ): Tensor {
+  if (data instanceof PackedNumbers) return tensorFromPackedData(datatype, shape, count, data, what, options);
   let leaves = 0;
   forEachLeaf(data, what, () => ++leaves <= count);
   if (leaves !== count) {
@@ -148,6 +150,65 @@ export function tensorFromJsonData(
       out[i++] = big ? BigInt(leaf) : leaf;
       return true;
     });
+  }
+  return { dtype, shape, data: out };
+}
+
+/**
+ * tensorFromJsonData for `data` the fast reader packed (readFastJsonBody): the same tensor
+ * or the same error as for the JSON list it was read from, checked in the same order.
+ */
+function tensorFromPackedData(
+  datatype: KServeDatatype,
+  shape: readonly number[],
+  count: number,
+  data: PackedNumbers,
+  what: string,
+  options: JsonDataOptions,
+): Tensor {
+  const leaves = data.length;
+  if (leaves !== count) {
+    throw invalidArgument(
+      `${what}: data has ${leaves > count ? `more than ${count}` : leaves} elements, but shape [${shape.join(',')}] needs ${count}`,
+    );
+  }
+  const dtype = dtypeOfDatatype(datatype);
+  const bad = (leaf: number, extra = ''): ServingError =>
+    invalidArgument(`${what}: ${describe(leaf)} is not a valid ${datatype} value${extra}`);
+  // Every leaf is a number: the first one is what BYTES and BOOL refuse.
+  if (dtype === 'string') throw bad(data.exactValues()[0]!);
+  if (dtype === 'bfloat16' && options.bf16FromNumbers !== true) {
+    throw new ServingError(
+      Code.INVALID_ARGUMENT,
+      `${what}: BF16 data cannot be given as JSON; send it in binary (binary_data_size)`,
+    );
+  }
+  if (dtype === 'bool') throw bad(data.exactValues()[0]!, ' (BOOL values are true or false)');
+  const out = allocate(dtype, count);
+  if (dtype === 'float32') {
+    data.toFloat32(out as Float32Array);
+    return { dtype, shape, data: out };
+  }
+  const values = data.exactValues();
+  if (dtype === 'float64') {
+    (out as Float64Array).set(values);
+  } else if (dtype === 'float16' || dtype === 'bfloat16') {
+    const toBits = dtype === 'float16' ? numberToHalf : numberToBfloat16;
+    for (let i = 0; i < count; i++) out[i] = toBits(values[i]!);
+  } else {
+    const [lo, hi] = INT_RANGES[dtype]!;
+    const big = dtype === 'int64' || dtype === 'uint64';
+    for (let i = 0; i < count; i++) {
+      const leaf = values[i]!;
+      if (!Number.isInteger(leaf)) throw bad(leaf);
+      if (leaf < lo || leaf > hi) {
+        throw bad(
+          leaf,
+          big ? ' (beyond +-(2^53 - 1) JSON cannot carry it exactly)' : ` (range [${lo}, ${hi}])`,
+        );
+      }
+      out[i] = big ? BigInt(leaf) : leaf;
+    }
   }
   return { dtype, shape, data: out };
 }

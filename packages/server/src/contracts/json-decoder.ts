@@ -1,9 +1,9 @@
-import type { NumericPredictBody } from '@visionserve/protocol';
+import type { FastJsonFormat, NumericPredictBody } from '@visionserve/protocol';
 
 /**
- * Contract between the frontends that read TF Serving JSON predict bodies (REST
- * `:predict`, SageMaker `/invocations`) and the runtime that reads them off the event loop,
- * in threads. Type-only: the composition root passes the runtime's implementation.
+ * Contract between the frontends that read JSON tensor bodies (TF Serving REST `:predict`,
+ * SageMaker `/invocations`, KServe v2 `/infer`) and the runtime that reads them off the
+ * event loop, in threads. Type-only: the composition root passes the runtime's implementation.
  */
 
 /** One admitted body's share of the decode backlog; released when its decode ends or its request does. */
@@ -12,7 +12,7 @@ export interface DecodeTicket {
 }
 
 /**
- * TF Serving JSON predict bodies read off the event loop. Reading 1.6 MB of JSON numbers
+ * JSON tensor bodies read off the event loop. Reading 1.6 MB of JSON numbers
  * costs ~15–30 ms of CPU; done on the main thread, every other request (refusals
  * included) waits behind it, and under overload the loop falls seconds behind. Here big
  * bodies go to decode threads (`threads`, started on first use) and the event loop only
@@ -34,6 +34,11 @@ export interface JsonDecoder {
    * not take the body (the caller parses it with the general path). Releases `ticket`.
    */
   readNumericPredictBody(bytes: Uint8Array, ticket?: DecodeTicket): Promise<NumericPredictBody | undefined>;
+  /**
+   * readFastJsonBody(format, bytes) (`@visionserve/protocol`), placed and admitted as
+   * readNumericPredictBody: undefined when the reader does not take the body. Releases `ticket`.
+   */
+  read(format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown>;
   /** Estimated ms before a body admitted now would be decoded. */
   backlogMs(): number;
   /** Bodies read on a decode thread / on the event loop since start. */

@@ -1,8 +1,10 @@
-import type { NumericBodyMessage } from '@visionserve/protocol';
+import type { FastBodyMessage, FastJsonFormat } from '@visionserve/protocol';
 
 /** A body for a JSON decode thread; `bytes` is the thread's own copy. */
 export interface ToDecodeWorker {
   readonly id: number;
+  /** Which body this is (readFastJsonBody). */
+  readonly format: FastJsonFormat;
   readonly bytes: Uint8Array;
 }
 
@@ -11,7 +13,7 @@ export interface FromDecodeWorker {
   readonly id: number;
   /** Wall-clock ms the read took in the thread. */
   readonly ms: number;
-  readonly body: NumericBodyMessage | undefined;
+  readonly body: FastBodyMessage | undefined;
   /** Set when the reader threw (a bug): logged, and the body takes the general path. */
   readonly failure?: string;
 }

@@ -1,12 +1,13 @@
 import { Worker } from 'node:worker_threads';
 import {
   Code,
+  type FastJsonFormat,
   type NumericPredictBody,
   ServingError,
-  numericBodyFromMessage,
-  readNumericPredictBody,
+  fastBodyFromMessage,
+  readFastJsonBody,
 } from '@visionserve/protocol';
-import type { JsonDecoder } from '../contracts/json-decoder.js';
+import type { DecodeTicket, JsonDecoder } from '../contracts/json-decoder.js';
 import type { Logger } from '../util/logger.js';
 import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js';
 
@@ -115,12 +116,38 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
     return best!;
   };
 
-  const inline = (bytes: Uint8Array): NumericPredictBody | undefined => {
+  const inline = (format: FastJsonFormat, bytes: Uint8Array): unknown => {
     counts.inline++;
     const started = performance.now();
-    const body = readNumericPredictBody(bytes);
+    const body = readFastJsonBody(format, bytes);
     measured(bytes.byteLength, performance.now() - started);
     return body;
+  };
+
+  const read = async (format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown> => {
+    try {
+      if (threads <= 0 || closed || bytes.byteLength < minBytes) return inline(format, bytes);
+      const thread = pick();
+      const id = nextId++;
+      // The thread gets its own copy: the caller keeps `bytes` (inexact numbers are read
+      // again from it, and it is the fallback if the thread dies).
+      const copy = new Uint8Array(bytes);
+      const reply = await new Promise<FromDecodeWorker | undefined>((resolve) => {
+        // A thread holds the process open only while it has bodies to answer.
+        if (thread.jobs.size === 0) thread.worker.ref();
+        thread.jobs.set(id, { bytes: bytes.byteLength, resolve });
+        thread.pendingBytes += bytes.byteLength;
+        const message: ToDecodeWorker = { id, format, bytes: copy };
+        thread.worker.postMessage(message, [copy.buffer]);
+      });
+      if (reply === undefined) return inline(format, bytes);
+      counts.offThread++;
+      measured(bytes.byteLength, reply.ms);
+      if (reply.failure !== undefined) return undefined;
+      return reply.body === undefined ? undefined : fastBodyFromMessage(reply.body, bytes);
+    } finally {
+      ticket?.release();
+    }
   };
 
   return {
@@ -150,30 +177,10 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
     },
 
     async readNumericPredictBody(bytes, ticket) {
-      try {
-        if (threads <= 0 || closed || bytes.byteLength < minBytes) return inline(bytes);
-        const thread = pick();
-        const id = nextId++;
-        // The thread gets its own copy: the caller keeps `bytes` (inexact numbers are read
-        // again from it, and it is the fallback if the thread dies).
-        const copy = new Uint8Array(bytes);
-        const reply = await new Promise<FromDecodeWorker | undefined>((resolve) => {
-          // A thread holds the process open only while it has bodies to answer.
-          if (thread.jobs.size === 0) thread.worker.ref();
-          thread.jobs.set(id, { bytes: bytes.byteLength, resolve });
-          thread.pendingBytes += bytes.byteLength;
-          const message: ToDecodeWorker = { id, bytes: copy };
-          thread.worker.postMessage(message, [copy.buffer]);
-        });
-        if (reply === undefined) return inline(bytes);
-        counts.offThread++;
-        measured(bytes.byteLength, reply.ms);
-        if (reply.failure !== undefined) return undefined;
-        return reply.body === undefined ? undefined : numericBodyFromMessage(reply.body, bytes);
-      } finally {
-        ticket?.release();
-      }
+      return (await read('tfs-predict', bytes, ticket)) as NumericPredictBody | undefined;
     },
+
+    read,
 
     backlogMs,
     counts,

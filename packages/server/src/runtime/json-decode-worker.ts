@@ -1,11 +1,12 @@
 /**
- * A JSON decode thread (see json-decode-pool.ts): reads TF Serving predict bodies with
- * the fast numeric reader and sends the tensors' arrays back (transferred). A body the
+ * A JSON decode thread (see json-decode-pool.ts): reads JSON tensor bodies (TF Serving
+ * predict, SageMaker JSON, KServe v2 inference requests) with the fast numeric reader and
+ * sends the tensors' arrays back (transferred). A body the
  * reader does not take is answered `undefined`: the main thread then parses it itself.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { lowerThreadPriority } from './thread-priority.js';
-import { numericBodyToMessage, readNumericPredictBody } from '@visionserve/protocol';
+import { fastBodyToMessage, readFastJsonBody } from '@visionserve/protocol';
 import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js';
 
 const port = parentPort;
@@ -17,11 +18,11 @@ port.on('message', (job: ToDecodeWorker) => {
   let reply: FromDecodeWorker;
   let transfer: ArrayBuffer[] = [];
   try {
-    const body = readNumericPredictBody(job.bytes);
+    const body = readFastJsonBody(job.format, job.bytes);
     if (body === undefined) {
       reply = { id: job.id, ms: performance.now() - started, body: undefined };
     } else {
-      const moved = numericBodyToMessage(body);
+      const moved = fastBodyToMessage(body);
       transfer = moved.transfer;
       reply = { id: job.id, ms: performance.now() - started, body: moved.message };
     }

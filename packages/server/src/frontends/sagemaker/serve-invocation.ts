@@ -6,7 +6,7 @@ import {
   invalidArgument,
   notFound,
   parseTfsExamplesBody,
-  readNumericPredictBody,
+  readFastJsonBody,
 } from '@visionserve/protocol';
 import type { HandlerHost } from '../../contracts/handler-host.js';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
@@ -203,13 +203,14 @@ export async function serveInvocation(
           return { body: responseKind === 'jsonlines' ? asJsonLine(out) : out, contentType: contentTypeOut };
         }
         const multiRecord = kind === 'csv' || kind === 'jsonlines';
-        // A TF Serving body of big numeric tensors is read without JSON.parse (same values).
+        // A TF Serving body or a bare list of big numeric tensors is read without JSON.parse
+        // (same values).
         const fast =
           kind !== 'json'
             ? undefined
             : deps.jsonDecode === undefined
-              ? readNumericPredictBody(body)
-              : await deps.jsonDecode.readNumericPredictBody(body, ticket);
+              ? readFastJsonBody('sagemaker-json', body)
+              : await deps.jsonDecode.read('sagemaker-json', body, ticket);
         const text = fast === undefined ? body.toString('utf8') : '';
         const predictBody =
           fast ??

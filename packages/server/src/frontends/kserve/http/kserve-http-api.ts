@@ -16,6 +16,7 @@ import {
   encodeHttpInferResponse,
   outputIsBinary,
 } from '@visionserve/protocol/kserve';
+import type { JsonDecoder } from '../../../contracts/json-decoder.js';
 import type { ManagementGuard } from '../../shared/management-guard.js';
 import type { ContentEncoding, HttpApi, HttpContext, HttpRoute } from '../../http/http-api.js';
 import { compressBody, negotiateEncoding } from '../../http/response-encoding.js';
@@ -33,6 +34,11 @@ export interface KServeHttpApiOptions {
   readonly requestTimeoutMs: number;
   /** Who may load and unload models through the repository extension. Default: anyone. */
   readonly managementGuard?: ManagementGuard | undefined;
+  /**
+   * Reads inference bodies without binary data off the event loop, and admits them against
+   * its decode backlog before they are read. Default: read on the event loop, no such admission.
+   */
+  readonly jsonDecode?: JsonDecoder | undefined;
 }
 
 /** Request and response encodings Triton supports ("deflate" is zlib-wrapped). */
@@ -128,7 +134,7 @@ function sendStatus(res: ServerResponse, ok: boolean, key: 'live' | 'ready'): vo
 
 /** The KServe v2 HTTP API; mount it on an HTTP edge next to other APIs (it owns `/v2`). */
 export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
-  const { kserve } = options;
+  const { kserve, jsonDecode } = options;
   const routes: HttpRoute[] = [
     {
       methods: ['GET'],
@@ -190,13 +196,29 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
         // queued until its run is submitted or it ends.
         ctx.res.once('close', kserve.admit(ref, { signal: ctx.signal, deadline: ctx.deadline }));
         const headerLength = header(ctx, INFERENCE_HEADER_CONTENT_LENGTH);
+        // An all-JSON body joins the decode backlog; refused before it is read when that is too long.
+        const ticket =
+          headerLength === undefined
+            ? jsonDecode?.admit(Number(ctx.req.headers['content-length'] ?? 0))
+            : undefined;
+        if (ticket !== undefined) {
+          ctx.res.once('close', () => {
+            ticket.release();
+          });
+        }
         // The binary tensor data starts right after the JSON header: place it 8-byte aligned.
         const alignAt = headerLength === undefined ? undefined : Number(headerLength);
         const body = await ctx.readBody(undefined, {
           alignAt: alignAt !== undefined && Number.isSafeInteger(alignAt) ? alignAt : undefined,
         });
         const arrivedAt = process.hrtime.bigint();
-        const request = decodeHttpInferRequest(body, headerLength);
+        // Numeric `data` straight into typed arrays, on a decode thread for big bodies.
+        const fastHeader =
+          jsonDecode === undefined || ticket === undefined
+            ? undefined
+            : (((await jsonDecode.read('kserve-infer', body, ticket)) as
+                Record<string, unknown> | undefined) ?? null);
+        const request = decodeHttpInferRequest(body, headerLength, fastHeader);
         const encoded = await kserve.infer(ref, request, {
           signal: ctx.signal,
           deadline: ctx.deadline,
