@@ -89,6 +89,9 @@ export interface RunningGrpcServer {
  */
 export const DEFAULT_RECEIVE_WINDOW_BYTES = 1024 * 1024;
 
+/** Bytes of a refused request message still read and dropped before its stream is reset. */
+export const DRAIN_REFUSED_MESSAGE_BYTES = 16 * 1024 * 1024;
+
 /** TF Serving sets the server's max message size to INT32_MAX. */
 export const MAX_GRPC_MESSAGE_BYTES = 2_147_483_647;
 
@@ -289,8 +292,23 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         stream.sendTrailers(trailers);
       });
     }
-    // A client may still be sending a message we refused: stop it without failing the call.
-    if (!stream.readableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    // A client may still be sending a message we refused. Its DATA is read and dropped, up to
+    // DRAIN_REFUSED_MESSAGE_BYTES, so that the connection's receive window keeps being given
+    // back: with a reset instead (RST_STREAM NO_ERROR), the DATA already in flight is not
+    // returned to the 1 MiB connection window, and under sustained refusals the connection
+    // stalled (overload bench: RST_STREAM ENHANCE_YOUR_CALM and calls without status). Past
+    // that the stream is reset and the connection retired with GOAWAY (the client reconnects).
+    if (!stream.readableEnded) {
+      let dropped = 0;
+      stream.on('data', (chunk: Buffer) => {
+        dropped += chunk.byteLength;
+        if (dropped > DRAIN_REFUSED_MESSAGE_BYTES && !stream.closed) {
+          stream.close(http2.constants.NGHTTP2_NO_ERROR);
+          if (!stream.session?.closed) stream.session?.close();
+        }
+      });
+      stream.resume();
+    }
   };
 
   const respond = (call: CallState, chunks: readonly Uint8Array[]): void => {
