@@ -10,18 +10,7 @@ import {
   readNumericPredictBody,
   tfsJsonToTensors,
 } from '../src/index.js';
-
-/** Seeded PRNG (mulberry32): failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 as rng } from './seeded-random.js';
 
 const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);
 

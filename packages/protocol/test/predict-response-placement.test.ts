@@ -9,17 +9,7 @@ import {
   predictResponsePadding,
   tensorToProto,
 } from '../src/tfs-proto/index.js';
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from './seeded-random.js';
 
 /** `bytes` behind a 5-byte prefix, cut at random points into frames (as HTTP/2 delivers them). */
 function frames(bytes: Uint8Array, random: () => number, maxFrame: number): Uint8Array[] {
