@@ -64,6 +64,7 @@ import { MODEL_FILE_NAME, SAVED_MODEL_FILES, listVersions } from './repository/l
 import { describeModelLayoutProblem } from './repository/model-layout.js';
 import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
 import { createInflightBudget } from './frontends/shared/inflight-budget.js';
+import { createShedReporter } from './observability/shed-reporter.js';
 import { createJsonDecodePool } from './runtime/json-decode-pool.js';
 import { ConfigError } from './config/config-error.js';
 import { notFound, toServingError } from '@visionserve/protocol';
@@ -486,29 +487,17 @@ async function startServer(
     onRecord: (model, outcome) => ops.metrics?.requestLogged(model, outcome),
   });
   const observers = observe(ops, requestLog);
-  /** Logs that admission started refusing (at most once per 10 s per kind), with the count since. */
-  const admissionLog = logger.child({ component: 'admission' });
-  function shedLog(kind: string): (model: string | undefined, error: ServingError) => void {
-    let lastAt = -Infinity;
-    let since = 0;
-    return (model, error) => {
-      since++;
-      const now = performance.now();
-      if (now - lastAt < 10_000) return;
-      admissionLog.warn('overloaded: shedding requests', {
-        kind,
-        model,
-        refused: since,
-        example: error.message,
-      });
-      lastAt = now;
-      since = 0;
-    };
-  }
+  /** Every admission refusal: counted per reason and logged at most once per 10 s per reason. */
+  const shedReporter = createShedReporter({ logger: logger.child({ component: 'admission' }) });
   const service = createInferenceService({
     manager,
     logger: logger.child({ component: 'core' }),
-    admission: { maxQueueWaitMs: config.maxQueueWaitMs, onShed: shedLog('queue-wait') },
+    admission: {
+      maxQueueWaitMs: config.maxQueueWaitMs,
+      onShed: (model, error) => {
+        shedReporter.report('queue-wait', model, error.message);
+      },
+    },
     statistics,
     extendSignatures,
     adaptInputs,
@@ -523,13 +512,17 @@ async function startServer(
     threads: config.restApiNumThreads,
     threadNice: config.workerThreadNice,
     maxWaitMs: config.maxQueueWaitMs,
-    onShed: shedLog('json-decode'),
+    onShed: (model, error) => {
+      shedReporter.report('json-decode', model, error.message);
+    },
     logger: logger.child({ component: 'json-decode' }),
   });
   const budget = createInflightBudget({
     maxBytes: config.maxInflightRequestBytes,
     maxRequests: config.maxInflightRequests,
-    logger: logger.child({ component: 'admission' }),
+    onShed: ({ message, ...details }) => {
+      shedReporter.report('inflight-budget', undefined, message, details);
+    },
   });
   ops.metrics?.attach({
     versionStates: () =>
@@ -542,7 +535,8 @@ async function startServer(
       }),
     queueDepths: () => queueDepths(manager),
     batching: batching === undefined ? undefined : () => batching.snapshot(),
-    inflight: () => ({ bytes: budget.usedBytes, requests: budget.requests, shed: budget.shed }),
+    inflight: () => ({ bytes: budget.usedBytes, requests: budget.requests }),
+    shed: () => shedReporter.counts(),
     responseCache:
       responseCache === undefined
         ? undefined

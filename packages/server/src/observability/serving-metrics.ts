@@ -66,7 +66,9 @@ export interface ServingMetricsOptions {
   /** The response cache, read at scrape time; undefined when it is off (--response_cache_bytes=0). */
   readonly responseCache?: (() => ResponseCacheSample | undefined) | undefined;
   /** The in-flight budget, read at scrape time. Default: none. */
-  readonly inflight?: (() => { bytes: number; requests: number; shed: number }) | undefined;
+  readonly inflight?: (() => { bytes: number; requests: number }) | undefined;
+  /** Requests refused by admission since start, per reason, read at scrape time. Default: none. */
+  readonly shed?: (() => ReadonlyMap<string, number>) | undefined;
   /** Export process metrics (CPU, memory, event-loop lag, GC) with the `visionserve_` prefix. Default true. */
   readonly processMetrics?: boolean | undefined;
 }
@@ -317,15 +319,21 @@ export function createServingMetrics(options: ServingMetricsOptions = {}): Servi
         this.set(read().bytes);
       },
     });
-    let shedSeen = 0;
+  }
+  if (options.shed !== undefined) {
+    const read = options.shed;
+    const seen = new Map<string, number>();
     new Counter({
       name: 'visionserve_shed_requests_total',
-      help: 'Requests refused before their body was read because the in-flight budget was full.',
+      help: 'Requests refused by admission control (reason: inflight-budget, queue-wait or json-decode).',
+      labelNames: ['reason'],
       registers,
       collect() {
-        const shed = read().shed;
-        if (shed > shedSeen) this.inc(shed - shedSeen);
-        shedSeen = shed;
+        for (const [reason, total] of read()) {
+          const before = seen.get(reason) ?? 0;
+          if (total > before) this.labels({ reason }).inc(total - before);
+          seen.set(reason, total);
+        }
       },
     });
   }

@@ -209,7 +209,7 @@ describe('fuzz: gRPC length-prefixed framing', () => {
       port: 0,
       logger: silentLogger,
       maxMessageBytes: MAX_MESSAGE,
-      budget: createInflightBudget({ maxBytes: 8 * MAX_MESSAGE, maxRequests: 64, logger: silentLogger }),
+      budget: createInflightBudget({ maxBytes: 8 * MAX_MESSAGE, maxRequests: 64 }),
       bodyTimeoutMs: 2_000,
       services: [
         {

@@ -398,7 +398,7 @@ describe('fuzz: HTTP/2 frames on the gRPC listener', () => {
       port: 0,
       logger,
       maxMessageBytes: MAX_MESSAGE,
-      budget: createInflightBudget({ maxBytes: 8 * MAX_MESSAGE, maxRequests: 64, logger }),
+      budget: createInflightBudget({ maxBytes: 8 * MAX_MESSAGE, maxRequests: 64 }),
       bodyTimeoutMs: 2_000,
       services: [
         {

@@ -1,5 +1,3 @@
-import type { Logger } from '../../util/logger.js';
-
 /** Bytes and requests held by one admitted request; release exactly once when it is answered. */
 export interface Reservation {
   /** Asks for `bytes` more (a body whose length was not declared); false when over budget. */
@@ -28,44 +26,44 @@ export interface InflightBudgetOptions {
   readonly maxBytes: number;
   /** Most requests holding a reservation at once. */
   readonly maxRequests: number;
-  /** Told when shedding starts (at most once per `logIntervalMs`). */
-  readonly logger: Logger;
-  /** Least time between two "shedding" log lines, in ms. Default 10000. */
-  readonly logIntervalMs?: number;
+  /** Told of every refusal, with the request's size and the budget's state. Default: nothing. */
+  readonly onShed?: ((refusal: BudgetRefusal) => void) | undefined;
+}
+
+export interface BudgetRefusal {
+  readonly message: string;
+  readonly requestBytes: number;
+  readonly inflightBytes: number;
+  readonly inflightRequests: number;
+  readonly maxBytes: number;
+  readonly maxRequests: number;
 }
 
 export function createInflightBudget(options: InflightBudgetOptions): InflightBudget {
-  const { maxBytes, maxRequests, logger } = options;
-  const logIntervalMs = options.logIntervalMs ?? 10_000;
+  const { maxBytes, maxRequests, onShed } = options;
   let usedBytes = 0;
   let requests = 0;
   let shed = 0;
-  let lastLog = -Infinity;
-  let shedSinceLog = 0;
 
-  const refuse = (bytes: number): undefined => {
+  const refuse = (bytes: number, overCount: boolean): undefined => {
     shed++;
-    shedSinceLog++;
-    const now = performance.now();
-    if (now - lastLog >= logIntervalMs) {
-      logger.warn('overloaded: shedding requests', {
-        shedSinceLastReport: shedSinceLog,
-        inflightBytes: usedBytes,
-        inflightRequests: requests,
-        requestBytes: bytes,
-        maxBytes,
-        maxRequests,
-      });
-      lastLog = now;
-      shedSinceLog = 0;
-    }
+    onShed?.({
+      message: overCount
+        ? `${requests} requests in flight (limit ${maxRequests})`
+        : `${usedBytes + bytes} request bytes in flight (limit ${maxBytes})`,
+      requestBytes: bytes,
+      inflightBytes: usedBytes,
+      inflightRequests: requests,
+      maxBytes,
+      maxRequests,
+    });
     return undefined;
   };
 
   return {
     tryReserve(bytes) {
       if (requests + 1 > maxRequests || usedBytes + bytes > maxBytes) {
-        refuse(bytes);
+        refuse(bytes, requests + 1 > maxRequests);
         return;
       }
       requests++;
@@ -76,7 +74,7 @@ export function createInflightBudget(options: InflightBudgetOptions): InflightBu
         grow(more) {
           if (released) return false;
           if (usedBytes + more > maxBytes) {
-            refuse(more);
+            refuse(more, false);
             return false;
           }
           usedBytes += more;
