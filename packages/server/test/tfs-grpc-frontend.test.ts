@@ -1,5 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { create, toBinary } from '@bufbuild/protobuf';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
@@ -26,7 +27,11 @@ import type { ModelConfig } from '../src/core/model-config.js';
 import type { VersionStatus } from '../src/core/model-state.js';
 import type { Signature } from '../src/core/signature.js';
 import { createJsonLogger } from '../src/util/logger.js';
-import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
+import {
+  DEFAULT_MAX_FRAME_BYTES,
+  type RunningGrpcServer,
+  startGrpcServer,
+} from '../src/frontends/grpc/index.js';
 import { createTfsGrpcServices } from '../src/frontends/tfs-grpc/index.js';
 import { modelSpecFromHead } from '../src/frontends/tfs-grpc/tfs-grpc-frontend.js';
 import { ModelService, PredictionService, TFS_CLIENT_METHODS, grpcPath } from './grpc-js-methods.js';
@@ -280,6 +285,20 @@ describe('TF Serving gRPC frontend', () => {
     assert.equal(seen.model.version, 7);
     assert.equal(seen.model.label, undefined);
     assert.equal(seen.model.signatureName, undefined);
+  });
+
+  it('lets clients send DATA frames up to 1 MiB (SETTINGS_MAX_FRAME_SIZE)', async () => {
+    const session = http2.connect(`http://127.0.0.1:${typed.port}`);
+    try {
+      const settings = await new Promise<http2.Settings>((resolve, reject) => {
+        session.once('remoteSettings', resolve);
+        session.once('error', reject);
+      });
+      assert.equal(DEFAULT_MAX_FRAME_BYTES, 1024 * 1024);
+      assert.equal(settings.maxFrameSize, DEFAULT_MAX_FRAME_BYTES);
+    } finally {
+      session.close();
+    }
   });
 
   it('passes a version label through', async () => {

@@ -51,6 +51,11 @@ export interface GrpcServerOptions {
    * peers hold, or a Node peer can stall the connection (see DEFAULT_RECEIVE_WINDOW_BYTES).
    */
   readonly receiveWindowBytes?: number | undefined;
+  /**
+   * Largest DATA frame payload a client may send (HTTP/2 SETTINGS_MAX_FRAME_SIZE), in bytes,
+   * 16384 to 16777215. Default 1 MiB (DEFAULT_MAX_FRAME_BYTES).
+   */
+  readonly maxFrameBytes?: number | undefined;
   /** A request whose message has not fully arrived this long after its headers is cancelled, in ms. Default 60000. */
   readonly bodyTimeoutMs?: number | undefined;
   /** Most connections at once; further ones are refused by the kernel backlog. Default 4096. */
@@ -88,6 +93,16 @@ export interface RunningGrpcServer {
  * 600 KB request to one window and costs little on 34 MB ones (docs/operations.md).
  */
 export const DEFAULT_RECEIVE_WINDOW_BYTES = 1024 * 1024;
+
+/**
+ * The default SETTINGS_MAX_FRAME_SIZE this server advertises, in bytes (the protocol's
+ * default is 16 KiB). Node delivers every DATA frame, and every part of one that straddles a
+ * socket read, to JavaScript as its own chunk: a 600 KB request in 16 KiB frames is ~46
+ * chunks, in larger frames ~11 (one per 64 KiB socket read). gRPC C-core clients (Python
+ * grpcio, tritonclient) send frames up to what the server allows; Node clients always send
+ * 16 KiB ones. Frames never exceed the receive window, so a larger value buys nothing.
+ */
+export const DEFAULT_MAX_FRAME_BYTES = 1024 * 1024;
 
 /** Bytes of a refused request message still read and dropped before its stream is reset. */
 export const DRAIN_REFUSED_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -223,6 +238,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   const serverOptions: http2.SecureServerOptions = {
     settings: {
       initialWindowSize: windowBytes,
+      maxFrameSize: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
       maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
       maxHeaderListSize: 64 * 1024,
     },

@@ -2,6 +2,7 @@ export {
   startGrpcServer,
   MAX_GRPC_MESSAGE_BYTES,
   DEFAULT_RECEIVE_WINDOW_BYTES,
+  DEFAULT_MAX_FRAME_BYTES,
   type GrpcServerOptions,
   type RunningGrpcServer,
 } from './grpc-server.js';
