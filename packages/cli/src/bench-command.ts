@@ -67,6 +67,8 @@ Load:
   --min-requests N           per block (default 5)
   --max-requests N           per latency block and floor block (default 500; sweep points are timed)
   --warmup N                 untimed requests per path (default 3)
+  --warmup-s S               latency suite: served paths keep warming up for at least S seconds
+                             (default 1: fresh server processes reach JIT and GC steady state)
   --repeat N                 latency suite: rounds, pooled (default 1)
   --timeout-ms MS            per request (default 120000)
 Sweep:
@@ -148,6 +150,7 @@ export function parseBenchArgs(argv: readonly string[]): {
     'min-requests': { type: 'string' },
     'max-requests': { type: 'string' },
     warmup: { type: 'string' },
+    'warmup-s': { type: 'string' },
     repeat: { type: 'string' },
     'timeout-ms': { type: 'string' },
     configs: { type: 'string' },
@@ -240,6 +243,7 @@ export function parseBenchArgs(argv: readonly string[]): {
     minRequests: numberOption(values, 'min-requests', { min: 1, integer: true }) ?? 5,
     maxRequests: numberOption(values, 'max-requests', { min: 1, integer: true }) ?? 500,
     warmup: numberOption(values, 'warmup', { min: 0, integer: true }) ?? 3,
+    warmupMs: (numberOption(values, 'warmup-s', { min: 0 }) ?? 1) * 1000,
     repeat: numberOption(values, 'repeat', { min: 1, integer: true }) ?? 1,
     timeoutMs: numberOption(values, 'timeout-ms', { min: 1 }) ?? 120_000,
     sharedDir: resolve(stringOption(values, 'shared') ?? DEFAULT_SHARED),

@@ -13,7 +13,7 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { closedLoop, openLoop } from '../src/bench/load-loop.js';
+import { closedLoop, openLoop, warmUp } from '../src/bench/load-loop.js';
 import { percentile, summarize } from '../src/bench/stats.js';
 import { type BenchOptions, planFor, runBench } from '../src/bench/run-bench.js';
 import { formatMarkdown } from '../src/bench/bench-report.js';
@@ -67,6 +67,23 @@ describe('load loops', () => {
     assert.ok(last > 200, `queueing must show in the latency: last ${last} ms`);
     const closed = await closedLoop(send, 1, { durationMs: 0, minRequests: 5, maxRequests: 5 });
     assert.ok(summarize(closed.latenciesMs).max < 120);
+  });
+
+  it('warm-up sends its requests, then keeps going until the minimum time has passed (never with 0 requests)', async () => {
+    let sent = 0;
+    const send = async (): Promise<void> => {
+      sent++;
+      await new Promise((r) => setTimeout(r, 5));
+    };
+    const start = performance.now();
+    await warmUp(send, 2, 60);
+    assert.ok(performance.now() - start >= 60 && sent > 2, `${sent} sent`);
+    sent = 0;
+    await warmUp(send, 3);
+    assert.equal(sent, 3);
+    sent = 0;
+    await warmUp(send, 0, 60);
+    assert.equal(sent, 0);
   });
 
   it('percentiles are nearest-rank', () => {

@@ -29,6 +29,8 @@ export interface LatencyPlanInput extends BlockLimitsInput {
   readonly repeat: number;
   /** Servers are running elsewhere (no start-up cost). */
   readonly external: boolean;
+  /** Served paths warm up for at least this long, ms. Default 0. */
+  readonly warmupMs?: number;
 }
 
 export interface SweepPlanInput extends Omit<BlockLimitsInput, 'warmup'> {
@@ -98,7 +100,7 @@ export function planLatency(i: LatencyPlanInput): SuitePlan {
       steps += blocks;
       if (!runs(id, path)) continue;
       const cost = costMs(id, path);
-      ms += i.warmup * cost;
+      ms += floor || i.warmup === 0 ? i.warmup * cost : Math.max(i.warmup * cost, i.warmupMs ?? 0);
       if (floor) {
         ms += blocks * closedBlockS(cost, 1, i) * 1000;
         continue;

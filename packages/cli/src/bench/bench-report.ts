@@ -84,7 +84,7 @@ function formatLatency(report: BenchReport, lines: string[]): void {
     '',
     '### Latency suite',
     '',
-    `Each block: ${(o.durationMs / 1000).toFixed(1)} s, at least ${o.minRequests} and at most ${o.maxRequests} requests, after ${o.warmup} warm-up requests; ` +
+    `Each block: ${(o.durationMs / 1000).toFixed(1)} s, at least ${o.minRequests} and at most ${o.maxRequests} requests, after ${o.warmup} warm-up requests${(o.warmupMs ?? 0) > 0 ? ` (served paths: and at least ${((o.warmupMs ?? 0) / 1000).toFixed(1)} s of them)` : ''}; ` +
       `${o.repeat} round${o.repeat === 1 ? '' : 's'}. The floors are measured before and after each round of a case's paths; their p50/p99 are the medians of those blocks. ` +
       `Ratios divide a path's percentile by the raw onnxruntime floor's.`,
   );

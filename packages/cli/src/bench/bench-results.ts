@@ -251,6 +251,8 @@ export interface BenchReport {
       readonly minRequests: number;
       readonly maxRequests: number;
       readonly warmup: number;
+      /** Served paths warmed up for at least this long, ms (absent in older results). */
+      readonly warmupMs?: number;
       readonly repeat: number;
     };
     /** The estimate stated before the run, s. */

@@ -31,6 +31,8 @@ export interface LatencySuiteOptions {
   readonly maxRequests: number;
   /** Untimed requests before each path's first block (and before every floor block). */
   readonly warmup: number;
+  /** Served paths: keep warming up until this much time has passed, in ms (after `warmup` requests). Default 0. */
+  readonly warmupMs?: number;
   /** Rounds over all paths; the samples of all rounds are pooled. */
   readonly repeat: number;
   readonly repo: StagedRepository;
@@ -213,6 +215,7 @@ async function runCase(
                 concurrency: o.concurrency,
                 ratePerSecond: rate ?? 0,
                 warmup,
+                warmupMs: o.warmupMs ?? 0,
                 ...limits,
                 onProgress: (n) => {
                   o.progress.tick(`${label} · ${n} req`);

@@ -29,8 +29,9 @@ export interface LoopResult {
 }
 
 /** Untimed requests, one after another (JIT, connections, caches); the first error propagates. */
-export async function warmUp(send: Send, count: number): Promise<void> {
-  for (let i = 0; i < count; i++) await send();
+export async function warmUp(send: Send, count: number, minMs = 0): Promise<void> {
+  const start = performance.now();
+  for (let i = 0; i < count || (count > 0 && performance.now() - start < minMs); i++) await send();
 }
 
 function ticker(onProgress: ((n: number) => void) | undefined, count: () => number): () => void {

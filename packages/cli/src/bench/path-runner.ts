@@ -18,6 +18,11 @@ export interface BlockSpec {
   readonly ratePerSecond: number;
   /** Untimed requests before the block, one after another. */
   readonly warmup: number;
+  /**
+   * After the warmup requests, keep warming up until this much time has passed, in ms, so a
+   * fresh server process reaches its JIT and GC steady state (ignored when warmup is 0). Default 0.
+   */
+  readonly warmupMs?: number;
   /** Run for durationMs, at least minRequests, at most maxRequests. */
   readonly durationMs: number;
   readonly minRequests: number;
@@ -65,7 +70,7 @@ export function createSendRunner(options: SendRunnerOptions): PathRunner {
   };
   return {
     async runBlock(spec) {
-      await warmUp(send, spec.warmup);
+      await warmUp(send, spec.warmup, spec.warmupMs);
       const limits = {
         durationMs: spec.durationMs,
         minRequests: spec.minRequests,

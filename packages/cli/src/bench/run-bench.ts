@@ -63,6 +63,8 @@ export interface BenchOptions {
   readonly maxRequests: number;
   /** Untimed requests before each path's first block. */
   readonly warmup: number;
+  /** Latency suite: served paths keep warming up until this much time has passed, in ms. Default 0. */
+  readonly warmupMs?: number;
   /** Latency suite: rounds over all paths; samples of all rounds are pooled. */
   readonly repeat: number;
   /** ../shared (models and photos). */
@@ -120,6 +122,7 @@ export function planFor(options: BenchOptions): BenchPlan {
             minRequests: options.minRequests,
             maxRequests: options.maxRequests,
             warmup: options.warmup,
+            warmupMs: options.warmupMs ?? 0,
             external: options.targets !== undefined,
           },
         }
@@ -231,6 +234,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
           minRequests: options.minRequests,
           maxRequests: options.maxRequests,
           warmup: options.warmup,
+          warmupMs: options.warmupMs ?? 0,
           repeat: options.repeat,
           repo,
           floorSettings,
@@ -307,6 +311,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
         minRequests: options.minRequests,
         maxRequests: options.maxRequests,
         warmup: options.warmup,
+        warmupMs: options.warmupMs ?? 0,
         repeat: options.repeat,
         sharedDir: options.sharedDir,
         repoDir: options.repoDir,
