@@ -89,8 +89,12 @@ const ORT_TO_DTYPE: Readonly<Record<string, DType>> = {
 
 /** Outputs at least this large are lent from the pool when the run allows it. */
 export const LEND_MIN_BYTES = 1024 * 1024;
-/** Most bytes of shared buffers one worker pools; larger outputs beyond it are moved as before. */
-const POOL_MAX_BYTES = 256 * 1024 * 1024;
+/**
+ * Most bytes of shared buffers one worker pools (never given back while the worker lives):
+ * room for three 36 MB responses in flight per instance; outputs that find no free slot
+ * within it are moved as before.
+ */
+const POOL_MAX_BYTES = 128 * 1024 * 1024;
 
 /**
  * The worker's pool of shared output buffers. A slot is busy from the run that fills it
