@@ -105,6 +105,9 @@ describe('output lending (real onnxruntime)', () => {
       assert.ok(bufferOf(a['raw_detection_scores']) instanceof SharedArrayBuffer, 'a large output is lent');
       assert.ok(bufferOf(a['raw_detection_boxes']) instanceof ArrayBuffer, 'a small output is moved');
       await check(a, 2, 'lent');
+      // A run that fails in the worker must not give back slots it did not take.
+      const wrong: Tensor = { dtype: 'uint8', shape: [1, SIZE, SIZE, 1], data: new Uint8Array(SIZE * SIZE) };
+      await assert.rejects(session.run({ input_tensor: wrong }, { lease: createOutputLease() }));
       // More runs while `a` is held: none of them may write into its memory.
       const held = [];
       for (let seed = 3; seed < 7; seed++) {

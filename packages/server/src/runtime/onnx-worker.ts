@@ -104,7 +104,7 @@ const POOL_MAX_BYTES = 128 * 1024 * 1024;
  */
 const pool: { readonly sab: SharedArrayBuffer; busy: boolean }[] = [];
 let pooledBytes = 0;
-/** Slots taken by the run in progress: freed again when it fails. */
+/** Slots taken by the run in progress, until its result is posted: freed again when it fails. */
 let takenByRun: number[] = [];
 
 /** A free slot of at least `byteLength` bytes (the smallest such), or undefined when the pool is full. */
@@ -206,6 +206,7 @@ async function main(init: WorkerInit): Promise<void> {
     }
     if (message.type !== 'run') return; // a second `load` is not part of the protocol
     chain = chain.then(async () => {
+      takenByRun = [];
       try {
         const session = message.model === undefined ? first : sessions.get(message.model);
         if (session === undefined) throw new Error(`no model file ${message.model ?? ''} in this worker`);
@@ -217,12 +218,13 @@ async function main(init: WorkerInit): Promise<void> {
             ? await session.run(feeds)
             : await session.run(feeds, [...message.outputNames]);
         const computeMs = performance.now() - started;
-        takenByRun = [];
         const transfer: ArrayBuffer[] = [];
         const outputs = Object.entries(results).map(([name, t]) =>
           fromOrt(name, t, transfer, message.lend === true),
         );
         post({ type: 'result', id: message.id, outputs, computeMs }, transfer);
+        // Delivered: from now on only the server's `release` frees them.
+        takenByRun = [];
       } catch (error) {
         for (const slot of takenByRun) pool[slot]!.busy = false;
         takenByRun = [];
