@@ -84,3 +84,4 @@ export type {
   ResponseCacheOptions,
   ResponseCacheStats,
 } from './core/response-cache.js';
+export { createOutputLease, type ReleasableOutputLease } from './core/output-lease.js';

@@ -219,6 +219,7 @@ function scopedServable<A>(
       signal,
       outputNames,
       transfer: adapted ? undefined : request.ownedBuffers,
+      lease: request.outputLease,
       onTimings:
         record === undefined
           ? onTimings
@@ -351,6 +352,7 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
               outputFilter: request.outputFilter,
               signatureName: name,
               ownedBuffers: request.ownedBuffers,
+              outputLease: request.outputLease,
             },
             callOptions,
           );

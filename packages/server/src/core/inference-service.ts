@@ -2,6 +2,7 @@ import type { Tensor } from '@visionserve/protocol';
 import type { ModelConfig } from './model-config.js';
 import type { VersionStatus } from './model-state.js';
 import type { Signature } from './signature.js';
+import type { OutputLease } from './session.js';
 
 /** Addresses a model: by name, optionally pinned to a version or a label (never both). */
 export interface ModelSpec {
@@ -20,6 +21,8 @@ export interface PredictRequest {
   readonly outputFilter?: readonly string[] | undefined;
   /** Whole buffers handed over with the inputs (see ServablePredictRequest.ownedBuffers). */
   readonly ownedBuffers?: readonly ArrayBuffer[] | undefined;
+  /** Outputs may live in pooled memory until this lease is released (see RunOptions.lease). */
+  readonly outputLease?: OutputLease | undefined;
 }
 
 export interface ResolvedModel {
@@ -63,6 +66,8 @@ export interface ServablePredictRequest {
    * moved to the runtime with it instead of copied. The caller must not touch them again.
    */
   readonly ownedBuffers?: readonly ArrayBuffer[] | undefined;
+  /** Outputs may live in pooled memory until this lease is released (see RunOptions.lease). */
+  readonly outputLease?: OutputLease | undefined;
   /**
    * The inputs are the model's own (`Signature.modelInputs`) rather than what clients
    * send to an adapted signature (e.g. Classify builds feature tensors from tf.Examples

@@ -24,6 +24,20 @@ export interface RunOptions {
    * one of them (the first that asked). Summed over calls, every run is reported once.
    */
   readonly onExecution?: ((execution: RunExecution) => void) | undefined;
+  /**
+   * Lets the runtime hand out outputs that live in its pooled memory (no fresh allocation per
+   * run): each such run registers its release with the lease, and the caller releases the
+   * lease once nothing reads the outputs any more (e.g. the response has been written). The
+   * memory is then reused by later runs. Without a lease outputs are the caller's to keep.
+   * Decorators that merge or keep outputs do not pass it on.
+   */
+  readonly lease?: OutputLease | undefined;
+}
+
+/** Borrowed output memory of one call; see RunOptions.lease and createOutputLease. */
+export interface OutputLease {
+  /** Registers a release; called at once when the lease has already been released. */
+  hold(release: () => void): void;
 }
 
 /** Where a call's time went, in milliseconds. */

@@ -328,11 +328,17 @@ interface RunJob {
   readonly transfer: ArrayBuffer[];
   readonly outputNames: readonly string[] | undefined;
   readonly model: string | undefined;
+  /** The caller holds an OutputLease: large outputs may be lent from the worker's pool. */
+  readonly lend: boolean;
 }
 
 interface RunResult {
   readonly outputs: Record<string, Tensor>;
   readonly computeMs: number;
+  /** Gives lent outputs back to the worker's pool; undefined when none were lent. */
+  readonly release: (() => void) | undefined;
+  /** Set once a caller took charge of `release`. */
+  claimed: boolean;
 }
 
 /** Asks an inference worker to finish its run, release its session and exit; resolves on exit. */
@@ -369,6 +375,7 @@ function createPoolSession(pool: PoolOptions): Session {
           inputs: job.inputs,
           outputNames: job.outputNames,
           model: job.model,
+          ...(job.lend ? { lend: true } : {}),
         };
         worker.postMessage(message, job.transfer);
       },
@@ -376,8 +383,26 @@ function createPoolSession(pool: PoolOptions): Session {
         const message = raw as FromWorker;
         if (message.type === 'result') {
           const outputs: Record<string, Tensor> = {};
-          for (const t of message.outputs) outputs[t.name] = tensorFromWire(t);
-          from.settle(message.id, { value: { outputs, computeMs: message.computeMs } satisfies RunResult });
+          const slots: number[] = [];
+          for (const t of message.outputs) {
+            outputs[t.name] = tensorFromWire(t);
+            if (t.dtype !== 'string' && t.slot !== undefined) slots.push(t.slot);
+          }
+          const release =
+            slots.length === 0
+              ? undefined
+              : () => {
+                  const back: ToWorker = { type: 'release', slots };
+                  from.worker.postMessage(back);
+                };
+          const result: RunResult = { outputs, computeMs: message.computeMs, release, claimed: false };
+          from.settle(message.id, { value: result });
+          // A result nobody awaits any more (the call was aborted) gives its slots back here.
+          if (release !== undefined) {
+            setImmediate(() => {
+              if (!result.claimed) release();
+            });
+          }
         } else if (message.type === 'run-failed') {
           // onnxruntime's message names the offending input/shape; it carries no host paths.
           from.settle(message.id, {
@@ -421,7 +446,13 @@ function createPoolSession(pool: PoolOptions): Session {
       const submitted = performance.now();
       let dispatched = submitted;
       const result = await workers.submit<RunResult>(
-        { inputs: wire, transfer, outputNames: runOptions.outputNames, model },
+        {
+          inputs: wire,
+          transfer,
+          outputNames: runOptions.outputNames,
+          model,
+          lend: runOptions.lease !== undefined,
+        },
         {
           signal,
           onDispatch: () => {
@@ -429,6 +460,11 @@ function createPoolSession(pool: PoolOptions): Session {
           },
         },
       );
+      result.claimed = true;
+      if (result.release !== undefined) {
+        if (runOptions.lease === undefined) result.release();
+        else runOptions.lease.hold(result.release);
+      }
       const took = performance.now() - dispatched;
       runMs = runMs === 0 ? took : runMs + RUN_MS_WEIGHT * (took - runMs);
       runOptions.onExecution?.({ computeMs: result.computeMs });

@@ -87,7 +87,50 @@ const ORT_TO_DTYPE: Readonly<Record<string, DType>> = {
   string: 'string',
 };
 
-function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[]): WireTensor {
+/** Outputs at least this large are lent from the pool when the run allows it. */
+export const LEND_MIN_BYTES = 1024 * 1024;
+/**
+ * Most bytes of shared buffers one worker pools (never given back while the worker lives):
+ * room for three 36 MB responses in flight per instance; outputs that find no free slot
+ * within it are moved as before.
+ */
+const POOL_MAX_BYTES = 128 * 1024 * 1024;
+
+/**
+ * The worker's pool of shared output buffers. A slot is busy from the run that fills it
+ * until the server's `release`: memory the server is still writing to a socket is never
+ * refilled. Reused memory needs no fresh allocation (page faults) and no new external
+ * ArrayBuffer on the server's heap (a full Mark-Compact per 34 MB response otherwise).
+ */
+const pool: { readonly sab: SharedArrayBuffer; busy: boolean }[] = [];
+let pooledBytes = 0;
+/** Slots taken by the run in progress, until its result is posted: freed again when it fails. */
+let takenByRun: number[] = [];
+
+/** A free slot of at least `byteLength` bytes (the smallest such), or undefined when the pool is full. */
+function takeSlot(byteLength: number): number | undefined {
+  let best: number | undefined;
+  for (let i = 0; i < pool.length; i++) {
+    const s = pool[i]!;
+    if (
+      !s.busy &&
+      s.sab.byteLength >= byteLength &&
+      (best === undefined || s.sab.byteLength < pool[best]!.sab.byteLength)
+    )
+      best = i;
+  }
+  if (best === undefined) {
+    if (pooledBytes + byteLength > POOL_MAX_BYTES) return undefined;
+    pool.push({ sab: new SharedArrayBuffer(byteLength), busy: false });
+    pooledBytes += byteLength;
+    best = pool.length - 1;
+  }
+  pool[best]!.busy = true;
+  takenByRun.push(best);
+  return best;
+}
+
+function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[], lend: boolean): WireTensor {
   const dtype = ORT_TO_DTYPE[t.type];
   if (dtype === undefined) throw new Error(`output ${name} has unsupported type ${t.type}`);
   const shape = t.dims.slice();
@@ -99,6 +142,14 @@ function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[]): WireTens
     const bytes = allocate('bool', data.length);
     for (let i = 0; i < data.length; i++) bytes[i] = data[i] ? 1 : 0;
     data = bytes;
+  }
+  const slot = lend && data.byteLength >= LEND_MIN_BYTES ? takeSlot(data.byteLength) : undefined;
+  if (slot !== undefined) {
+    const sab = pool[slot]!.sab;
+    new Uint8Array(sab, 0, data.byteLength).set(
+      new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+    );
+    return { name, dtype, shape, buffer: sab, byteOffset: 0, byteLength: data.byteLength, slot };
   }
   const buffer = ownedBuffer(data);
   transfer.push(buffer);
@@ -149,8 +200,13 @@ async function main(init: WorkerInit): Promise<void> {
         });
       return;
     }
+    if (message.type === 'release') {
+      for (const slot of message.slots) if (pool[slot] !== undefined) pool[slot].busy = false;
+      return;
+    }
     if (message.type !== 'run') return; // a second `load` is not part of the protocol
     chain = chain.then(async () => {
+      takenByRun = [];
       try {
         const session = message.model === undefined ? first : sessions.get(message.model);
         if (session === undefined) throw new Error(`no model file ${message.model ?? ''} in this worker`);
@@ -163,9 +219,15 @@ async function main(init: WorkerInit): Promise<void> {
             : await session.run(feeds, [...message.outputNames]);
         const computeMs = performance.now() - started;
         const transfer: ArrayBuffer[] = [];
-        const outputs = Object.entries(results).map(([name, t]) => fromOrt(name, t, transfer));
+        const outputs = Object.entries(results).map(([name, t]) =>
+          fromOrt(name, t, transfer, message.lend === true),
+        );
         post({ type: 'result', id: message.id, outputs, computeMs }, transfer);
+        // Delivered: from now on only the server's `release` frees them.
+        takenByRun = [];
       } catch (error) {
+        for (const slot of takenByRun) pool[slot]!.busy = false;
+        takenByRun = [];
         post({
           type: 'run-failed',
           id: message.id,

@@ -10,9 +10,12 @@ export type WireTensor =
       readonly name: string;
       readonly dtype: Exclude<DType, 'string'>;
       readonly shape: readonly number[];
-      readonly buffer: ArrayBuffer;
+      /** A SharedArrayBuffer only for an output lent from a worker's pool (`slot`). */
+      readonly buffer: ArrayBuffer | SharedArrayBuffer;
       readonly byteOffset: number;
       readonly byteLength: number;
+      /** The worker's pool slot the output lives in, until released (see ToWorker `release`). */
+      readonly slot?: number | undefined;
     }
   | {
       readonly name: string;
@@ -50,7 +53,14 @@ export type ToWorker =
       readonly outputNames: readonly string[] | undefined;
       /** Which of the worker's model files runs (WorkerInit.models); default the first. */
       readonly model?: string | undefined;
+      /**
+       * Large outputs may be lent from the worker's pool of shared buffers (WireTensor `slot`)
+       * instead of moved; the server releases each slot once nothing reads it any more.
+       */
+      readonly lend?: boolean | undefined;
     }
+  /** Pool slots the server no longer reads: the worker may reuse them. Handled at once, between runs. */
+  | { readonly type: 'release'; readonly slots: readonly number[] }
   | { readonly type: 'close' }
   /** To a spare worker (started without workerData): the models to load; it then answers as a fresh one. */
   | { readonly type: 'load'; readonly init: WorkerInit };

@@ -24,6 +24,7 @@ import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
 import { type ListenerTls, tlsServerOptions } from '../shared/listener-tls.js';
 import { credentialsOf } from '../shared/management-guard.js';
 import type { RequestEnd, RequestObserver } from '../shared/request-observer.js';
+import { createOutputLease } from '../../core/output-lease.js';
 import type { GrpcMethod, GrpcService } from './grpc-service.js';
 import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
 
@@ -572,6 +573,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       bytesOut: 0,
     };
     inFlight++;
+    const outputLease = createOutputLease();
     // --- observer hook
     let observed: ((end: RequestEnd) => void) | undefined;
     if (options.observer !== undefined) {
@@ -587,6 +589,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     }
     stream.once('close', () => {
       inFlight--;
+      // Every DATA frame has been handed to the socket, or the stream is gone: the pooled
+      // output memory the response viewed may be refilled.
+      outputLease.release();
       if (observed !== undefined) {
         const code = call.answered ? call.code : Code.CANCELLED;
         observed({ status: Code[code], code, bytesIn: call.bytesIn, bytesOut: call.bytesOut });
@@ -669,6 +674,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
           deadline,
           metadata: headers,
           messageBuffer: buffer,
+          outputLease,
           credentials: () => credentialsOf(headers, stream.session?.socket),
         });
       })

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http2';
+import type { OutputLease } from '../../core/session.js';
 import type { ManagementCredentials } from '../shared/management-guard.js';
 
 /** What a unary handler knows of its call besides the request message. */
@@ -17,6 +18,13 @@ export interface GrpcCallContext {
    * views into it may be handed to the runtime wholesale (moved to a worker, not copied).
    */
   readonly messageBuffer: ArrayBuffer;
+  /**
+   * Released by the transport when the call's stream has closed (the response is on the
+   * socket, or the call failed): outputs handed to core with it may live in pooled memory
+   * that the response's chunks view until then (see RunOptions.lease). Absent: outputs are
+   * the handler's to keep (transports that do not track when their writes are done).
+   */
+  readonly outputLease?: OutputLease | undefined;
   /** The caller's token (`authorization` metadata) and client certificate, for a ManagementGuard. */
   credentials(): ManagementCredentials;
 }

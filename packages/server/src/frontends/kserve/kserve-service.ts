@@ -17,6 +17,7 @@ import type { InferenceService, ModelSpec, Servable } from '../../core/inference
 import type { InferenceStatisticsReader } from '../../core/inference-statistics.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
 import { batchesAlongDimension0 } from '../../core/signature.js';
+import type { OutputLease } from '../../core/session.js';
 import type { Logger } from '../../util/logger.js';
 import { type ModelMetadataJson, labelledOutput, modelConfigJson, modelMetadataJson } from './model-json.js';
 import {
@@ -83,6 +84,11 @@ export interface InferCall<T> {
    * not read them after the call.
    */
   readonly ownedBuffers?: readonly ArrayBuffer[] | undefined;
+  /**
+   * Released by the binding once the encoded response has been written (or the call failed):
+   * outputs may live in pooled memory until then (see RunOptions.lease). Default: none.
+   */
+  readonly outputLease?: OutputLease | undefined;
   /** Encodes the response for the wire (timed as compute_output); runs while the version is pinned. */
   encode(response: InferResponse): T | Promise<T>;
 }
@@ -279,6 +285,7 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
                 outputFilter: request.outputs === undefined ? undefined : names,
                 signatureName,
                 ownedBuffers: call.ownedBuffers,
+                outputLease: call.outputLease,
               },
               { signal: call.signal, deadline: call.deadline },
             );

@@ -249,7 +249,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       const spec = modelSpecFromHead(head);
       return spec === undefined ? undefined : service.admit(spec, call);
     },
-    async handler(bytes, { signal, deadline, messageBuffer }) {
+    async handler(bytes, { signal, deadline, messageBuffer, outputLease }) {
       const arrivedAt = process.hrtime.bigint();
       const request = decodePredictRequest(bytes);
       const model = modelSpecFromProto(request.modelSpec);
@@ -258,7 +258,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
         inputs[alias] = tensorFromProtoView(proto, `input '${alias}'`);
       }
       const result = await service.predict(
-        { model, inputs, outputFilter: request.outputFilter, ownedBuffers: [messageBuffer] },
+        { model, inputs, outputFilter: request.outputFilter, ownedBuffers: [messageBuffer], outputLease },
         { signal, deadline, arrivedAt },
       );
       return writePredictResponse(

@@ -212,7 +212,7 @@ export function createKServeGrpcService(options: KServeGrpcServiceOptions): Grpc
         const ref = modelInferRequestModel(head);
         return ref === undefined ? undefined : kserve.admit(ref, call);
       },
-      async handler(bytes, { signal, deadline, messageBuffer }) {
+      async handler(bytes, { signal, deadline, messageBuffer, outputLease }) {
         const arrivedAt = process.hrtime.bigint();
         const request = decodeModelInferRequest(bytes);
         return kserve.infer({ name: request.modelName, version: request.modelVersion }, request, {
@@ -221,6 +221,7 @@ export function createKServeGrpcService(options: KServeGrpcServiceOptions): Grpc
           arrivedAt,
           // The message buffer is this call's own: raw inputs viewing it move to the worker with it.
           ownedBuffers: [messageBuffer],
+          outputLease,
           encode: writeModelInferResponse,
         });
       },

@@ -19,6 +19,7 @@ import {
 import type { JsonDecoder } from '../../../contracts/json-decoder.js';
 import type { ManagementGuard } from '../../shared/management-guard.js';
 import type { ContentEncoding, HttpApi, HttpContext, HttpRoute } from '../../http/http-api.js';
+import { createOutputLease } from '../../../core/output-lease.js';
 import { compressBody, negotiateEncoding } from '../../http/response-encoding.js';
 import { sendJson, sendJsonError } from '../../http/send.js';
 import type { KServeModelRef, KServeService } from '../kserve-service.js';
@@ -219,7 +220,14 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
             : (((await jsonDecode.read('kserve-infer', body, ticket)) as
                 Record<string, unknown> | undefined) ?? null);
         const request = decodeHttpInferRequest(body, headerLength, fastHeader);
+        // The response body views the outputs: their pooled memory is reused only once the
+        // response has been handed to the socket or the connection is gone.
+        const outputLease = createOutputLease();
+        ctx.res.once('close', () => {
+          outputLease.release();
+        });
         const encoded = await kserve.infer(ref, request, {
+          outputLease,
           signal: ctx.signal,
           deadline: ctx.deadline,
           arrivedAt,
