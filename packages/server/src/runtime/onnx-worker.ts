@@ -90,11 +90,12 @@ const ORT_TO_DTYPE: Readonly<Record<string, DType>> = {
 /** Outputs at least this large are lent from the pool when the run allows it. */
 export const LEND_MIN_BYTES = 1024 * 1024;
 /**
- * Most bytes of shared buffers one worker pools (never given back while the worker lives):
- * room for three 36 MB responses in flight per instance; outputs that find no free slot
- * within it are moved as before.
+ * Most bytes of shared buffers one worker pools: room for three 36 MB responses in flight
+ * per instance; outputs that find no free slot within it are moved as before.
  */
 const POOL_MAX_BYTES = 128 * 1024 * 1024;
+/** A slot free for this long is dropped (its memory goes back after a burst), in ms. */
+const POOL_IDLE_MS = 30_000;
 
 /**
  * The worker's pool of shared output buffers. A slot is busy from the run that fills it
@@ -102,8 +103,23 @@ const POOL_MAX_BYTES = 128 * 1024 * 1024;
  * refilled. Reused memory needs no fresh allocation (page faults) and no new external
  * ArrayBuffer on the server's heap (a full Mark-Compact per 34 MB response otherwise).
  */
-const pool: { readonly sab: SharedArrayBuffer; busy: boolean }[] = [];
+const pool: { sab: SharedArrayBuffer | undefined; busy: boolean; freeSince: number }[] = [];
 let pooledBytes = 0;
+setInterval(() => {
+  const now = performance.now();
+  for (const s of pool) {
+    if (s.sab === undefined || s.busy || now - s.freeSince < POOL_IDLE_MS) continue;
+    pooledBytes -= s.sab.byteLength;
+    s.sab = undefined;
+  }
+}, POOL_IDLE_MS / 3).unref();
+
+function freeSlot(slot: number): void {
+  const s = pool[slot];
+  if (s === undefined) return;
+  s.busy = false;
+  s.freeSince = performance.now();
+}
 /** Slots taken by the run in progress, until its result is posted: freed again when it fails. */
 let takenByRun: number[] = [];
 
@@ -114,16 +130,21 @@ function takeSlot(byteLength: number): number | undefined {
     const s = pool[i]!;
     if (
       !s.busy &&
+      s.sab !== undefined &&
       s.sab.byteLength >= byteLength &&
-      (best === undefined || s.sab.byteLength < pool[best]!.sab.byteLength)
+      (best === undefined || s.sab.byteLength < pool[best]!.sab!.byteLength)
     )
       best = i;
   }
   if (best === undefined) {
     if (pooledBytes + byteLength > POOL_MAX_BYTES) return undefined;
-    pool.push({ sab: new SharedArrayBuffer(byteLength), busy: false });
+    const slot = { sab: new SharedArrayBuffer(byteLength), busy: false, freeSince: 0 };
+    // Reuse the index of a dropped slot: indices of slots the server still holds never move.
+    const dropped = pool.findIndex((s) => s.sab === undefined);
+    if (dropped === -1) pool.push(slot);
+    else pool[dropped] = slot;
     pooledBytes += byteLength;
-    best = pool.length - 1;
+    best = dropped === -1 ? pool.length - 1 : dropped;
   }
   pool[best]!.busy = true;
   takenByRun.push(best);
@@ -145,7 +166,7 @@ function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[], lend: boo
   }
   const slot = lend && data.byteLength >= LEND_MIN_BYTES ? takeSlot(data.byteLength) : undefined;
   if (slot !== undefined) {
-    const sab = pool[slot]!.sab;
+    const sab = pool[slot]!.sab!;
     new Uint8Array(sab, 0, data.byteLength).set(
       new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
     );
@@ -201,7 +222,7 @@ async function main(init: WorkerInit): Promise<void> {
       return;
     }
     if (message.type === 'release') {
-      for (const slot of message.slots) if (pool[slot] !== undefined) pool[slot].busy = false;
+      for (const slot of message.slots) freeSlot(slot);
       return;
     }
     if (message.type !== 'run') return; // a second `load` is not part of the protocol
@@ -226,7 +247,7 @@ async function main(init: WorkerInit): Promise<void> {
         // Delivered: from now on only the server's `release` frees them.
         takenByRun = [];
       } catch (error) {
-        for (const slot of takenByRun) pool[slot]!.busy = false;
+        for (const slot of takenByRun) freeSlot(slot);
         takenByRun = [];
         post({
           type: 'run-failed',
