@@ -194,6 +194,9 @@ export function fastBodyFromMessage(message: FastBodyMessage, bytes: Uint8Array)
   return root;
 }
 
+/** Most values reserved from the first innermost list's density (more grow by doubling). */
+const ESTIMATE_CAP = 1 << 24;
+
 /** Nesting deeper than this goes to the general path (which refuses beyond its own limit). */
 const MAX_DEPTH = 64;
 
@@ -220,7 +223,7 @@ const FALLBACK = new Error('not a numeric predict body');
 class Reader {
   pos = 0;
   /** Values of the tensor being read (grown by doubling, then copied out exactly sized). */
-  private scratch = new Float64Array(1024);
+  private scratch = new Float64Array(16);
   private count = 0;
   /** (index, start, end) of the approximated numbers of the tensor being read. */
   private inexact = new Int32Array(96);
@@ -272,67 +275,222 @@ class Reader {
     this.ws();
     const shape: number[] = [];
     if (this.bytes[this.pos] === LBRACKET) {
-      this.list(0, shape);
+      this.list(shape);
     } else {
       const start = this.pos;
       const v = this.number();
       if (this.approximated) this.markInexact(start, this.pos);
       this.push(v);
     }
-    return new PackedNumbers(
-      shape,
-      this.scratch.slice(0, this.count),
-      this.inexact.slice(0, this.inexactCount),
-      this.bytes,
-    );
+    const n = this.count;
+    const values = this.scratch;
+    // Sized from an estimate: keep the array when little of it is unused, else copy it out.
+    const out = values.length - n <= values.length >> 3 ? values.subarray(0, n) : values.slice(0, n);
+    this.scratch = new Float64Array(0);
+    const marks = this.inexact;
+    const ic = this.inexactCount;
+    const outMarks = marks.length - ic <= marks.length >> 3 ? marks.subarray(0, ic) : marks.slice(0, ic);
+    this.inexact = new Int32Array(96);
+    return new PackedNumbers(shape, out, outMarks, this.bytes);
   }
 
   /**
-   * Reads a list at `depth`. Depth first, so the first list met at a depth is complete
-   * (and has fixed every deeper size) before any other list at that depth begins; each
-   * later list must match: same size, and numbers exactly at the innermost level.
+   * Reads the rectangular list at `pos` (a `[`), depth first and without recursion: the
+   * first list met at a depth is complete (and has fixed every deeper size) before any
+   * other list at that depth begins; each later list must match (same size, numbers
+   * exactly at the innermost level). Numbers are parsed in line into the scratch array
+   * (see number() for the rules; this is the same code, kept here for speed).
    */
-  private list(depth: number, shape: number[]): void {
-    if (depth >= MAX_DEPTH) throw FALLBACK;
+  private list(shape: number[]): void {
     const b = this.bytes;
-    this.pos++; // [
-    this.ws();
-    const known = depth < shape.length;
-    if (b[this.pos] === RBRACKET) {
-      this.pos++;
-      if (!known) shape.push(0);
-      else if (shape[depth] !== 0) throw FALLBACK;
+    const len = b.length;
+    const begin = this.pos;
+    let p = begin + 1;
+    let values = this.scratch;
+    let count = this.count;
+    let inexact = this.inexact;
+    let ic = this.inexactCount;
+    /** Elements so far of the open list at each depth. */
+    const sizes = new Int32Array(MAX_DEPTH);
+    let depth = 0;
+    /** Depth of the innermost lists (-1: not known yet). */
+    let leaf = -1;
+    shape.push(-1);
+    let c = p < len ? b[p]! : 0;
+    while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+    if (c === RBRACKET) {
+      shape[0] = 0;
+      this.pos = p + 1;
       return;
     }
-    if (!known) shape.push(-1);
-    const nested = b[this.pos] === LBRACKET;
-    if (known && nested !== depth < shape.length - 1) throw FALLBACK;
-    let n = 0;
     for (;;) {
-      this.ws();
-      if (nested) {
-        if (b[this.pos] !== LBRACKET) throw FALLBACK;
-        this.list(depth + 1, shape);
+      // At the start of an element of the list at `depth`.
+      c = p < len ? b[p]! : 0;
+      while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+      if (c === LBRACKET) {
+        if (leaf >= 0 && depth >= leaf) throw FALLBACK;
+        if (++depth >= MAX_DEPTH) throw FALLBACK;
+        if (depth === shape.length) shape.push(-1);
+        sizes[depth] = 0;
+        p++;
+        c = p < len ? b[p]! : 0;
+        while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+        if (c !== RBRACKET) continue;
+        // An empty list: no level below it.
+        p++;
+        if (shape[depth] === -1) {
+          if (depth !== shape.length - 1) throw FALLBACK;
+          shape[depth] = 0;
+          leaf = depth;
+        } else if (shape[depth] !== 0) {
+          throw FALLBACK;
+        }
       } else {
-        const start = this.pos;
-        const v = this.number();
-        if (this.approximated) this.markInexact(start, this.pos);
-        this.push(v);
+        if (leaf < 0) {
+          if (depth !== shape.length - 1) throw FALLBACK;
+          leaf = depth;
+          if (count === 0 && values.length < 1024) values = new Float64Array(1024);
+        } else if (depth !== leaf) {
+          throw FALLBACK;
+        }
+        // The innermost list: numbers up to its `]`.
+        let n = 0;
+        for (;;) {
+          const start = p;
+          let negative = false;
+          if (c === MINUS) {
+            negative = true;
+            c = ++p < len ? b[p]! : 0;
+          }
+          let m = 0;
+          let digits = 0;
+          let exponent = 0;
+          if (c === ZERO) {
+            c = ++p < len ? b[p]! : 0;
+            if (c >= ZERO && c <= NINE) throw FALLBACK; // leading zero
+          } else if (c > ZERO && c <= NINE) {
+            do {
+              m = m * 10 + (c - ZERO);
+              digits++;
+              c = ++p < len ? b[p]! : 0;
+            } while (c >= ZERO && c <= NINE);
+          } else {
+            throw FALLBACK; // NaN, Infinity, strings, objects, lists at this level, end of input, ...
+          }
+          if (c === DOT) {
+            c = ++p < len ? b[p]! : 0;
+            if (c < ZERO || c > NINE) throw FALLBACK;
+            if (digits === 0) {
+              while (c === ZERO) {
+                exponent--;
+                c = ++p < len ? b[p]! : 0;
+              }
+            }
+            while (c >= ZERO && c <= NINE) {
+              m = m * 10 + (c - ZERO);
+              digits++;
+              exponent--;
+              c = ++p < len ? b[p]! : 0;
+            }
+          }
+          if (c === 0x65 || c === 0x45) {
+            c = ++p < len ? b[p]! : 0;
+            let expNegative = false;
+            if (c === MINUS || c === PLUS) {
+              expNegative = c === MINUS;
+              c = ++p < len ? b[p]! : 0;
+            }
+            if (c < ZERO || c > NINE) throw FALLBACK;
+            let e = 0;
+            do {
+              if (e < 100_000) e = e * 10 + (c - ZERO);
+              c = ++p < len ? b[p]! : 0;
+            } while (c >= ZERO && c <= NINE);
+            exponent += expNegative ? -e : e;
+          }
+          let v: number;
+          if (exponent < -22 || exponent > 22 || digits > 18) {
+            v = exactNumber(b, start, p);
+          } else {
+            v = exponent < 0 ? m / POW10[-exponent]! : m * POW10[exponent]!;
+            if (negative) v = -v;
+            if (digits > 15) {
+              if (ic + 3 > inexact.length) {
+                const grown = new Int32Array(inexact.length * 2);
+                grown.set(inexact);
+                inexact = grown;
+              }
+              inexact[ic] = count;
+              inexact[ic + 1] = start;
+              inexact[ic + 2] = p;
+              ic += 3;
+            }
+          }
+          if (count === values.length) {
+            const grown = new Float64Array(values.length * 2);
+            grown.set(values);
+            values = grown;
+          }
+          values[count++] = v;
+          n++;
+          while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+          p++;
+          if (c === COMMA) {
+            c = p < len ? b[p]! : 0;
+            while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+            continue;
+          }
+          if (c === RBRACKET) break;
+          throw FALLBACK;
+        }
+        if (shape[depth] === -1) {
+          shape[depth] = n;
+          // The first innermost list: size the values for the whole body at its density.
+          if (sizes[0] === 0 && p - begin > 0) {
+            const estimate = Math.min(ESTIMATE_CAP, Math.ceil(((len - begin) * count) / (p - begin)) + 16);
+            if (estimate > values.length) {
+              const grown = new Float64Array(estimate);
+              grown.set(values.subarray(0, count));
+              values = grown;
+              // And the approximated numbers' marks at the same share.
+              const marks = Math.ceil((estimate * ic) / count) + 3;
+              if (marks > inexact.length) {
+                const more = new Int32Array(marks);
+                more.set(inexact.subarray(0, ic));
+                inexact = more;
+              }
+            }
+          }
+        } else if (shape[depth] !== n) {
+          throw FALLBACK;
+        }
       }
-      n++;
-      this.ws();
-      const c = b[this.pos++];
-      if (c === COMMA) continue;
-      if (c === RBRACKET) break;
-      throw FALLBACK;
+      // The list at `depth` ended at p - 1: close it and every list that ends with it.
+      for (;;) {
+        if (depth === 0) {
+          this.pos = p;
+          this.scratch = values;
+          this.count = count;
+          this.inexact = inexact;
+          this.inexactCount = ic;
+          return;
+        }
+        depth--;
+        sizes[depth] = sizes[depth]! + 1;
+        c = p < len ? b[p]! : 0;
+        while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+        p++;
+        if (c === COMMA) break;
+        if (c !== RBRACKET) throw FALLBACK;
+        if (shape[depth] === -1) shape[depth] = sizes[depth]!;
+        else if (shape[depth] !== sizes[depth]) throw FALLBACK;
+      }
     }
-    if (shape[depth] === -1) shape[depth] = n;
-    else if (shape[depth] !== n) throw FALLBACK;
   }
 
   private push(v: number): void {
     if (this.count === this.scratch.length) {
-      const grown = new Float64Array(this.scratch.length * 2);
+      const grown = new Float64Array(Math.max(16, this.scratch.length * 2));
       grown.set(this.scratch);
       this.scratch = grown;
     }
