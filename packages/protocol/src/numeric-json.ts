@@ -791,3 +791,83 @@ function readPackedObject(bytes: Uint8Array, packKey: string): Record<string, un
     throw error;
   }
 }
+
+/** Deepest list packTfsPredictTree packs (deeper ones stay lists, for the codec's own checks). */
+const PACK_MAX_RANK = 32;
+
+/**
+ * `list` as PackedNumbers when it is a non-empty rectangular nested list of JSON numbers
+ * (every size above 0, rank up to 32); undefined for anything else (left to the codec).
+ */
+function packList(list: unknown[]): PackedNumbers | undefined {
+  const shape: number[] = [];
+  let v: unknown = list;
+  while (Array.isArray(v)) {
+    if (v.length === 0 || shape.length >= PACK_MAX_RANK) return undefined;
+    shape.push(v.length);
+    v = v[0];
+  }
+  if (typeof v !== 'number') return undefined;
+  let count = 1;
+  for (const n of shape) count *= n;
+  const values = new Float64Array(count);
+  const rank = shape.length;
+  let at = 0;
+  const walk = (node: unknown[], level: number): boolean => {
+    if (node.length !== shape[level]) return false;
+    if (level === rank - 1) {
+      for (let i = 0; i < node.length; i++) {
+        const x = node[i];
+        if (typeof x !== 'number') return false;
+        values[at++] = x;
+      }
+      return true;
+    }
+    for (let i = 0; i < node.length; i++) {
+      const child = node[i];
+      if (!Array.isArray(child) || !walk(child, level + 1)) return false;
+    }
+    return true;
+  };
+  return walk(list, 0) ? new PackedNumbers(shape, values, new Int32Array(0), new Uint8Array(0)) : undefined;
+}
+
+/**
+ * A predict body that the general path parsed (JSON.parse: plain objects, lists, numbers)
+ * as a message for another thread, like fastBodyToMessage: the rectangular numeric lists
+ * the codec takes as tensors (`instances`, `inputs`, and every value of an `inputs`
+ * object but `__proto__` and `b64`) become packed arrays, moved instead of cloned as lists; the
+ * rest of the tree is cloned as it is. Changes `body` in place (it must not be used
+ * afterwards). fastBodyFromMessage rebuilds what the general path would have given, with
+ * PackedNumbers in place of those lists (the codec reads them alike).
+ */
+export function parsedBodyToMessage(body: unknown): { message: FastBodyMessage; transfer: ArrayBuffer[] } {
+  const packed: PackedAt[] = [];
+  const transfer: ArrayBuffer[] = [];
+  const plain = (v: unknown): v is Record<string, unknown> =>
+    typeof v === 'object' && v !== null && !Array.isArray(v);
+  const take = (holder: Record<string, unknown>, key: string, path: readonly string[]): void => {
+    const value = holder[key];
+    if (!Array.isArray(value)) return;
+    const list = packList(value);
+    if (list === undefined) return;
+    const parts = list.parts();
+    packed.push({ path, parts });
+    transfer.push(parts.values.buffer as ArrayBuffer);
+    holder[key] = null;
+  };
+  if (plain(body)) {
+    if (Object.hasOwn(body, 'instances')) take(body, 'instances', ['instances']);
+    if (Object.hasOwn(body, 'inputs')) {
+      const inputs = body['inputs'];
+      if (plain(inputs)) {
+        for (const name of Object.keys(inputs)) {
+          if (name !== '__proto__' && name !== 'b64') take(inputs, name, ['inputs', name]);
+        }
+      } else {
+        take(body, 'inputs', ['inputs']);
+      }
+    }
+  }
+  return { message: { tree: body, packed }, transfer };
+}

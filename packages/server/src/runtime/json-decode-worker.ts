@@ -2,11 +2,18 @@
  * A JSON decode thread (see json-decode-pool.ts): reads JSON tensor bodies (TF Serving
  * predict, SageMaker JSON, KServe v2 inference requests) with the fast numeric reader and
  * sends the tensors' arrays back (transferred). A body the
- * reader does not take is answered `undefined`: the main thread then parses it itself.
+ * reader does not take is answered `undefined` (the main thread then parses it itself), or,
+ * for a `general` TF Serving predict body, parsed here by the general path.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { lowerThreadPriority } from './thread-priority.js';
-import { fastBodyToMessage, readFastJsonBody } from '@visionserve/protocol';
+import {
+  ServingError,
+  fastBodyToMessage,
+  parseTfsJsonText,
+  parsedBodyToMessage,
+  readFastJsonBody,
+} from '@visionserve/protocol';
 import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js';
 
 const port = parentPort;
@@ -19,7 +26,13 @@ port.on('message', (job: ToDecodeWorker) => {
   let transfer: ArrayBuffer[] = [];
   try {
     const body = readFastJsonBody(job.format, job.bytes);
-    if (body === undefined) {
+    if (body === undefined && job.general === true) {
+      const b = job.bytes;
+      const parsed = parseTfsJsonText(Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'));
+      const moved = parsedBodyToMessage(parsed);
+      transfer = moved.transfer;
+      reply = { id: job.id, ms: performance.now() - started, body: moved.message };
+    } else if (body === undefined) {
       reply = { id: job.id, ms: performance.now() - started, body: undefined };
     } else {
       const moved = fastBodyToMessage(body);
@@ -27,6 +40,17 @@ port.on('message', (job: ToDecodeWorker) => {
       reply = { id: job.id, ms: performance.now() - started, body: moved.message };
     }
   } catch (error) {
+    if (error instanceof ServingError) {
+      // The general path's answer to text that is not JSON: the caller's error.
+      reply = {
+        id: job.id,
+        ms: performance.now() - started,
+        body: undefined,
+        error: { code: error.code, message: error.message },
+      };
+      port.postMessage(reply);
+      return;
+    }
     // The reader refuses nothing by throwing; whatever got here, the main thread's general
     // path gives the body its proper answer.
     reply = {
