@@ -857,6 +857,10 @@ export function parsedBodyToMessage(body: unknown): { message: FastBodyMessage; 
     holder[key] = null;
   };
   if (plain(body)) {
+    for (const key of Object.keys(body)) {
+      // The codec reads no other key: cloning them would be wasted (and they may be deep).
+      if (key !== 'instances' && key !== 'inputs' && key !== 'signature_name') setOwn(body, key, null);
+    }
     if (Object.hasOwn(body, 'instances')) take(body, 'instances', ['instances']);
     if (Object.hasOwn(body, 'inputs')) {
       const inputs = body['inputs'];
@@ -869,5 +873,45 @@ export function parsedBodyToMessage(body: unknown): { message: FastBodyMessage; 
       }
     }
   }
+  cutBelow(body, CLONE_DEPTH);
   return { message: { tree: body, packed }, transfer };
+}
+
+/**
+ * Depth at which parsedBodyToMessage cuts the tree (structured clone recurses, and hostile
+ * nesting would overflow the stack). The codec never looks below depth 68 (the body, its
+ * `inputs` object, a row list, a row object, 64 levels of lists, a `{"b64": ...}` leaf and
+ * its value), and at that depth only at a value's type; a list cut here becomes `[]` and an
+ * object `{}`, which the codec reads alike.
+ */
+const CLONE_DEPTH = 100;
+
+function setOwn(holder: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(holder, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
+/** Replaces every list or object at `depth` below `root` with an empty one (no recursion). */
+function cutBelow(root: unknown, depth: number): void {
+  const stack: [unknown, number][] = [[root, 0]];
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const [node, level] = top;
+    if (typeof node !== 'object' || node === null) continue;
+    const cut = level + 1 >= depth;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) {
+        const child: unknown = node[i];
+        if (typeof child !== 'object' || child === null) continue;
+        if (cut) node[i] = Array.isArray(child) ? [] : {};
+        else stack.push([child, level + 1]);
+      }
+    } else {
+      const record = node as Record<string, unknown>;
+      for (const key of Object.keys(record)) {
+        const child = record[key];
+        if (typeof child !== 'object' || child === null || child instanceof PackedNumbers) continue;
+        if (cut) setOwn(record, key, Array.isArray(child) ? [] : {});
+        else stack.push([child, level + 1]);
+      }
+    }
+  }
 }

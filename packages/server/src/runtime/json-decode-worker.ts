@@ -60,5 +60,15 @@ port.on('message', (job: ToDecodeWorker) => {
       failure: error instanceof Error ? error.message : String(error),
     };
   }
-  port.postMessage(reply, transfer);
+  try {
+    port.postMessage(reply, transfer);
+  } catch (error) {
+    // A tree that cannot be cloned: the main thread's general path answers instead.
+    port.postMessage({
+      id: job.id,
+      ms: performance.now() - started,
+      body: undefined,
+      failure: error instanceof Error ? error.message : String(error),
+    } satisfies FromDecodeWorker);
+  }
 });
