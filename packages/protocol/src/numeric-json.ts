@@ -21,6 +21,8 @@
  */
 export class PackedNumbers {
   #resolved: boolean;
+  /** The float32 values, when the reading thread worked them out (taken by float32Values). */
+  #float32: Float32Array | undefined;
 
   constructor(
     /** Sizes of the nesting, outermost first; [] for a bare number. */
@@ -29,8 +31,11 @@ export class PackedNumbers {
     /** (index, start, end) of every approximated number: its text in `bytes`. */
     private readonly inexact: Int32Array,
     private readonly bytes: Uint8Array,
+    /** toFloat32's result, worked out already (by the thread that read the body). Default: none. */
+    float32?: Float32Array,
   ) {
     this.#resolved = inexact.length === 0;
+    this.#float32 = float32;
   }
 
   /** Element count. */
@@ -40,7 +45,7 @@ export class PackedNumbers {
 
   /** The same numbers under another shape of the same element count (shares the arrays). */
   withShape(shape: readonly number[]): PackedNumbers {
-    return new PackedNumbers(shape, this.values, this.inexact, this.bytes);
+    return new PackedNumbers(shape, this.values, this.inexact, this.bytes, this.#float32);
   }
 
   /** The numbers in row-major order, exactly as JSON.parse reads them. */
@@ -63,8 +68,28 @@ export class PackedNumbers {
     return { shape: this.shape, values: this.values, inexact: this.inexact };
   }
 
+  /**
+   * Math.fround(exact value) of every number in a new array that the caller owns: the one
+   * the reading thread worked out when there is one (handed out once), else toFloat32's.
+   */
+  float32Values(): Float32Array {
+    const ready = this.#float32;
+    if (ready !== undefined && ready.length === this.values.length) {
+      this.#float32 = undefined;
+      return ready;
+    }
+    const out = new Float32Array(this.values.length);
+    this.toFloat32(out);
+    return out;
+  }
+
   /** Writes Math.fround(exact value) of every number into `out` (as a float32 tensor gets them). */
   toFloat32(out: Float32Array): void {
+    const ready = this.#float32;
+    if (ready !== undefined && ready.length === out.length) {
+      out.set(ready);
+      return;
+    }
     if (this.#resolved) {
       out.set(this.values);
       return;
@@ -118,6 +143,8 @@ export interface PackedParts {
   readonly shape: readonly number[];
   readonly values: Float64Array;
   readonly inexact: Int32Array;
+  /** toFloat32's result, when the sender worked it out (bodies with approximated numbers). */
+  readonly float32?: Float32Array;
 }
 
 /** One PackedNumbers of a body read by readFastJsonBody, as plain data: where it sits, its arrays. */
@@ -149,8 +176,17 @@ export function fastBodyToMessage(body: unknown): { message: FastBodyMessage; tr
   const copy = (value: unknown): unknown => {
     if (value instanceof PackedNumbers) {
       const parts = value.parts();
-      packed.push({ path: [...path], parts });
       transfer.push(parts.values.buffer as ArrayBuffer, parts.inexact.buffer as ArrayBuffer);
+      if (parts.inexact.length > 0) {
+        // The float32 rounding of approximated numbers (float32Safe, a re-read near a
+        // rounding boundary) is done here, on the sending (decode) thread.
+        const float32 = new Float32Array(value.length);
+        value.toFloat32(float32);
+        transfer.push(float32.buffer);
+        packed.push({ path: [...path], parts: { ...parts, float32 } });
+      } else {
+        packed.push({ path: [...path], parts });
+      }
       return null;
     }
     if (Array.isArray(value)) {
@@ -182,7 +218,7 @@ export function fastBodyToMessage(body: unknown): { message: FastBodyMessage; tr
 export function fastBodyFromMessage(message: FastBodyMessage, bytes: Uint8Array): unknown {
   let root = message.tree;
   for (const { path, parts } of message.packed) {
-    const packed = new PackedNumbers(parts.shape, parts.values, parts.inexact, bytes);
+    const packed = new PackedNumbers(parts.shape, parts.values, parts.inexact, bytes, parts.float32);
     if (path.length === 0) {
       root = packed;
       continue;
