@@ -140,7 +140,7 @@ export class JsonWriter {
     // double's % is a call to fmod).
     let r = digits | 0;
     if (r !== digits) {
-      this.ascii((neg ? -digits : digits) + 'e' + String(-k));
+      this.ascii(`${String(neg ? -digits : digits)}e${String(-k)}`);
       return;
     }
     for (let q = (r / 10) | 0; r === q * 10; q = (r / 10) | 0) {

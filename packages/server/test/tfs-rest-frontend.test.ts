@@ -537,7 +537,7 @@ void describe('TF Serving REST frontend', () => {
     const rowsAnswer = await call('POST', '/v1/models/two:predict', rows, {}, at);
     assert.equal(rowsAnswer.status, 200, rowsAnswer.text);
     await expectError(
-      call('POST', '/v1/models/half:predict', `${body.slice(0, -1)}`, {}, at),
+      call('POST', '/v1/models/half:predict', body.slice(0, -1), {}, at),
       400,
       /JSON Parse error/,
     );

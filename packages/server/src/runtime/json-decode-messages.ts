@@ -1,4 +1,4 @@
-import type { FastBodyMessage, FastJsonFormat } from '@visionserve/protocol';
+import type { Code, FastBodyMessage, FastJsonFormat } from '@visionserve/protocol';
 
 /** A body for a JSON decode thread; `bytes` is the thread's own copy. */
 export interface ToDecodeWorker {
@@ -20,7 +20,7 @@ export interface FromDecodeWorker {
   readonly ms: number;
   readonly body: FastBodyMessage | undefined;
   /** The general path's refusal of a `general` body (INVALID_ARGUMENT: not JSON). */
-  readonly error?: { readonly code: number; readonly message: string };
+  readonly error?: { readonly code: Code; readonly message: string };
   /** Set when the reader threw (a bug): logged, and the body takes the general path. */
   readonly failure?: string;
 }

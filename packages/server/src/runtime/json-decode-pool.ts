@@ -159,7 +159,7 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
       if (reply === undefined) return inline(format, bytes, general);
       counts.offThread++;
       measured(bytes.byteLength, reply.ms);
-      if (reply.error !== undefined) throw new ServingError(reply.error.code as Code, reply.error.message);
+      if (reply.error !== undefined) throw new ServingError(reply.error.code, reply.error.message);
       if (reply.failure !== undefined) return general ? inline(format, bytes, general) : undefined;
       return reply.body === undefined ? undefined : fastBodyFromMessage(reply.body, bytes);
     } finally {
