@@ -10,6 +10,9 @@
 
 const POW10: readonly number[] = Array.from({ length: 23 }, (_, i) => Number(`1e${String(i)}`));
 const fround = Math.fround;
+const F32 = new Float32Array(1);
+const U32 = new Uint32Array(F32.buffer);
+const LOG10_2 = Math.log10(2);
 const encoder = new TextEncoder();
 
 export class JsonWriter {
@@ -91,7 +94,10 @@ export class JsonWriter {
       this.ascii(shortestFloat32Slow(value));
       return;
     }
-    let e = Math.floor(Math.log10(a));
+    // floor(log10(a)) from the binary exponent (a is a normal float32 here): off by at most
+    // one, which the two comparisons below correct.
+    F32[0] = a;
+    let e = Math.floor((((U32[0]! >>> 23) & 0xff) - 127) * LOG10_2);
     if (a < POW10Signed(e)) e -= 1;
     else if (a >= POW10Signed(e + 1)) e += 1;
     // Digits needed is monotone: if p digits round-trip, so do p + 1.
@@ -129,9 +135,16 @@ export class JsonWriter {
   }
 
   /** Writes `(neg ? -1 : 1) * r * 10^-k` for an integer 0 < r < 1e10, in JS number syntax. */
-  private decimal(neg: boolean, r: number, k: number): void {
-    while (r % 10 === 0) {
-      r /= 10;
+  private decimal(neg: boolean, digits: number, k: number): void {
+    // r < 1e10 fits in an int32 for the p <= 9 digits float32 writes (int32 arithmetic: a
+    // double's % is a call to fmod).
+    let r = digits | 0;
+    if (r !== digits) {
+      this.ascii(`${String(neg ? -digits : digits)}e${String(-k)}`);
+      return;
+    }
+    for (let q = (r / 10) | 0; r === q * 10; q = (r / 10) | 0) {
+      r = q;
       k -= 1;
     }
     let nd = 1;
@@ -184,11 +197,11 @@ function POW10Signed(e: number): number {
 
 /** Writes `count` decimal digits of `value` (zero-padded on the left) at `at`; returns the new end. */
 function putDigits(b: Uint8Array, at: number, value: number, count: number): number {
-  let q = value;
+  let q = value | 0;
   for (let i = count - 1; i >= 0; i--) {
-    const d = q % 10;
-    b[at + i] = 48 + d;
-    q = (q - d) / 10;
+    const next = (q / 10) | 0;
+    b[at + i] = 48 + q - next * 10;
+    q = next;
   }
   return at + count;
 }

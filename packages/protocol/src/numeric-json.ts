@@ -21,6 +21,8 @@
  */
 export class PackedNumbers {
   #resolved: boolean;
+  /** The float32 values, when the reading thread worked them out (taken by float32Values). */
+  #float32: Float32Array | undefined;
 
   constructor(
     /** Sizes of the nesting, outermost first; [] for a bare number. */
@@ -29,8 +31,11 @@ export class PackedNumbers {
     /** (index, start, end) of every approximated number: its text in `bytes`. */
     private readonly inexact: Int32Array,
     private readonly bytes: Uint8Array,
+    /** toFloat32's result, worked out already (by the thread that read the body). Default: none. */
+    float32?: Float32Array,
   ) {
     this.#resolved = inexact.length === 0;
+    this.#float32 = float32;
   }
 
   /** Element count. */
@@ -40,7 +45,7 @@ export class PackedNumbers {
 
   /** The same numbers under another shape of the same element count (shares the arrays). */
   withShape(shape: readonly number[]): PackedNumbers {
-    return new PackedNumbers(shape, this.values, this.inexact, this.bytes);
+    return new PackedNumbers(shape, this.values, this.inexact, this.bytes, this.#float32);
   }
 
   /** The numbers in row-major order, exactly as JSON.parse reads them. */
@@ -63,8 +68,28 @@ export class PackedNumbers {
     return { shape: this.shape, values: this.values, inexact: this.inexact };
   }
 
+  /**
+   * Math.fround(exact value) of every number in a new array that the caller owns: the one
+   * the reading thread worked out when there is one (handed out once), else toFloat32's.
+   */
+  float32Values(): Float32Array {
+    const ready = this.#float32;
+    if (ready !== undefined && ready.length === this.values.length) {
+      this.#float32 = undefined;
+      return ready;
+    }
+    const out = new Float32Array(this.values.length);
+    this.toFloat32(out);
+    return out;
+  }
+
   /** Writes Math.fround(exact value) of every number into `out` (as a float32 tensor gets them). */
   toFloat32(out: Float32Array): void {
+    const ready = this.#float32;
+    if (ready !== undefined && ready.length === out.length) {
+      out.set(ready);
+      return;
+    }
     if (this.#resolved) {
       out.set(this.values);
       return;
@@ -118,6 +143,8 @@ export interface PackedParts {
   readonly shape: readonly number[];
   readonly values: Float64Array;
   readonly inexact: Int32Array;
+  /** toFloat32's result, when the sender worked it out (bodies with approximated numbers). */
+  readonly float32?: Float32Array;
 }
 
 /** One PackedNumbers of a body read by readFastJsonBody, as plain data: where it sits, its arrays. */
@@ -149,8 +176,17 @@ export function fastBodyToMessage(body: unknown): { message: FastBodyMessage; tr
   const copy = (value: unknown): unknown => {
     if (value instanceof PackedNumbers) {
       const parts = value.parts();
-      packed.push({ path: [...path], parts });
       transfer.push(parts.values.buffer as ArrayBuffer, parts.inexact.buffer as ArrayBuffer);
+      if (parts.inexact.length > 0) {
+        // The float32 rounding of approximated numbers (float32Safe, a re-read near a
+        // rounding boundary) is done here, on the sending (decode) thread.
+        const float32 = new Float32Array(value.length);
+        value.toFloat32(float32);
+        transfer.push(float32.buffer);
+        packed.push({ path: [...path], parts: { ...parts, float32 } });
+      } else {
+        packed.push({ path: [...path], parts });
+      }
       return null;
     }
     if (Array.isArray(value)) {
@@ -182,7 +218,7 @@ export function fastBodyToMessage(body: unknown): { message: FastBodyMessage; tr
 export function fastBodyFromMessage(message: FastBodyMessage, bytes: Uint8Array): unknown {
   let root = message.tree;
   for (const { path, parts } of message.packed) {
-    const packed = new PackedNumbers(parts.shape, parts.values, parts.inexact, bytes);
+    const packed = new PackedNumbers(parts.shape, parts.values, parts.inexact, bytes, parts.float32);
     if (path.length === 0) {
       root = packed;
       continue;
@@ -193,6 +229,9 @@ export function fastBodyFromMessage(message: FastBodyMessage, bytes: Uint8Array)
   }
   return root;
 }
+
+/** Most values reserved from the first innermost list's density (more grow by doubling). */
+const ESTIMATE_CAP = 1 << 24;
 
 /** Nesting deeper than this goes to the general path (which refuses beyond its own limit). */
 const MAX_DEPTH = 64;
@@ -220,7 +259,7 @@ const FALLBACK = new Error('not a numeric predict body');
 class Reader {
   pos = 0;
   /** Values of the tensor being read (grown by doubling, then copied out exactly sized). */
-  private scratch = new Float64Array(1024);
+  private scratch = new Float64Array(16);
   private count = 0;
   /** (index, start, end) of the approximated numbers of the tensor being read. */
   private inexact = new Int32Array(96);
@@ -272,67 +311,222 @@ class Reader {
     this.ws();
     const shape: number[] = [];
     if (this.bytes[this.pos] === LBRACKET) {
-      this.list(0, shape);
+      this.list(shape);
     } else {
       const start = this.pos;
       const v = this.number();
       if (this.approximated) this.markInexact(start, this.pos);
       this.push(v);
     }
-    return new PackedNumbers(
-      shape,
-      this.scratch.slice(0, this.count),
-      this.inexact.slice(0, this.inexactCount),
-      this.bytes,
-    );
+    const n = this.count;
+    const values = this.scratch;
+    // Sized from an estimate: keep the array when little of it is unused, else copy it out.
+    const out = values.length - n <= values.length >> 3 ? values.subarray(0, n) : values.slice(0, n);
+    this.scratch = new Float64Array(0);
+    const marks = this.inexact;
+    const ic = this.inexactCount;
+    const outMarks = marks.length - ic <= marks.length >> 3 ? marks.subarray(0, ic) : marks.slice(0, ic);
+    this.inexact = new Int32Array(96);
+    return new PackedNumbers(shape, out, outMarks, this.bytes);
   }
 
   /**
-   * Reads a list at `depth`. Depth first, so the first list met at a depth is complete
-   * (and has fixed every deeper size) before any other list at that depth begins; each
-   * later list must match: same size, and numbers exactly at the innermost level.
+   * Reads the rectangular list at `pos` (a `[`), depth first and without recursion: the
+   * first list met at a depth is complete (and has fixed every deeper size) before any
+   * other list at that depth begins; each later list must match (same size, numbers
+   * exactly at the innermost level). Numbers are parsed in line into the scratch array
+   * (see number() for the rules; this is the same code, kept here for speed).
    */
-  private list(depth: number, shape: number[]): void {
-    if (depth >= MAX_DEPTH) throw FALLBACK;
+  private list(shape: number[]): void {
     const b = this.bytes;
-    this.pos++; // [
-    this.ws();
-    const known = depth < shape.length;
-    if (b[this.pos] === RBRACKET) {
-      this.pos++;
-      if (!known) shape.push(0);
-      else if (shape[depth] !== 0) throw FALLBACK;
+    const len = b.length;
+    const begin = this.pos;
+    let p = begin + 1;
+    let values = this.scratch;
+    let count = this.count;
+    let inexact = this.inexact;
+    let ic = this.inexactCount;
+    /** Elements so far of the open list at each depth. */
+    const sizes = new Int32Array(MAX_DEPTH);
+    let depth = 0;
+    /** Depth of the innermost lists (-1: not known yet). */
+    let leaf = -1;
+    shape.push(-1);
+    let c = p < len ? b[p]! : 0;
+    while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+    if (c === RBRACKET) {
+      shape[0] = 0;
+      this.pos = p + 1;
       return;
     }
-    if (!known) shape.push(-1);
-    const nested = b[this.pos] === LBRACKET;
-    if (known && nested !== depth < shape.length - 1) throw FALLBACK;
-    let n = 0;
     for (;;) {
-      this.ws();
-      if (nested) {
-        if (b[this.pos] !== LBRACKET) throw FALLBACK;
-        this.list(depth + 1, shape);
+      // At the start of an element of the list at `depth`.
+      c = p < len ? b[p]! : 0;
+      while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+      if (c === LBRACKET) {
+        if (leaf >= 0 && depth >= leaf) throw FALLBACK;
+        if (++depth >= MAX_DEPTH) throw FALLBACK;
+        if (depth === shape.length) shape.push(-1);
+        sizes[depth] = 0;
+        p++;
+        c = p < len ? b[p]! : 0;
+        while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+        if (c !== RBRACKET) continue;
+        // An empty list: no level below it.
+        p++;
+        if (shape[depth] === -1) {
+          if (depth !== shape.length - 1) throw FALLBACK;
+          shape[depth] = 0;
+          leaf = depth;
+        } else if (shape[depth] !== 0) {
+          throw FALLBACK;
+        }
       } else {
-        const start = this.pos;
-        const v = this.number();
-        if (this.approximated) this.markInexact(start, this.pos);
-        this.push(v);
+        if (leaf < 0) {
+          if (depth !== shape.length - 1) throw FALLBACK;
+          leaf = depth;
+          if (count === 0 && values.length < 1024) values = new Float64Array(1024);
+        } else if (depth !== leaf) {
+          throw FALLBACK;
+        }
+        // The innermost list: numbers up to its `]`.
+        let n = 0;
+        for (;;) {
+          const start = p;
+          let negative = false;
+          if (c === MINUS) {
+            negative = true;
+            c = ++p < len ? b[p]! : 0;
+          }
+          let m = 0;
+          let digits = 0;
+          let exponent = 0;
+          if (c === ZERO) {
+            c = ++p < len ? b[p]! : 0;
+            if (c >= ZERO && c <= NINE) throw FALLBACK; // leading zero
+          } else if (c > ZERO && c <= NINE) {
+            do {
+              m = m * 10 + (c - ZERO);
+              digits++;
+              c = ++p < len ? b[p]! : 0;
+            } while (c >= ZERO && c <= NINE);
+          } else {
+            throw FALLBACK; // NaN, Infinity, strings, objects, lists at this level, end of input, ...
+          }
+          if (c === DOT) {
+            c = ++p < len ? b[p]! : 0;
+            if (c < ZERO || c > NINE) throw FALLBACK;
+            if (digits === 0) {
+              while (c === ZERO) {
+                exponent--;
+                c = ++p < len ? b[p]! : 0;
+              }
+            }
+            while (c >= ZERO && c <= NINE) {
+              m = m * 10 + (c - ZERO);
+              digits++;
+              exponent--;
+              c = ++p < len ? b[p]! : 0;
+            }
+          }
+          if (c === 0x65 || c === 0x45) {
+            c = ++p < len ? b[p]! : 0;
+            let expNegative = false;
+            if (c === MINUS || c === PLUS) {
+              expNegative = c === MINUS;
+              c = ++p < len ? b[p]! : 0;
+            }
+            if (c < ZERO || c > NINE) throw FALLBACK;
+            let e = 0;
+            do {
+              if (e < 100_000) e = e * 10 + (c - ZERO);
+              c = ++p < len ? b[p]! : 0;
+            } while (c >= ZERO && c <= NINE);
+            exponent += expNegative ? -e : e;
+          }
+          let v: number;
+          if (exponent < -22 || exponent > 22 || digits > 18) {
+            v = exactNumber(b, start, p);
+          } else {
+            v = exponent < 0 ? m / POW10[-exponent]! : m * POW10[exponent]!;
+            if (negative) v = -v;
+            if (digits > 15) {
+              if (ic + 3 > inexact.length) {
+                const grown = new Int32Array(inexact.length * 2);
+                grown.set(inexact);
+                inexact = grown;
+              }
+              inexact[ic] = count;
+              inexact[ic + 1] = start;
+              inexact[ic + 2] = p;
+              ic += 3;
+            }
+          }
+          if (count === values.length) {
+            const grown = new Float64Array(values.length * 2);
+            grown.set(values);
+            values = grown;
+          }
+          values[count++] = v;
+          n++;
+          while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+          p++;
+          if (c === COMMA) {
+            c = p < len ? b[p]! : 0;
+            while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+            continue;
+          }
+          if (c === RBRACKET) break;
+          throw FALLBACK;
+        }
+        if (shape[depth] === -1) {
+          shape[depth] = n;
+          // The first innermost list: size the values for the whole body at its density.
+          if (sizes[0] === 0 && p - begin > 0) {
+            const estimate = Math.min(ESTIMATE_CAP, Math.ceil(((len - begin) * count) / (p - begin)) + 16);
+            if (estimate > values.length) {
+              const grown = new Float64Array(estimate);
+              grown.set(values.subarray(0, count));
+              values = grown;
+              // And the approximated numbers' marks at the same share.
+              const marks = Math.ceil((estimate * ic) / count) + 3;
+              if (marks > inexact.length) {
+                const more = new Int32Array(marks);
+                more.set(inexact.subarray(0, ic));
+                inexact = more;
+              }
+            }
+          }
+        } else if (shape[depth] !== n) {
+          throw FALLBACK;
+        }
       }
-      n++;
-      this.ws();
-      const c = b[this.pos++];
-      if (c === COMMA) continue;
-      if (c === RBRACKET) break;
-      throw FALLBACK;
+      // The list at `depth` ended at p - 1: close it and every list that ends with it.
+      for (;;) {
+        if (depth === 0) {
+          this.pos = p;
+          this.scratch = values;
+          this.count = count;
+          this.inexact = inexact;
+          this.inexactCount = ic;
+          return;
+        }
+        depth--;
+        sizes[depth] = sizes[depth]! + 1;
+        c = p < len ? b[p]! : 0;
+        while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+        p++;
+        if (c === COMMA) break;
+        if (c !== RBRACKET) throw FALLBACK;
+        if (shape[depth] === -1) shape[depth] = sizes[depth]!;
+        else if (shape[depth] !== sizes[depth]) throw FALLBACK;
+      }
     }
-    if (shape[depth] === -1) shape[depth] = n;
-    else if (shape[depth] !== n) throw FALLBACK;
   }
 
   private push(v: number): void {
     if (this.count === this.scratch.length) {
-      const grown = new Float64Array(this.scratch.length * 2);
+      const grown = new Float64Array(Math.max(16, this.scratch.length * 2));
       grown.set(this.scratch);
       this.scratch = grown;
     }
@@ -631,5 +825,129 @@ function readPackedObject(bytes: Uint8Array, packKey: string): Record<string, un
   } catch (error) {
     if (error === FALLBACK) return undefined;
     throw error;
+  }
+}
+
+/** Deepest list packTfsPredictTree packs (deeper ones stay lists, for the codec's own checks). */
+const PACK_MAX_RANK = 32;
+
+/**
+ * `list` as PackedNumbers when it is a non-empty rectangular nested list of JSON numbers
+ * (every size above 0, rank up to 32); undefined for anything else (left to the codec).
+ */
+function packList(list: unknown[]): PackedNumbers | undefined {
+  const shape: number[] = [];
+  let v: unknown = list;
+  while (Array.isArray(v)) {
+    if (v.length === 0 || shape.length >= PACK_MAX_RANK) return undefined;
+    shape.push(v.length);
+    v = v[0];
+  }
+  if (typeof v !== 'number') return undefined;
+  let count = 1;
+  for (const n of shape) count *= n;
+  const values = new Float64Array(count);
+  const rank = shape.length;
+  let at = 0;
+  const walk = (node: unknown[], level: number): boolean => {
+    if (node.length !== shape[level]) return false;
+    if (level === rank - 1) {
+      for (let i = 0; i < node.length; i++) {
+        const x = node[i];
+        if (typeof x !== 'number') return false;
+        values[at++] = x;
+      }
+      return true;
+    }
+    for (let i = 0; i < node.length; i++) {
+      const child = node[i];
+      if (!Array.isArray(child) || !walk(child, level + 1)) return false;
+    }
+    return true;
+  };
+  return walk(list, 0) ? new PackedNumbers(shape, values, new Int32Array(0), new Uint8Array(0)) : undefined;
+}
+
+/**
+ * A predict body that the general path parsed (JSON.parse: plain objects, lists, numbers)
+ * as a message for another thread, like fastBodyToMessage: the rectangular numeric lists
+ * the codec takes as tensors (`instances`, `inputs`, and every value of an `inputs`
+ * object but `__proto__` and `b64`) become packed arrays, moved instead of cloned as lists; the
+ * rest of the tree is cloned as it is. Changes `body` in place (it must not be used
+ * afterwards). fastBodyFromMessage rebuilds what the general path would have given, with
+ * PackedNumbers in place of those lists (the codec reads them alike).
+ */
+export function parsedBodyToMessage(body: unknown): { message: FastBodyMessage; transfer: ArrayBuffer[] } {
+  const packed: PackedAt[] = [];
+  const transfer: ArrayBuffer[] = [];
+  const plain = (v: unknown): v is Record<string, unknown> =>
+    typeof v === 'object' && v !== null && !Array.isArray(v);
+  const take = (holder: Record<string, unknown>, key: string, path: readonly string[]): void => {
+    const value = holder[key];
+    if (!Array.isArray(value)) return;
+    const list = packList(value);
+    if (list === undefined) return;
+    const parts = list.parts();
+    packed.push({ path, parts });
+    transfer.push(parts.values.buffer as ArrayBuffer);
+    holder[key] = null;
+  };
+  if (plain(body)) {
+    for (const key of Object.keys(body)) {
+      // The codec reads no other key: cloning them would be wasted (and they may be deep).
+      if (key !== 'instances' && key !== 'inputs' && key !== 'signature_name') setOwn(body, key, null);
+    }
+    if (Object.hasOwn(body, 'instances')) take(body, 'instances', ['instances']);
+    if (Object.hasOwn(body, 'inputs')) {
+      const inputs = body['inputs'];
+      if (plain(inputs)) {
+        for (const name of Object.keys(inputs)) {
+          if (name !== '__proto__' && name !== 'b64') take(inputs, name, ['inputs', name]);
+        }
+      } else {
+        take(body, 'inputs', ['inputs']);
+      }
+    }
+  }
+  cutBelow(body, CLONE_DEPTH);
+  return { message: { tree: body, packed }, transfer };
+}
+
+/**
+ * Depth at which parsedBodyToMessage cuts the tree (structured clone recurses, and hostile
+ * nesting would overflow the stack). The codec never looks below depth 68 (the body, its
+ * `inputs` object, a row list, a row object, 64 levels of lists, a `{"b64": ...}` leaf and
+ * its value), and at that depth only at a value's type; a list cut here becomes `[]` and an
+ * object `{}`, which the codec reads alike.
+ */
+const CLONE_DEPTH = 100;
+
+function setOwn(holder: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(holder, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
+/** Replaces every list or object at `depth` below `root` with an empty one (no recursion). */
+function cutBelow(root: unknown, depth: number): void {
+  const stack: [unknown, number][] = [[root, 0]];
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const [node, level] = top;
+    if (typeof node !== 'object' || node === null) continue;
+    const cut = level + 1 >= depth;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) {
+        const child: unknown = node[i];
+        if (typeof child !== 'object' || child === null) continue;
+        if (cut) node[i] = Array.isArray(child) ? [] : {};
+        else stack.push([child, level + 1]);
+      }
+    } else {
+      const record = node as Record<string, unknown>;
+      for (const key of Object.keys(record)) {
+        const child = record[key];
+        if (typeof child !== 'object' || child === null || child instanceof PackedNumbers) continue;
+        if (cut) setOwn(record, key, Array.isArray(child) ? [] : {});
+        else stack.push([child, level + 1]);
+      }
+    }
   }
 }

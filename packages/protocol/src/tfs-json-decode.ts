@@ -288,11 +288,7 @@ export function jsonToTensor(value: unknown, dtype: DType, alias: string): Tenso
 function packedToTensor(packed: PackedNumbers, dtype: DType, what: string): Tensor {
   const shape = [...packed.shape];
   const count = checkShape(shape, what);
-  if (dtype === 'float32') {
-    const data = allocate('float32', count);
-    packed.toFloat32(data);
-    return { dtype, shape, data };
-  }
+  if (dtype === 'float32') return { dtype, shape, data: packed.float32Values() };
   const values = packed.exactValues();
   if (dtype === 'float64') return { dtype, shape, data: values.slice() };
   const put = leafWriter(dtype, what, count);

@@ -6,7 +6,9 @@ import {
   type Tensor,
   parseTfsJsonText,
   parseTfsPredictBody,
+  fastBodyFromMessage,
   parseTfsPredictJson,
+  parsedBodyToMessage,
   readNumericPredictBody,
   tfsJsonToTensors,
 } from '../src/index.js';
@@ -29,6 +31,13 @@ function bytesOf(t: Tensor): Uint8Array {
   if (Array.isArray(t.data)) return utf8(JSON.stringify(t.data.map((b) => Array.from(b as Uint8Array))));
   const d = t.data as ArrayLike<number> & { buffer: ArrayBufferLike; byteOffset: number; byteLength: number };
   return new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+}
+
+/** decode() with tensor data as bytes, for comparing bit for bit. */
+function decodeBytes(body: unknown): unknown {
+  const out = decode(body, { x: { dtype: 'float32' } });
+  if (typeof out === 'string') return out;
+  return Object.entries(out).map(([k, t]) => [k, t.dtype, t.shape, Buffer.from(bytesOf(t)).toString('hex')]);
 }
 
 /** Asserts the fast path accepted `text` and gives exactly what the general path gives. */
@@ -245,6 +254,103 @@ describe('fast numeric JSON reader', () => {
     const end = body.trimEnd().length;
     for (let n = 0; n < end; n++)
       assert.equal(readNumericPredictBody(full.subarray(0, n)), undefined, String(n));
+  });
+
+  it('random mutations of valid bodies: refused, or read exactly as the general path reads them', () => {
+    const r = rng(7);
+    const alphabet = [
+      '[',
+      ']',
+      ',',
+      '-',
+      '.',
+      'e',
+      'E',
+      '+',
+      '0',
+      '1',
+      '9',
+      ' ',
+      '"',
+      '{',
+      '}',
+      ':',
+      'N',
+      '\n',
+    ];
+    let accepted = 0;
+    for (let trial = 0; trial < 3000; trial++) {
+      const rank = 1 + Math.floor(r() * 4);
+      const shape = Array.from({ length: rank }, () => 1 + Math.floor(r() * 4));
+      const tensor = nested(
+        r,
+        shape,
+        () => numberText(r),
+        () => (r() < 0.2 ? ' ' : ''),
+      );
+      let text = `{"instances": ${tensor}}${' '.repeat(256)}`;
+      const edits = 1 + Math.floor(r() * 3);
+      for (let e = 0; e < edits; e++) {
+        const at = Math.floor(r() * text.trimEnd().length);
+        const op = Math.floor(r() * 3);
+        const ch = alphabet[Math.floor(r() * alphabet.length)]!;
+        if (op === 0) text = text.slice(0, at) + text.slice(at + 1);
+        else if (op === 1) text = text.slice(0, at) + ch + text.slice(at);
+        else text = text.slice(0, at) + ch + text.slice(at + 1);
+      }
+      let general: unknown;
+      try {
+        general = parseTfsJsonText(text);
+      } catch {
+        assert.equal(readNumericPredictBody(utf8(text)), undefined, text.slice(0, 200));
+        continue;
+      }
+      const fast = readNumericPredictBody(utf8(text));
+      if (fast === undefined) continue;
+      accepted++;
+      assert.deepEqual(decodeBytes(fast), decodeBytes(general), text.slice(0, 200));
+    }
+    assert.ok(accepted > 100, `only ${accepted} mutated bodies were still valid`);
+  });
+
+  it('parsedBodyToMessage: the codec reads the rebuilt body as the parsed one (deep, odd and b64 bodies)', () => {
+    const r = rng(11);
+    const big = nested(
+      r,
+      [2, 3, 4],
+      () => numberText(r),
+      () => '',
+    );
+    const deepList = `${'['.repeat(5000)}1${']'.repeat(5000)}`;
+    const deepObject = `${'{"x":'.repeat(5000)}1${'}'.repeat(5000)}`;
+    const bodies: [string, Record<string, { dtype: DType }>][] = [
+      [`{"instances": ${big}, "extra": ${deepObject}}`, { x: { dtype: 'float32' } }],
+      [`{"instances": ${deepList}}`, { x: { dtype: 'float32' } }],
+      [`{"instances": [${deepObject}]}`, { x: { dtype: 'float32' } }],
+      [`{"instances": [{"a": ${deepList}}]}`, { a: { dtype: 'int32' } }],
+      [
+        `{"instances": [{"a": ${big}, "b": {"b64": "QUJD"}}, {"a": ${big}, "b": {"b64": ${deepObject}}}]}`,
+        { a: { dtype: 'float64' }, b: { dtype: 'string' } },
+      ],
+      [
+        `{"inputs": {"a": ${big}, "__proto__": [1], "b64": [2]}, "signature_name": "s"}`,
+        { a: { dtype: 'float32' }, b64: { dtype: 'int32' } },
+      ],
+      [`{"inputs": {"b64": [1, 2]}}`, { x: { dtype: 'string' } }],
+      [`{"inputs": {"b64": "QUJD"}}`, { x: { dtype: 'string' } }],
+      [`{"inputs": ${big}, "__proto__": {"instances": [1]}}`, { x: { dtype: 'float32' } }],
+      [`{"instances": [NaN, -0, 1e400, -1e-400]}`, { x: { dtype: 'float32' } }],
+      [`{"instances": [[1, 2], [3]]}`, { x: { dtype: 'float32' } }],
+      [`{"instances": [[-0, 2.5], [3, 1e300]]}`, { x: { dtype: 'float64' } }],
+      [`{"instances": [[]]}`, { x: { dtype: 'float32' } }],
+      [`[1, 2]`, { x: { dtype: 'float32' } }],
+      [`{"inputs": ${deepList.replace('1', '[]')}}`, { x: { dtype: 'bool' } }],
+    ];
+    for (const [text, specs] of bodies) {
+      const { message } = parsedBodyToMessage(parseTfsJsonText(text));
+      const rebuilt = fastBodyFromMessage(structuredClone(message), new Uint8Array(0));
+      assert.deepEqual(decode(rebuilt, specs), decode(parseTfsJsonText(text), specs), text.slice(0, 120));
+    }
   });
 
   it('parseTfsPredictJson: errors and values as before for what the fast path refuses', () => {

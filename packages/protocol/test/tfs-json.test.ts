@@ -257,6 +257,21 @@ void describe('JsonWriter.float32', () => {
       if (i < 20_000)
         assert.ok(got.length <= shortestFloat32Slow(f).length, `${f}: ${got} vs ${shortestFloat32Slow(f)}`);
     });
+    // The fast path's range (1e-12 to 1e12), where image tensors live, at every magnitude.
+    const scaled = new Float32Array(60_000);
+    for (let i = 0; i < scaled.length; i++) scaled[i] = (Math.random() - 0.5) * 2 ** ((i % 81) - 40);
+    const s = new JsonWriter();
+    scaled.forEach((f, i) => {
+      if (i > 0) s.byte(44);
+      s.float32(f);
+    });
+    text(s.bytes())
+      .split(',')
+      .forEach((got, i) => {
+        const f = scaled[i]!;
+        assert.equal(Math.fround(Number(got)), f, `${f} -> ${got}`);
+        assert.ok(got.length <= shortestFloat32Slow(f).length, `${f}: ${got} vs ${shortestFloat32Slow(f)}`);
+      });
     const z = new JsonWriter();
     z.float32(-0);
     z.float32(0);

@@ -14,8 +14,11 @@ import {
   PackedNumbers,
   type NumericPredictBody,
   ServingError,
+  parseTfsJsonText,
+  parseTfsPredictBody,
   readFastJsonBody,
   readNumericPredictBody,
+  tfsJsonToTensors,
 } from '@visionserve/protocol';
 import { createJsonDecodePool } from '../src/runtime/json-decode-pool.js';
 import { createMemoryLogger } from './fakes.js';
@@ -163,6 +166,119 @@ describe('JSON decode pool', () => {
     }
   });
 
+  it('readTfsPredictBody: bodies the reader refuses are parsed on the thread, with the general path’s tensors and errors', async () => {
+    const pool = createJsonDecodePool({ threads: 1, maxWaitMs: 0, logger: createMemoryLogger() });
+    const big = nested([3, 64, 64], number);
+    const b64 = Array.from(
+      { length: 5000 },
+      (_, i) => `{"b64":"${Buffer.from(`img${i}`).toString('base64')}"}`,
+    );
+    const cases: [string, string, Record<string, { dtype: 'float32' | 'int32' | 'string' }>][] = [
+      [
+        'NaN tokens',
+        `{"instances":${nested([3, 64, 64], (i) => (i % 7 === 0 ? 'NaN' : i % 11 === 0 ? '-Infinity' : number(i)))}}`,
+        { x: { dtype: 'float32' } },
+      ],
+      [
+        'row objects',
+        `{"instances":[{"a":${big},"s":"x"},{"a":${big},"s":"y"}]}`,
+        { a: { dtype: 'float32' }, s: { dtype: 'string' } },
+      ],
+      ['b64 rows', `{"signature_name":"sig","instances":[${b64.join(',')}]}`, { x: { dtype: 'string' } }],
+      ['b64 columnar', `{"inputs":{"b64":"${'QUJD'.repeat(30_000)}"}}`, { x: { dtype: 'string' } }],
+      ['escaped key', `{"in\\u0073tances":${big}}`, { x: { dtype: 'float32' } }],
+      [
+        'named + extra key',
+        `{"inputs":{"a":${big},"b":[[1,2],[3]]},"extra":1}`,
+        { a: { dtype: 'float32' }, b: { dtype: 'int32' } },
+      ],
+      [
+        'named ragged',
+        `{"inputs":{"a":${big},"b":[[1,2],[3]]}}`,
+        { a: { dtype: 'float32' }, b: { dtype: 'int32' } },
+      ],
+      ['__proto__ input', `{"inputs":{"__proto__":${big},"a":${big}}}`, { a: { dtype: 'float32' } }],
+      [
+        'duplicate keys',
+        `{"instances":${big},"instances":${nested([2, 64, 64], number)}}`,
+        { x: { dtype: 'float32' } },
+      ],
+      ['ints for float', `{"inputs":${big}, "signature_name": 5}`, { x: { dtype: 'float32' } }],
+      [
+        'wrong dtype',
+        `{"inputs":${nested([4, 64, 64], (i) => (i === 1000 ? 'true' : String(i)))}}`,
+        { x: { dtype: 'int32' } },
+      ],
+    ];
+    /** Tensors (dtype, shape, bytes) or the error, as the codec gives them for a parsed body. */
+    const outcome = (
+      body: unknown,
+      specs: Record<string, { dtype: 'float32' | 'int32' | 'string' }>,
+    ): unknown => {
+      try {
+        const parsed = parseTfsPredictBody(body);
+        const tensors = tfsJsonToTensors(parsed.format, parsed.value, specs);
+        return {
+          signature: parsed.signatureName,
+          tensors: Object.entries(tensors).map(([k, t]) => [
+            k,
+            t.dtype,
+            t.shape,
+            Array.isArray(t.data)
+              ? t.data.map((b) => Buffer.from(b as Uint8Array).toString('hex'))
+              : Buffer.from((t.data as Float32Array).buffer).toString('hex'),
+          ]),
+        };
+      } catch (error) {
+        return `${String((error as ServingError).code)}: ${(error as Error).message}`;
+      }
+    };
+    try {
+      for (const [name, text, specs] of cases) {
+        const bytes = Buffer.from(text);
+        assert.ok(bytes.byteLength >= 65_536, name);
+        assert.equal(readNumericPredictBody(bytes), undefined, `${name} is one the reader refuses`);
+        const there = await pool.readTfsPredictBody(bytes);
+        assert.deepEqual(outcome(there, specs), outcome(parseTfsJsonText(text), specs), name);
+      }
+      assert.equal(pool.counts.offThread, cases.length);
+      // Text that is not JSON: the general path's error, from the thread.
+      for (const text of [`{"instances":${big}`, `{"instances":${big}}}`, `${big.slice(0, -1)}x]`]) {
+        const expected = (() => {
+          try {
+            parseTfsJsonText(text);
+          } catch (error) {
+            return error as ServingError;
+          }
+          return undefined;
+        })();
+        assert.ok(expected !== undefined);
+        await assert.rejects(pool.readTfsPredictBody(Buffer.from(text)), (e: unknown) => {
+          assert.ok(e instanceof ServingError);
+          assert.equal(e.code, Code.INVALID_ARGUMENT);
+          assert.equal(e.message, expected.message);
+          return true;
+        });
+      }
+      assert.equal(pool.counts.offThread, cases.length + 3);
+      assert.equal(pool.counts.inline, 0);
+      // Bodies the reader takes, and small ones (read here), as parseTfsPredictJson gives them.
+      const small = Buffer.from(`{"instances":[1, NaN]}`);
+      assert.deepEqual(
+        outcome(await pool.readTfsPredictBody(small), { x: { dtype: 'float32' } }),
+        outcome(parseTfsJsonText(small.toString()), { x: { dtype: 'float32' } }),
+      );
+      assert.equal(pool.counts.inline, 1);
+      const fast = await pool.readTfsPredictBody(bodies.instances!);
+      assert.deepEqual(
+        describeBody(fast as NumericPredictBody),
+        describeBody(readNumericPredictBody(bodies.instances!)),
+      );
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('sheds a body that would wait longer than maxWaitMs behind the admitted ones, until they are decoded', async () => {
     const pool = createJsonDecodePool({ threads: 1, maxWaitMs: 50, logger: createMemoryLogger() });
     try {
@@ -219,6 +335,13 @@ describe('JSON decode pool', () => {
           assert.deepEqual(describeBody(results[1]), describeBody(readNumericPredictBody(bodies.named!)));
         }
         assert.equal(pool.counts.inline, 4);
+        // The general path too, and its errors.
+        const nan = `{"instances":${nested([3, 64, 64], (i) => (i % 7 === 0 ? 'NaN' : String(i)))}}`;
+        const body = (await pool.readTfsPredictBody(Buffer.from(nan))) as { instances: unknown };
+        assert.deepEqual(body, parseTfsJsonText(nan));
+        await assert.rejects(pool.readTfsPredictBody(Buffer.from(nan.slice(1))), (e: unknown) => {
+          return e instanceof ServingError && e.code === Code.INVALID_ARGUMENT;
+        });
         assert.ok(logger.records.some((r) => r.level === 'error' && /decode thread stopped/.test(r.message)));
       } finally {
         await pool.close();

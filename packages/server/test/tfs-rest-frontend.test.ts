@@ -525,6 +525,28 @@ void describe('TF Serving REST frontend', () => {
     }
     assert.equal((await call('POST', '/v1/models/half:predict', body, {}, at)).status, 200);
     assert.equal(jsonDecode.counts.offThread, 3);
+    // Big bodies the fast reader refuses are parsed on the decode thread too, with the
+    // general path's answers: NaN tokens, row objects, hostile nesting, text that is not JSON.
+    const inline = jsonDecode.counts.inline;
+    const nan = `{"instances": [NaN, ${xs.join(', ')}, -Infinity]}`;
+    const nanAnswer = await call('POST', '/v1/models/half:predict', nan, {}, at);
+    assert.equal(nanAnswer.status, 200, nanAnswer.text);
+    assert.match(nanAnswer.text, /^\{"predictions":\[NaN,2,/);
+    assert.match(nanAnswer.text, /,-Infinity\]\}$/);
+    const rows = JSON.stringify({ instances: xs.slice(0, 10_000).map((x) => ({ a: [x, x], b: 1 })) });
+    const rowsAnswer = await call('POST', '/v1/models/two:predict', rows, {}, at);
+    assert.equal(rowsAnswer.status, 200, rowsAnswer.text);
+    await expectError(
+      call('POST', '/v1/models/half:predict', body.slice(0, -1), {}, at),
+      400,
+      /JSON Parse error/,
+    );
+    const deep = `{"instances": ${'['.repeat(100_000)}1${']'.repeat(100_000)}}`;
+    await expectError(call('POST', '/v1/models/half:predict', deep, {}, at), 400, /deeper than/);
+    const deepObj = `{"instances": [${'{"x":'.repeat(100_000)}1${'}'.repeat(100_000)}]}`;
+    await expectError(call('POST', '/v1/models/half:predict', deepObj, {}, at), 400, /not formatted/);
+    assert.equal(jsonDecode.counts.offThread, 8);
+    assert.equal(jsonDecode.counts.inline, inline);
   });
 
   void it('answers 504 when the request deadline passes', async () => {

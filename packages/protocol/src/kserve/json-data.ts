@@ -184,6 +184,7 @@ function tensorFromPackedData(
     );
   }
   if (dtype === 'bool') throw bad(data.exactValues()[0]!, ' (BOOL values are true or false)');
+  if (dtype === 'float32' && data.length === count) return { dtype, shape, data: data.float32Values() };
   const out = allocate(dtype, count);
   if (dtype === 'float32') {
     data.toFloat32(out as Float32Array);

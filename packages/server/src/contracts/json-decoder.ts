@@ -35,6 +35,13 @@ export interface JsonDecoder {
    */
   readNumericPredictBody(bytes: Uint8Array, ticket?: DecodeTicket): Promise<NumericPredictBody | undefined>;
   /**
+   * A TF Serving predict body as parseTfsPredictJson (`@visionserve/protocol`) gives it:
+   * the fast reader's, or else the general path's (JSON.parse with NaN/Infinity tokens),
+   * both read on a decode thread for bodies of `minBytes` or more and here otherwise. Rejects
+   * with its INVALID_ARGUMENT for text that is not JSON. Releases `ticket`.
+   */
+  readTfsPredictBody(bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown>;
+  /**
    * readFastJsonBody(format, bytes) (`@visionserve/protocol`), placed and admitted as
    * readNumericPredictBody: undefined when the reader does not take the body. Releases `ticket`.
    */

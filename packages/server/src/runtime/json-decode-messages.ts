@@ -1,4 +1,4 @@
-import type { FastBodyMessage, FastJsonFormat } from '@visionserve/protocol';
+import type { Code, FastBodyMessage, FastJsonFormat } from '@visionserve/protocol';
 
 /** A body for a JSON decode thread; `bytes` is the thread's own copy. */
 export interface ToDecodeWorker {
@@ -6,6 +6,11 @@ export interface ToDecodeWorker {
   /** Which body this is (readFastJsonBody). */
   readonly format: FastJsonFormat;
   readonly bytes: Uint8Array;
+  /**
+   * A `tfs-predict` body that the fast reader does not take is parsed here too, by the
+   * general path (parseTfsJsonText), instead of being answered `undefined`.
+   */
+  readonly general?: boolean;
 }
 
 /** The answer: the tensors read (undefined: not a body for the fast reader), and the time it took. */
@@ -14,6 +19,8 @@ export interface FromDecodeWorker {
   /** Wall-clock ms the read took in the thread. */
   readonly ms: number;
   readonly body: FastBodyMessage | undefined;
+  /** The general path's refusal of a `general` body (INVALID_ARGUMENT: not JSON). */
+  readonly error?: { readonly code: Code; readonly message: string };
   /** Set when the reader threw (a bug): logged, and the body takes the general path. */
   readonly failure?: string;
 }

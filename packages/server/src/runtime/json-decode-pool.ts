@@ -5,6 +5,7 @@ import {
   type NumericPredictBody,
   ServingError,
   fastBodyFromMessage,
+  parseTfsJsonText,
   readFastJsonBody,
 } from '@visionserve/protocol';
 import type { DecodeTicket, JsonDecoder } from '../contracts/json-decoder.js';
@@ -116,17 +117,30 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
     return best!;
   };
 
-  const inline = (format: FastJsonFormat, bytes: Uint8Array): unknown => {
+  /** The read on the event loop; `general`: a tfs-predict body the reader refuses is parsed generally. */
+  const inline = (format: FastJsonFormat, bytes: Uint8Array, general: boolean): unknown => {
     counts.inline++;
     const started = performance.now();
-    const body = readFastJsonBody(format, bytes);
-    measured(bytes.byteLength, performance.now() - started);
-    return body;
+    try {
+      return (
+        readFastJsonBody(format, bytes) ??
+        (general
+          ? parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'))
+          : undefined)
+      );
+    } finally {
+      measured(bytes.byteLength, performance.now() - started);
+    }
   };
 
-  const read = async (format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown> => {
+  const decode = async (
+    format: FastJsonFormat,
+    bytes: Uint8Array,
+    ticket: DecodeTicket | undefined,
+    general: boolean,
+  ): Promise<unknown> => {
     try {
-      if (threads <= 0 || closed || bytes.byteLength < minBytes) return inline(format, bytes);
+      if (threads <= 0 || closed || bytes.byteLength < minBytes) return inline(format, bytes, general);
       const thread = pick();
       const id = nextId++;
       // The thread gets its own copy: the caller keeps `bytes` (inexact numbers are read
@@ -137,18 +151,24 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
         if (thread.jobs.size === 0) thread.worker.ref();
         thread.jobs.set(id, { bytes: bytes.byteLength, resolve });
         thread.pendingBytes += bytes.byteLength;
-        const message: ToDecodeWorker = { id, format, bytes: copy };
+        const message: ToDecodeWorker = general
+          ? { id, format, bytes: copy, general }
+          : { id, format, bytes: copy };
         thread.worker.postMessage(message, [copy.buffer]);
       });
-      if (reply === undefined) return inline(format, bytes);
+      if (reply === undefined) return inline(format, bytes, general);
       counts.offThread++;
       measured(bytes.byteLength, reply.ms);
-      if (reply.failure !== undefined) return undefined;
+      if (reply.error !== undefined) throw new ServingError(reply.error.code, reply.error.message);
+      if (reply.failure !== undefined) return general ? inline(format, bytes, general) : undefined;
       return reply.body === undefined ? undefined : fastBodyFromMessage(reply.body, bytes);
     } finally {
       ticket?.release();
     }
   };
+
+  const read = (format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown> =>
+    decode(format, bytes, ticket, false);
 
   return {
     admit(bytes) {
@@ -178,6 +198,10 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
 
     async readNumericPredictBody(bytes, ticket) {
       return (await read('tfs-predict', bytes, ticket)) as NumericPredictBody | undefined;
+    },
+
+    readTfsPredictBody(bytes, ticket) {
+      return decode('tfs-predict', bytes, ticket, true);
     },
 
     read,

@@ -104,8 +104,7 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
             const body =
               jsonDecode === undefined
                 ? parseTfsPredictJson(bytes)
-                : ((await jsonDecode.readNumericPredictBody(bytes, ticket)) ??
-                  parseTfsJsonText(bytes.toString('utf8')));
+                : await jsonDecode.readTfsPredictBody(bytes, ticket);
             sendJson(ctx.res, 200, await predictTfsJson(service, model, body, timed));
             return;
           }
