@@ -825,6 +825,13 @@ async function startServer(
     } finally {
       initialModels = undefined;
     }
+    // A second after the models are in (not competing with their loads and warmups), one JSON
+    // decode thread starts, so the first big JSON body does not pay for its start and warm-up.
+    const prestart = setTimeout(() => {
+      jsonDecode.prestart();
+    }, 1000);
+    prestart.unref();
+    timers.push(prestart);
 
     if (config.fileSystemPollSeconds > 0) {
       timers.push(

@@ -4,7 +4,7 @@
  * here, the decode backlog sheds before a body is read, and a dead thread loses nothing.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -347,6 +347,34 @@ describe('JSON decode pool', () => {
         await pool.close();
       }
     });
+  });
+
+  it('prestart starts one thread before the first body (none with threads 0, none after close)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vs-decode-'));
+    try {
+      const starts = join(dir, 'starts');
+      const marker = join(dir, 'marker-worker.mjs');
+      writeFileSync(
+        marker,
+        `import { appendFileSync } from 'node:fs';\nappendFileSync(${JSON.stringify(starts)}, 'x');\n`,
+      );
+      const started = (): number => (existsSync(starts) ? readFileSync(starts, 'utf8').length : 0);
+      const options = { maxWaitMs: 0, logger: createMemoryLogger(), workerUrl: pathToFileURL(marker) };
+      const none = createJsonDecodePool({ ...options, threads: 0 });
+      none.prestart();
+      const closed = createJsonDecodePool({ ...options, threads: 2 });
+      await closed.close();
+      closed.prestart();
+      const pool = createJsonDecodePool({ ...options, threads: 2 });
+      pool.prestart();
+      pool.prestart();
+      for (let i = 0; i < 200 && started() === 0; i++) await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(started(), 1);
+      await Promise.all([pool.close(), none.close()]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('after close, reads here', async () => {

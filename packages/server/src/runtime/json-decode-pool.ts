@@ -14,6 +14,11 @@ import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js
 
 /** The pool as server.ts holds it: the frontends' contract, and a way to stop it. */
 export interface JsonDecodePool extends JsonDecoder {
+  /**
+   * Starts one decode thread now if none runs (threads otherwise start on first use), so the
+   * first big body does not wait for the thread's start and the reader's warm-up.
+   */
+  prestart(): void;
   /** Stops the decode threads (pending reads fall back to the caller's path). */
   close(): Promise<void>;
 }
@@ -208,6 +213,10 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
 
     backlogMs,
     counts,
+
+    prestart() {
+      if (!closed && threads > 0 && pool.length === 0) spawn();
+    },
 
     async close() {
       closed = true;
