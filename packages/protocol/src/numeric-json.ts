@@ -260,12 +260,16 @@ class Reader {
   pos = 0;
   /** Values of the tensor being read (grown by doubling, then copied out exactly sized). */
   private scratch = new Float64Array(16);
+  /** Elements the density estimates may still allocate for this body (see list()). */
+  private estimateBudget: number;
   private count = 0;
   /** (index, start, end) of the approximated numbers of the tensor being read. */
   private inexact = new Int32Array(96);
   private inexactCount = 0;
 
-  constructor(private readonly bytes: Uint8Array) {}
+  constructor(private readonly bytes: Uint8Array) {
+    this.estimateBudget = bytes.length;
+  }
 
   ws(): void {
     const b = this.bytes;
@@ -320,13 +324,16 @@ class Reader {
     }
     const n = this.count;
     const values = this.scratch;
-    // Sized from an estimate: keep the array when little of it is unused, else copy it out.
-    const out = values.length - n <= values.length >> 3 ? values.subarray(0, n) : values.slice(0, n);
-    this.scratch = new Float64Array(0);
+    // Hand the array over when little of it is unused; else copy the values out and keep
+    // the array for the next tensor of the body.
+    const handOver = values.length - n <= values.length >> 3;
+    const out = handOver ? values.subarray(0, n) : values.slice(0, n);
+    this.scratch = handOver ? new Float64Array(0) : values;
     const marks = this.inexact;
     const ic = this.inexactCount;
-    const outMarks = marks.length - ic <= marks.length >> 3 ? marks.subarray(0, ic) : marks.slice(0, ic);
-    this.inexact = new Int32Array(96);
+    const handOverMarks = marks.length - ic <= marks.length >> 3;
+    const outMarks = handOverMarks ? marks.subarray(0, ic) : marks.slice(0, ic);
+    this.inexact = handOverMarks ? new Int32Array(96) : marks;
     return new PackedNumbers(shape, out, outMarks, this.bytes);
   }
 
@@ -484,7 +491,11 @@ class Reader {
           // The first innermost list: size the values for the whole body at its density.
           if (sizes[0] === 0 && p - begin > 0) {
             const estimate = Math.min(ESTIMATE_CAP, Math.ceil(((len - begin) * count) / (p - begin)) + 16);
-            if (estimate > values.length) {
+            // Every tensor of a body estimates the rest of the body: past a budget of one
+            // element per body byte in all, arrays only double (no quadratic cost for bodies
+            // of many small tensors).
+            if (estimate > values.length && estimate <= this.estimateBudget) {
+              this.estimateBudget -= estimate;
               const grown = new Float64Array(estimate);
               grown.set(values.subarray(0, count));
               values = grown;
