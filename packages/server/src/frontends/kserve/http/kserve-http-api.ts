@@ -223,9 +223,12 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
         // The response body views the outputs: their pooled memory is reused only once the
         // response has been handed to the socket or the connection is gone.
         const outputLease = createOutputLease();
-        ctx.res.once('close', () => {
-          outputLease.release();
-        });
+        // A client gone during the decode above has already closed the response.
+        if (ctx.res.closed) outputLease.release();
+        else
+          ctx.res.once('close', () => {
+            outputLease.release();
+          });
         const encoded = await kserve.infer(ref, request, {
           outputLease,
           signal: ctx.signal,
