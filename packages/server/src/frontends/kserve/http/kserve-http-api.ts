@@ -207,6 +207,12 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
             ticket.release();
           });
         }
+        // The response body views the outputs: their pooled memory is reused only once the
+        // response has been handed to the socket or the connection is gone.
+        const outputLease = createOutputLease();
+        ctx.res.once('close', () => {
+          outputLease.release();
+        });
         // The binary tensor data starts right after the JSON header: place it 8-byte aligned.
         const alignAt = headerLength === undefined ? undefined : Number(headerLength);
         const body = await ctx.readBody(undefined, {
@@ -220,15 +226,6 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
             : (((await jsonDecode.read('kserve-infer', body, ticket)) as
                 Record<string, unknown> | undefined) ?? null);
         const request = decodeHttpInferRequest(body, headerLength, fastHeader);
-        // The response body views the outputs: their pooled memory is reused only once the
-        // response has been handed to the socket or the connection is gone.
-        const outputLease = createOutputLease();
-        // A client gone during the decode above has already closed the response.
-        if (ctx.res.closed) outputLease.release();
-        else
-          ctx.res.once('close', () => {
-            outputLease.release();
-          });
         const encoded = await kserve.infer(ref, request, {
           outputLease,
           signal: ctx.signal,
