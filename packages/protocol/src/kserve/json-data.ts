@@ -97,11 +97,7 @@ export function tensorFromJsonData(
   if (data instanceof PackedNumbers) return tensorFromPackedData(datatype, shape, count, data, what, options);
   let leaves = 0;
   forEachLeaf(data, what, () => ++leaves <= count);
-  if (leaves !== count) {
-    throw invalidArgument(
-      `${what}: data has ${leaves > count ? `more than ${count}` : leaves} elements, but shape [${shape.join(',')}] needs ${count}`,
-    );
-  }
+  if (leaves !== count) throw countMismatch(what, leaves, count, shape);
   const dtype = dtypeOfDatatype(datatype);
   const bad = (leaf: unknown, extra = ''): ServingError =>
     invalidArgument(`${what}: ${describe(leaf)} is not a valid ${datatype} value${extra}`);
@@ -154,6 +150,13 @@ export function tensorFromJsonData(
   return { dtype, shape, data: out };
 }
 
+/** `data` holds `leaves` elements (for a nested list: more than `count` once it passed it). */
+function countMismatch(what: string, leaves: number, count: number, shape: readonly number[]): ServingError {
+  return invalidArgument(
+    `${what}: data has ${leaves > count ? `more than ${count}` : leaves} elements, but shape [${shape.join(',')}] needs ${count}`,
+  );
+}
+
 /**
  * tensorFromJsonData for `data` the fast reader packed (readFastJsonBody): the same tensor
  * or the same error as for the JSON list it was read from, checked in the same order.
@@ -167,11 +170,7 @@ function tensorFromPackedData(
   options: JsonDataOptions,
 ): Tensor {
   const leaves = data.length;
-  if (leaves !== count) {
-    throw invalidArgument(
-      `${what}: data has ${leaves > count ? `more than ${count}` : leaves} elements, but shape [${shape.join(',')}] needs ${count}`,
-    );
-  }
+  if (leaves !== count) throw countMismatch(what, leaves, count, shape);
   const dtype = dtypeOfDatatype(datatype);
   const bad = (leaf: number, extra = ''): ServingError =>
     invalidArgument(`${what}: ${describe(leaf)} is not a valid ${datatype} value${extra}`);
