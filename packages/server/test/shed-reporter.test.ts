@@ -57,7 +57,7 @@ describe('shed reporter', () => {
     assert.equal(b.grow(40), false);
     a.release();
     b.release();
-    assert.equal(budget.shed, 3);
+    assert.equal(reporter.counts().get('inflight-budget'), 3);
     assert.equal(budget.usedBytes, 0);
     const line = logger.records.find((r) => r.message === 'overloaded: shedding requests');
     assert.equal(line?.fields['example'], '110 request bytes in flight (limit 100)');

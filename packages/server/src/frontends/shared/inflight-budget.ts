@@ -17,8 +17,6 @@ export interface InflightBudget {
   tryReserve(bytes: number): Reservation | undefined;
   readonly usedBytes: number;
   readonly requests: number;
-  /** Requests refused since start. */
-  readonly shed: number;
 }
 
 export interface InflightBudgetOptions {
@@ -43,10 +41,8 @@ export function createInflightBudget(options: InflightBudgetOptions): InflightBu
   const { maxBytes, maxRequests, onShed } = options;
   let usedBytes = 0;
   let requests = 0;
-  let shed = 0;
 
   const refuse = (bytes: number, overCount: boolean): undefined => {
-    shed++;
     onShed?.({
       message: overCount
         ? `${requests} requests in flight (limit ${maxRequests})`
@@ -94,9 +90,6 @@ export function createInflightBudget(options: InflightBudgetOptions): InflightBu
     },
     get requests() {
       return requests;
-    },
-    get shed() {
-      return shed;
     },
   };
 }
