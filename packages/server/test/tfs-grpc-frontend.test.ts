@@ -9,6 +9,7 @@ import {
   tensorFromProto,
   tensorToProto,
   type ModelSpec as ModelSpecProto,
+  ModelSpecSchema,
   DataType,
   PredictRequestSchema,
   SignatureDefMapSchema,
@@ -34,6 +35,7 @@ import {
 } from '../src/frontends/grpc/index.js';
 import { createTfsGrpcServices } from '../src/frontends/tfs-grpc/index.js';
 import { modelSpecFromHead } from '../src/frontends/tfs-grpc/tfs-grpc-frontend.js';
+import { modelSpecToProto } from '../src/frontends/tfs-grpc/tfs-messages.js';
 import { ModelService, PredictionService, TFS_CLIENT_METHODS, grpcPath } from './grpc-js-methods.js';
 
 const SIGNATURE: Signature = {
@@ -378,6 +380,22 @@ describe('TF Serving gRPC frontend', () => {
     assert.equal(modelSpecFromHead(reordered), undefined);
     assert.equal(modelSpecFromHead(Uint8Array.of(0x0a, 0xff, 0xff, 0xff, 0xff, 0xff)), undefined);
     assert.equal(modelSpecFromHead(new Uint8Array(0)), undefined);
+  });
+
+  it('builds response model_specs equal to the messages protobuf-es creates', () => {
+    for (const [model, signatureName] of [
+      [{ name: 'm', version: 3, signatureName: 'serving_default' }, 'serving_default'],
+      [{ name: '', version: 0, signatureName: 'x' }, undefined],
+    ] as const) {
+      const expected = create(ModelSpecSchema, {
+        name: model.name,
+        versionChoice: { case: 'version', value: { value: BigInt(model.version) } },
+        signatureName: signatureName ?? '',
+      });
+      const literal = modelSpecToProto(model, signatureName);
+      assert.deepEqual(literal, expected);
+      assert.deepEqual(toBinary(ModelSpecSchema, literal), toBinary(ModelSpecSchema, expected));
+    }
   });
 
   it('answers with tensor_content when serializeAsTensorContent is set', async () => {
