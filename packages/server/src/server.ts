@@ -71,7 +71,6 @@ import { notFound, toServingError } from '@visionserve/protocol';
 import { readOptionalFile } from './repository/optional-file.js';
 import { parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
-import { type RecycledBuffers, createRecycledBuffers } from './util/recycled-buffers.js';
 import type { SpareInferenceWorkers } from './runtime/spare-inference-workers.js';
 import { createModelFilesResolver } from './repository/model-files.js';
 import { createSavedModelConverter } from './repository/saved-model-converter.js';
@@ -182,7 +181,6 @@ async function createSessionFactory(
   hooks: VisionServerHooks,
   adaptInputs: InputAdapter<ServableAssets>,
   spareWorkers: SpareInferenceWorkers | undefined,
-  recycledBuffers: RecycledBuffers,
 ): Promise<{
   factory: SessionFactory;
   batching: BatchingStats | undefined;
@@ -210,7 +208,6 @@ async function createSessionFactory(
     maxQueuedRuns: config.maxQueuedRequests,
     onWorkerExit: hooks.onWorkerExit,
     spareWorkers,
-    recycledBuffers,
     logger: logger.child({ component: 'runtime' }),
   });
   if (config.enableModelWarmup) {
@@ -379,8 +376,6 @@ async function startServer(
   // Image decodes in flight at once, across every protocol and warmup (each holds the full-size pixels).
   const imageDecodes = createConcurrencyLimit(Math.max(2, availableParallelism()));
   const adaptInputs = createInputAdapter({ imageDecodes });
-  // gRPC request messages are read into buffers the inference workers move back after their runs.
-  const recycledBuffers = createRecycledBuffers();
   const {
     factory: sessionFactory,
     batching,
@@ -401,7 +396,6 @@ async function startServer(
     },
     adaptInputs,
     spareWorkers,
-    recycledBuffers,
   );
   let handlerHost: HandlerHost | undefined;
   const sources = createModelSources({
@@ -723,7 +717,6 @@ async function startServer(
           bodyTimeoutMs: config.requestBodyTimeoutMs,
           observer: observers.request,
           tls: ops.tls?.listener,
-          messageBuffers: recycledBuffers,
           services: [
             ...tfsGrpcServices,
             ...(config.kserveGrpc ? [createKServeGrpcService({ kserve, managementGuard: ops.guard })] : []),

@@ -12,7 +12,6 @@ import {
   runFailureCode,
 } from '../src/runtime/onnx-session-factory.js';
 import { silentLogger } from '../src/util/logger.js';
-import { createRecycledBuffers } from '../src/util/recycled-buffers.js';
 import { sharedImage, sharedModel, stageModel } from './shared-models.js';
 
 const source = (modelName: string, basePath: string): ModelSource => ({
@@ -52,35 +51,6 @@ describe('onnx runtime (worker threads)', () => {
     const out = await session.run({ Input3: seven.tensor });
     assert.equal(top1(out['Plus214_Output_0']!), 7);
     assert.equal(input.buffer.byteLength, 0, 'the input buffer was transferred, not copied');
-  });
-
-  it('moves every run input buffer back for the next requests, after successful and failed runs', async () => {
-    const base = await stageModel('mnist', 1, sharedModel('mnist-8.onnx'));
-    const recycledBuffers = createRecycledBuffers({ minBytes: 1024 });
-    const factory = createOnnxSessionFactory({ logger: silentLogger, recycledBuffers });
-    const session = await factory.load(source('mnist', base));
-    sessions.push(session);
-    // A request message read at an offset into a larger buffer, as the gRPC server places it.
-    const message = new ArrayBuffer(28 * 28 * 4 + 64);
-    const input = new Float32Array(message, 16, 28 * 28);
-    const out = await session.run(
-      { Input3: { dtype: 'float32', shape: [1, 1, 28, 28], data: input } },
-      { transfer: [message] },
-    );
-    assert.equal(out['Plus214_Output_0']!.shape[1], 10);
-    assert.equal(message.byteLength, 0, 'moved to the worker');
-    assert.equal(recycledBuffers.keptBytes, 28 * 28 * 4 + 64, 'and back once the run was over');
-    const again = recycledBuffers.take(28 * 28 * 4 + 60);
-    assert.equal(again.byteLength, 28 * 28 * 4 + 64);
-    const wrong = new Float32Array(again, 0, 28 * 28);
-    await assert.rejects(
-      session.run(
-        { Input3: { dtype: 'float32', shape: [1, 28, 28, 1], data: wrong } },
-        { transfer: [again] },
-      ),
-      (e: unknown) => e instanceof ServingError,
-    );
-    assert.equal(recycledBuffers.keptBytes, 28 * 28 * 4 + 64, 'a failed run gives its buffer back too');
   });
 
   it('classifies the tabby cat with MobileNetV2 and keeps the event loop free', async () => {

@@ -11,7 +11,6 @@ import type {
   SignatureFile,
 } from '../contracts/model-files.js';
 import type { Logger } from '../util/logger.js';
-import type { RecycledBuffers } from '../util/recycled-buffers.js';
 import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor, WorkerInit } from './wire-tensor.js';
 import { tensorFromWire, toWire } from './wire-tensor.js';
 import { abortError } from '../core/abort-error.js';
@@ -46,12 +45,6 @@ export interface OnnxRuntimeOptions {
    * is left instead of starting a thread. Default none.
    */
   readonly spareWorkers?: SpareInferenceWorkers | undefined;
-  /**
-   * Receives the input buffers of every run back from its worker once the run is over (the
-   * gRPC server reads request messages into them again). Default: they stay in the worker
-   * and are garbage collected there.
-   */
-  readonly recycledBuffers?: RecycledBuffers | undefined;
   readonly logger: Logger;
 }
 
@@ -303,7 +296,6 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
     respawn: async () => (await startWorker(init, options.spareWorkers)).worker,
     maxQueuedRuns: options.maxQueuedRuns ?? DEFAULT_MAX_QUEUED_RUNS,
     onWorkerExit: options.onWorkerExit,
-    recycledBuffers: options.recycledBuffers,
   });
 }
 
@@ -328,7 +320,6 @@ interface PoolOptions {
   readonly respawn: () => Promise<Worker>;
   readonly maxQueuedRuns: number;
   readonly onWorkerExit: (() => void) | undefined;
-  readonly recycledBuffers: RecycledBuffers | undefined;
 }
 
 /** A run as the pool carries it to a worker. */
@@ -368,7 +359,6 @@ function stopInferenceWorker(worker: Worker): Promise<void> {
  */
 function createPoolSession(pool: PoolOptions): Session {
   const { signature, log } = pool;
-  const recycled = pool.recycledBuffers;
   let closed = false;
   const workers = createWorkerPool<RunJob>(
     {
@@ -386,15 +376,11 @@ function createPoolSession(pool: PoolOptions): Session {
           outputNames: job.outputNames,
           model: job.model,
           ...(job.lend ? { lend: true } : {}),
-          ...(recycled === undefined ? {} : { recycle: true }),
         };
         worker.postMessage(message, job.transfer);
       },
       onMessage: (from, raw) => {
         const message = raw as FromWorker;
-        if ((message.type === 'result' || message.type === 'run-failed') && message.spent !== undefined) {
-          recycled?.give(message.spent);
-        }
         if (message.type === 'result') {
           const outputs: Record<string, Tensor> = {};
           const slots: number[] = [];

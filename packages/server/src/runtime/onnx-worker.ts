@@ -15,7 +15,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import ort from 'onnxruntime-node';
 import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
 import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor, WorkerInit } from './wire-tensor.js';
-import { ownedBuffer, spentInputBuffers, tensorFromWire } from './wire-tensor.js';
+import { ownedBuffer, tensorFromWire } from './wire-tensor.js';
 import { ortSessionOptions } from './session-options.js';
 import { lowerThreadPriority } from './thread-priority.js';
 
@@ -243,32 +243,17 @@ async function main(init: WorkerInit): Promise<void> {
         const outputs = Object.entries(results).map(([name, t]) =>
           fromOrt(name, t, transfer, message.lend === true),
         );
-        // The run is over: onnxruntime no longer reads the inputs' memory.
-        // An input buffer an output also lives in stays with the output.
-        const spent =
-          message.recycle === true
-            ? spentInputBuffers(message.inputs).filter((b) => !transfer.includes(b))
-            : [];
-        transfer.push(...spent);
-        post(
-          { type: 'result', id: message.id, outputs, computeMs, ...(spent.length > 0 ? { spent } : {}) },
-          transfer,
-        );
+        post({ type: 'result', id: message.id, outputs, computeMs }, transfer);
         // Delivered: from now on only the server's `release` frees them.
         takenByRun = [];
       } catch (error) {
         for (const slot of takenByRun) freeSlot(slot);
         takenByRun = [];
-        const spent = message.recycle === true ? spentInputBuffers(message.inputs) : [];
-        post(
-          {
-            type: 'run-failed',
-            id: message.id,
-            message: error instanceof Error ? error.message : String(error),
-            ...(spent.length > 0 ? { spent } : {}),
-          },
-          spent,
-        );
+        post({
+          type: 'run-failed',
+          id: message.id,
+          message: error instanceof Error ? error.message : String(error),
+        });
       }
     });
   });

@@ -58,8 +58,6 @@ export type ToWorker =
        * instead of moved; the server releases each slot once nothing reads it any more.
        */
       readonly lend?: boolean | undefined;
-      /** Move the input buffers back with the answer (FromWorker `spent`). */
-      readonly recycle?: boolean | undefined;
     }
   /** Pool slots the server no longer reads: the worker may reuse them. Handled at once, between runs. */
   | { readonly type: 'release'; readonly slots: readonly number[] }
@@ -83,29 +81,8 @@ export type FromWorker =
       readonly outputs: readonly WireTensor[];
       /** session.run's duration in the worker, in ms. */
       readonly computeMs: number;
-      /** The run's input buffers, moved back once the run no longer reads them (see spentInputBuffers). */
-      readonly spent?: readonly ArrayBuffer[] | undefined;
     }
-  | {
-      readonly type: 'run-failed';
-      readonly id: number;
-      readonly message: string;
-      readonly spent?: readonly ArrayBuffer[] | undefined;
-    };
-
-/**
- * The ArrayBuffers a run's inputs arrived in, each once, for the worker to move back to the
- * main thread after the run (the main thread reads request messages into them again, see
- * util/recycled-buffers.ts). Shared buffers are not the worker's to give.
- */
-export function spentInputBuffers(inputs: readonly WireTensor[]): ArrayBuffer[] {
-  const out: ArrayBuffer[] = [];
-  for (const t of inputs) {
-    if (t.dtype === 'string' || !(t.buffer instanceof ArrayBuffer) || t.buffer.byteLength === 0) continue;
-    if (!out.includes(t.buffer)) out.push(t.buffer);
-  }
-  return out;
-}
+  | { readonly type: 'run-failed'; readonly id: number; readonly message: string };
 
 /**
  * The ArrayBuffer that can be moved for `data`: its own buffer when the view covers all of

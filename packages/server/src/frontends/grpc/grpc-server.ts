@@ -20,7 +20,6 @@ import type { Http2Server, Http2Session, IncomingHttpHeaders, ServerHttp2Stream 
 import type { Socket } from 'node:net';
 import { Code, ServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
-import type { RecycledBuffers } from '../../util/recycled-buffers.js';
 import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
 import { type ListenerTls, tlsServerOptions } from '../shared/listener-tls.js';
 import { credentialsOf } from '../shared/management-guard.js';
@@ -66,11 +65,6 @@ export interface GrpcServerOptions {
   readonly observer?: RequestObserver | undefined;
   /** Serve over TLS (HTTP/2 with ALPN h2; plaintext clients are refused). Default: plaintext. */
   readonly tls?: ListenerTls | undefined;
-  /**
-   * Where request messages are read into: buffers that inference workers moved back after
-   * their runs (util/recycled-buffers.ts). Default: a new buffer per message.
-   */
-  readonly messageBuffers?: RecycledBuffers | undefined;
 }
 
 export interface RunningGrpcServer {
@@ -204,13 +198,12 @@ export function writeMessage(
 }
 
 /**
- * An ArrayBuffer of at least `byteLength` bytes for a request message that is about to be
- * overwritten in full, left uninitialised: `new ArrayBuffer` zero-fills (a 600 KB memset per
- * request for nothing). The few alignment bytes before the message, and any bytes after it
- * in a recycled buffer, are never read.
+ * An exactly sized ArrayBuffer for a request message that is about to be overwritten in full,
+ * left uninitialised: `new ArrayBuffer` zero-fills (a 600 KB memset per request for nothing).
+ * The few alignment bytes before the message are never read.
  */
-function messageBuffer(byteLength: number, recycled: RecycledBuffers | undefined): ArrayBuffer {
-  return recycled === undefined ? Buffer.allocUnsafeSlow(byteLength).buffer : recycled.take(byteLength);
+function messageBuffer(byteLength: number): ArrayBuffer {
+  return Buffer.allocUnsafeSlow(byteLength).buffer;
 }
 
 /** A client reset this close to the deadline counts as the deadline passing, in ms. */
@@ -413,7 +406,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         const head = Buffer.concat(chunks, Math.min(total, PROBE_BYTES));
         const offset = method.alignment?.(head);
         const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
-        const buffer = messageBuffer(total + shift, options.messageBuffers);
+        const buffer = messageBuffer(total + shift);
         const message = new Uint8Array(buffer, shift, total);
         let at = 0;
         for (const c of chunks) {
@@ -466,7 +459,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         // A compressed message is read as it is and placed once it is decompressed.
         const offset = compressed ? undefined : method.alignment?.(seen);
         const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
-        buffer = messageBuffer(length + shift, options.messageBuffers);
+        buffer = messageBuffer(length + shift);
         target = new Uint8Array(buffer, shift, length);
         target.set(seen, 0);
         fill = seen.byteLength;

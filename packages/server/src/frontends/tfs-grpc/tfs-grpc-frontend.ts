@@ -123,6 +123,8 @@ export function modelSpecFromHead(head: Uint8Array): ModelSpec | undefined {
 }
 
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+/** Wire type of strings and messages (WireType.LengthDelimited). */
+const LENGTH_DELIMITED = 2;
 
 /**
  * The ModelSpec every client sends (each field once, name 1, version 2 as an Int64Value of a
@@ -139,7 +141,7 @@ function plainModelSpec(bytes: Uint8Array): ModelSpec | undefined {
   let pos = 0;
   while (pos < bytes.length) {
     const tag = readVarint(bytes, pos);
-    if (tag === undefined || tag[0] % 8 !== WireType.LengthDelimited) return undefined;
+    if (tag === undefined || tag[0] % 8 !== LENGTH_DELIMITED) return undefined;
     const field = Math.floor(tag[0] / 8);
     if (field < 1 || field > 4 || (seen & (1 << field)) !== 0) return undefined;
     seen |= 1 << field;
