@@ -9,6 +9,7 @@ import {
   tensorFromProto,
   tensorToProto,
   type ModelSpec as ModelSpecProto,
+  ModelSpecSchema,
   DataType,
   PredictRequestSchema,
   SignatureDefMapSchema,
@@ -34,6 +35,7 @@ import {
 } from '../src/frontends/grpc/index.js';
 import { createTfsGrpcServices } from '../src/frontends/tfs-grpc/index.js';
 import { modelSpecFromHead } from '../src/frontends/tfs-grpc/tfs-grpc-frontend.js';
+import { modelSpecFromProto, modelSpecToProto } from '../src/frontends/tfs-grpc/tfs-messages.js';
 import { ModelService, PredictionService, TFS_CLIENT_METHODS, grpcPath } from './grpc-js-methods.js';
 
 const SIGNATURE: Signature = {
@@ -378,6 +380,62 @@ describe('TF Serving gRPC frontend', () => {
     assert.equal(modelSpecFromHead(reordered), undefined);
     assert.equal(modelSpecFromHead(Uint8Array.of(0x0a, 0xff, 0xff, 0xff, 0xff, 0xff)), undefined);
     assert.equal(modelSpecFromHead(new Uint8Array(0)), undefined);
+  });
+
+  it('reads every model_spec from the head as the general decoder does', () => {
+    const names = ['', 'm', 'mobilenet', 'ü-ñ', 'x'.repeat(300)];
+    const versions = [0n, 1n, 127n, 128n, 2n ** 53n - 1n, 2n ** 53n, 2n ** 62n, -1n];
+    let n = 0;
+    for (const name of names)
+      for (const signatureName of ['', 'serving_default'])
+        for (const choice of [
+          { case: undefined },
+          ...versions.map((value) => ({ case: 'version' as const, value: { value } })),
+          { case: 'versionLabel' as const, value: '' },
+          { case: 'versionLabel' as const, value: 'stable' },
+        ]) {
+          const spec = create(ModelSpecSchema, { name, signatureName, versionChoice: choice });
+          const head = toBinary(PredictRequestSchema, create(PredictRequestSchema, { modelSpec: spec }));
+          let expected: ModelSpec | undefined;
+          try {
+            expected = modelSpecFromProto(spec);
+          } catch {
+            expected = undefined;
+          }
+          assert.deepEqual(
+            modelSpecFromHead(head),
+            expected,
+            `${name} ${signatureName} ${String(choice.case)}`,
+          );
+          n++;
+        }
+    assert.ok(n > 100);
+    // Not UTF-8, a repeated field, both oneof members: decided as by protobuf-es.
+    const odd = (spec: number[]) => Uint8Array.of(0x0a, spec.length, ...spec);
+    assert.equal(modelSpecFromHead(odd([0x0a, 0x01, 0xff])), undefined, 'invalid UTF-8');
+    assert.equal(modelSpecFromHead(odd([0x0a, 0x01, 0x61, 0x0a, 0x01, 0x62]))?.name, 'b', 'last name wins');
+    assert.deepEqual(modelSpecFromHead(odd([0x12, 0x02, 0x08, 0x05, 0x22, 0x01, 0x4c])), {
+      name: '',
+      version: undefined,
+      label: 'L',
+      signatureName: undefined,
+    });
+  });
+
+  it('builds response model_specs equal to the messages protobuf-es creates', () => {
+    for (const [model, signatureName] of [
+      [{ name: 'm', version: 3, signatureName: 'serving_default' }, 'serving_default'],
+      [{ name: '', version: 0, signatureName: 'x' }, undefined],
+    ] as const) {
+      const expected = create(ModelSpecSchema, {
+        name: model.name,
+        versionChoice: { case: 'version', value: { value: BigInt(model.version) } },
+        signatureName: signatureName ?? '',
+      });
+      const literal = modelSpecToProto(model, signatureName);
+      assert.deepEqual(literal, expected);
+      assert.deepEqual(toBinary(ModelSpecSchema, literal), toBinary(ModelSpecSchema, expected));
+    }
   });
 
   it('answers with tensor_content when serializeAsTensorContent is set', async () => {

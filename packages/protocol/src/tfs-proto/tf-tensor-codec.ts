@@ -116,27 +116,42 @@ export function shapeFromProto(shape: TensorShapeProto | undefined, what: string
  * tensor in error messages, e.g. "input 'x'".
  */
 export function tensorFromProto(proto: TensorProto, what: string): Tensor {
+  if (proto.tensorContent.byteLength > 0) {
+    return tensorFromContent(proto.dtype, proto.tensorShape, proto.tensorContent, what);
+  }
   const dtype = dtypeFromDataType(proto.dtype, what);
   const shape = shapeFromProto(proto.tensorShape, what);
   const n = checkShape(shape, what);
-  if (proto.tensorContent.byteLength === 0) checkExpansion(proto, dtype, n, what);
-  if (dtype === 'string') {
-    if (proto.tensorContent.byteLength > 0) {
-      throw invalidArgument(`${what}: DT_STRING tensors must use string_val, not tensor_content`);
-    }
-    return { dtype, shape, data: fillStrings(proto.stringVal, n, what) };
-  }
-  if (proto.tensorContent.byteLength > 0) {
-    const expected = n * bytesPerElement(dtype);
-    if (proto.tensorContent.byteLength !== expected) {
-      throw invalidArgument(
-        `${what}: tensor_content has ${proto.tensorContent.byteLength} bytes, ` +
-          `expected ${expected} for ${dataTypeName(proto.dtype)} shape [${shape.join(',')}]`,
-      );
-    }
-    return { dtype, shape, data: fromBytes(dtype, proto.tensorContent) };
-  }
+  checkExpansion(proto, dtype, n, what);
+  if (dtype === 'string') return { dtype, shape, data: fillStrings(proto.stringVal, n, what) };
   return { dtype, shape, data: fromTypedField(proto, dtype, n, what) };
+}
+
+/**
+ * The tensor of a TensorProto whose `tensor_content` is not empty (its typed value fields
+ * are then ignored), exactly as tensorFromProto decodes it: numeric data is a view of
+ * `content` when aligned, else an aligned copy.
+ */
+export function tensorFromContent(
+  dataType: DataType,
+  tensorShape: TensorShapeProto | undefined,
+  content: Uint8Array,
+  what: string,
+): Tensor {
+  const dtype = dtypeFromDataType(dataType, what);
+  const shape = shapeFromProto(tensorShape, what);
+  const n = checkShape(shape, what);
+  if (dtype === 'string') {
+    throw invalidArgument(`${what}: DT_STRING tensors must use string_val, not tensor_content`);
+  }
+  const expected = n * bytesPerElement(dtype);
+  if (content.byteLength !== expected) {
+    throw invalidArgument(
+      `${what}: tensor_content has ${content.byteLength} bytes, ` +
+        `expected ${expected} for ${dataTypeName(dataType)} shape [${shape.join(',')}]`,
+    );
+  }
+  return { dtype, shape, data: fromBytes(dtype, content) };
 }
 
 /**

@@ -10,7 +10,7 @@ import { fromBytes } from '../dtype.js';
 import { invalidArgument } from '../errors.js';
 import { TENSOR_DOUBLE_VAL_FIELD, TENSOR_FLOAT_VAL_FIELD, readVarint, skipValue } from './wire-bytes.js';
 import type { Tensor } from '../tensor.js';
-import { dtypeFromDataType, shapeFromProto, tensorFromProto } from './tf-tensor-codec.js';
+import { dtypeFromDataType, shapeFromProto, tensorFromContent, tensorFromProto } from './tf-tensor-codec.js';
 import { TensorProtoSchema } from '../gen/tensorflow/core/framework/tensor_pb.js';
 import type { PredictRequest } from '../gen/tensorflow_serving/apis/predict_pb.js';
 import {
@@ -38,7 +38,11 @@ export function tensorFromProtoView(view: TensorProtoView, what: string): Tensor
   const hasDouble = view.doubleVal.byteLength > 0;
   const floats = hasFloat ? packedValues(view.floatVal, 4, 'float_val', what) : undefined;
   const doubles = hasDouble ? packedValues(view.doubleVal, 8, 'double_val', what) : undefined;
-  if (view.tensorContent.byteLength === 0 && (floats || doubles)) {
+  // tensor_content wins over typed values (tensorFromProto), without building a TensorProto.
+  if (view.tensorContent.byteLength > 0) {
+    return tensorFromContent(view.dtype, view.tensorShape, view.tensorContent, what);
+  }
+  if (floats || doubles) {
     const dtype = dtypeFromDataType(view.dtype, what);
     const values = dtype === 'float32' ? floats : dtype === 'float64' ? doubles : undefined;
     if (values !== undefined) {

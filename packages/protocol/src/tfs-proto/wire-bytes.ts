@@ -46,3 +46,50 @@ export function skipValue(buf: Uint8Array, pos: number, wireType: number): numbe
       return undefined;
   }
 }
+
+/** Wire types of the protobuf encoding. */
+export const VARINT = 0;
+export const LENGTH_DELIMITED = 2;
+
+/** Appends the varint encoding of a non-negative integer below 2^53 to `out`. */
+export function pushVarint(out: number[], value: number): void {
+  let v = value;
+  while (v >= 0x80) {
+    out.push((v % 0x80) | 0x80);
+    v = Math.floor(v / 0x80);
+  }
+  out.push(v);
+}
+
+/** Appends an int64 varint (negative values as 10-byte two's complement, as protobuf writes them). */
+export function pushInt64(out: number[], value: number | bigint): void {
+  if (typeof value === 'number' && value >= 0 && Number.isSafeInteger(value)) {
+    pushVarint(out, value);
+    return;
+  }
+  let v = BigInt.asUintN(64, BigInt(value));
+  while (v >= 0x80n) {
+    out.push(Number(v & 0x7fn) | 0x80);
+    v >>= 7n;
+  }
+  out.push(Number(v));
+}
+
+/** Appends a field's tag. */
+export function pushTag(out: number[], field: number, wireType: number): void {
+  pushVarint(out, field * 8 + wireType);
+}
+
+/** Appends a length-delimited field holding `bytes`. */
+export function pushBytesField(out: number[], field: number, bytes: ArrayLike<number>): void {
+  pushTag(out, field, LENGTH_DELIMITED);
+  pushVarint(out, bytes.length);
+  for (let i = 0; i < bytes.length; i++) out.push(bytes[i]!);
+}
+
+const utf8 = new TextEncoder();
+
+/** Appends a proto3 string field (nothing for the empty string, its default). */
+export function pushStringField(out: number[], field: number, value: string): void {
+  if (value !== '') pushBytesField(out, field, utf8.encode(value));
+}

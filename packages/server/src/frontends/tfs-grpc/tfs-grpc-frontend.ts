@@ -34,6 +34,7 @@ import {
   predictRequestIsViewable,
   predictRequestTensorOffset,
   predictRequestViewFrom,
+  readVarint,
   regressionResultToProto,
   tensorFromProtoView,
   writePredictResponse,
@@ -114,10 +115,59 @@ export function modelSpecFromHead(head: Uint8Array): ModelSpec | undefined {
     if (field !== 1 || wireType !== WireType.LengthDelimited) return undefined;
     const length = reader.uint32();
     if (reader.pos + length > head.byteLength) return undefined;
-    return modelSpecFromProto(fromBinary(ModelSpecSchema, head.subarray(reader.pos, reader.pos + length)));
+    const bytes = head.subarray(reader.pos, reader.pos + length);
+    return plainModelSpec(bytes) ?? modelSpecFromProto(fromBinary(ModelSpecSchema, bytes));
   } catch {
     return undefined;
   }
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+/** Wire type of strings and messages (WireType.LengthDelimited). */
+const LENGTH_DELIMITED = 2;
+
+/**
+ * The ModelSpec every client sends (each field once, name 1, version 2 as an Int64Value of a
+ * safe integer or version_label 4, signature_name 3), read without protobuf-es's reflective
+ * decoder (per request); undefined for anything else, which then takes the general decoder.
+ * Strings are checked UTF-8 (a proto3 string, as protobuf-es checks it).
+ */
+function plainModelSpec(bytes: Uint8Array): ModelSpec | undefined {
+  let name = '';
+  let signatureName = '';
+  let version: number | undefined;
+  let label: string | undefined;
+  let seen = 0;
+  let pos = 0;
+  while (pos < bytes.length) {
+    const tag = readVarint(bytes, pos);
+    if (tag === undefined || tag[0] % 8 !== LENGTH_DELIMITED) return undefined;
+    const field = Math.floor(tag[0] / 8);
+    if (field < 1 || field > 4 || (seen & (1 << field)) !== 0) return undefined;
+    seen |= 1 << field;
+    const length = readVarint(bytes, tag[1]);
+    if (length === undefined || length[1] + length[0] > bytes.length) return undefined;
+    const body = bytes.subarray(length[1], length[1] + length[0]);
+    pos = length[1] + length[0];
+    if (field === 2) {
+      // Int64Value: empty (value 0) or its field 1 as a varint.
+      if (body.length === 0) version = 0;
+      else {
+        const value = body[0] === 0x08 ? readVarint(body, 1) : undefined;
+        if (value === undefined || value[1] !== body.length || value[0] > Number.MAX_SAFE_INTEGER)
+          return undefined;
+        version = value[0];
+      }
+      continue;
+    }
+    const text = strictUtf8.decode(body);
+    if (field === 1) name = text;
+    else if (field === 3) signatureName = text;
+    else label = text;
+  }
+  // Both members of the version oneof: the general decoder decides.
+  if (version !== undefined && label !== undefined) return undefined;
+  return { name, version, label, signatureName: signatureName === '' ? undefined : signatureName };
 }
 
 /** The only metadata field TF Serving (and visionserve) supports. */

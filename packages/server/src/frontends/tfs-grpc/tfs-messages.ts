@@ -8,7 +8,6 @@ import {
   dataTypeFromDType,
   shapeToProto,
   type ModelSpec as ModelSpecProto,
-  ModelSpecSchema,
   type SignatureDefMap,
   SignatureDefMapSchema,
   type ModelVersionStatus,
@@ -43,11 +42,16 @@ export function modelSpecFromProto(spec: ModelSpecProto | undefined): ModelSpec 
 
 /** The resolved model as a response model_spec; the signature name only when given. */
 export function modelSpecToProto(model: ResolvedModel, signatureName?: string): ModelSpecProto {
-  return create(ModelSpecSchema, {
+  // The complete message as a literal: what create() returns, without its reflective walk (per response).
+  return {
+    $typeName: 'tensorflow.serving.ModelSpec',
     name: model.name,
-    versionChoice: { case: 'version', value: { value: BigInt(model.version) } },
+    versionChoice: {
+      case: 'version',
+      value: { $typeName: 'google.protobuf.Int64Value', value: BigInt(model.version) },
+    },
     signatureName: signatureName ?? '',
-  });
+  };
 }
 
 /** SignatureDefMap for GetModelMetadata: TensorInfo name = graph tensor name, -1 for dynamic dims. */
