@@ -3,11 +3,9 @@
  * largest tensor payload lands on an 8-byte boundary and decodes as a typed-array view
  * instead of being copied again to align it (UnaryCallOptions.responsePadding).
  *
- * Works on the part of the message received so far: it reads only tags and lengths, skips
- * payloads without needing their bytes, and answers as soon as no later field could hold a
- * larger payload, so that a 34 MB response is placed after its first few kilobytes (or
- * after its first outputs when a smaller one comes first) and the rest is copied into place
- * as it arrives.
+ * Reads only tags and lengths, over the frames as received (no join needed first), and skips
+ * payloads without needing their bytes; given only the first part of a message it answers as
+ * soon as no later field could hold a larger payload, undefined before that.
  */
 
 /** What to do with a length-delimited field at a nesting depth (0 = the message itself). */
