@@ -10,13 +10,19 @@ export interface UnaryCallOptions {
   /** Extra request metadata (ASCII values). */
   readonly metadata?: Readonly<Record<string, string>>;
   /**
-   * Where the response message goes in the buffer its frames are joined into: given the frames
-   * (the message starts at byte `start` of the first) and its length, returns the offset in
-   * [0, 8) of its first byte, e.g. so that its largest tensor is aligned and decodes without a
-   * copy. Default: the message follows its 5-byte prefix in the joined frames. Channels that
-   * receive the message in one piece may ignore it.
+   * Where the response message goes in the buffer it is received into: given the frames
+   * received so far (the message starts at byte `start` of the first) and its length, returns
+   * the offset in [0, 8) of its first byte, e.g. so that its largest tensor is aligned and
+   * decodes without a copy; or undefined when the part received so far does not tell yet (it
+   * is asked again as more arrives, the last time with the whole message, when undefined
+   * counts as 0). The offset only affects alignment, never the bytes. Default: offset 0.
+   * Channels that receive the message in one piece may ignore it.
    */
-  readonly responsePadding?: (frames: readonly Uint8Array[], start: number, length: number) => number;
+  readonly responsePadding?: (
+    frames: readonly Uint8Array[],
+    start: number,
+    length: number,
+  ) => number | undefined;
 }
 
 /**

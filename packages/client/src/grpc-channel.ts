@@ -3,6 +3,7 @@ import type { ClientHttp2Session, IncomingHttpHeaders, IncomingHttpStatusHeader 
 import { Code, ServingError, codeFromNumber } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
+import { createResponseReceiver } from './grpc-response-receiver.js';
 
 export type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
 
@@ -81,34 +82,6 @@ function writeRequestMessage(
   stream.end();
 }
 
-/** Responses below this size are joined as they come: the placement would save too little. */
-const PLACE_MIN_BYTES = 64 * 1024;
-
-/**
- * The one uncompressed message in `frames` (`total` bytes, 5-byte prefix first) copied into a
- * fresh buffer at the offset `place` chooses; undefined when the frames do not hold exactly
- * one whole uncompressed message (the plain path then reports it) or the message is small.
- */
-function joinPlaced(
-  frames: readonly Buffer[],
-  total: number,
-  place: (frames: readonly Uint8Array[], start: number, length: number) => number,
-): Uint8Array | undefined {
-  if (total < PLACE_MIN_BYTES || frames[0] === undefined || frames[0].byteLength < 5) return undefined;
-  const first = frames[0];
-  const length = first.readUInt32BE(1);
-  if (first[0] !== 0 || length !== total - 5) return undefined;
-  const pad = place(frames, 5, length) & 7;
-  const out = new Uint8Array(Buffer.allocUnsafeSlow(pad + length).buffer, pad, length);
-  let at = 0;
-  for (let i = 0; i < frames.length; i++) {
-    const frame = i === 0 ? first.subarray(5) : frames[i]!;
-    out.set(frame, at);
-    at += frame.byteLength;
-  }
-  return out;
-}
-
 export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
   const authority = options.address.includes('://') ? options.address : `http://${options.address}`;
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
@@ -168,8 +141,10 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
           return;
         }
         callStarted(s);
-        const chunks: Buffer[] = [];
-        let received = 0;
+        const receiver = createResponseReceiver({
+          maxReceiveBytes: maxReceive,
+          ...(callOptions.responsePadding ? { responsePadding: callOptions.responsePadding } : {}),
+        });
         let status: { code: Code; message: string } | undefined;
         let done = false;
         const finish = (error?: ServingError): void => {
@@ -190,23 +165,9 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
             reject(new ServingError(status.code, status.message));
             return;
           }
-          const place = callOptions.responsePadding;
-          const placed = place === undefined ? undefined : joinPlaced(chunks, received, place);
-          if (placed !== undefined) {
-            resolve(placed);
-            return;
-          }
-          const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received);
-          if (body.length < 5) {
-            reject(new ServingError(Code.INTERNAL, 'Response carried no message'));
-            return;
-          }
-          if (body[0] !== 0) {
-            reject(new ServingError(Code.UNIMPLEMENTED, 'Compressed responses are not supported'));
-            return;
-          }
-          const length = body.readUInt32BE(1);
-          resolve(body.subarray(5, 5 + length));
+          const message = receiver.end();
+          if (message instanceof ServingError) reject(message);
+          else resolve(message);
         };
         const onAbort = (): void => {
           stream.close(constants.NGHTTP2_CANCEL);
@@ -233,15 +194,12 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
           status = statusFrom(h) ?? status;
         });
         stream.on('data', (chunk: Buffer) => {
-          received += chunk.length;
-          if (received > maxReceive + 5) {
+          if (done) return;
+          const error = receiver.push(chunk);
+          if (error) {
             stream.close(constants.NGHTTP2_CANCEL);
-            finish(
-              new ServingError(Code.RESOURCE_EXHAUSTED, `Received message larger than max (${maxReceive})`),
-            );
-            return;
+            finish(error);
           }
-          chunks.push(chunk);
         });
         stream.on('end', () => {
           finish();

@@ -28,6 +28,13 @@ export interface HttpCall {
   readonly body?: Uint8Array | readonly Uint8Array[];
   /** Aborts the call; its reason (a ServingError) becomes the rejection. */
   readonly signal: AbortSignal;
+  /**
+   * Where a response body of known length starts in the buffer it is read into: given the
+   * response headers, an offset in [0, 8) (e.g. so that binary tensor data after a header of
+   * known length is aligned and decodes without a copy). Only alignment changes, never the
+   * bytes. Default 0.
+   */
+  readonly bodyPadding?: (headers: IncomingHttpHeaders) => number;
 }
 
 export interface HttpResult {
@@ -95,9 +102,16 @@ export function createHttpTransport(options: HttpTransportOptions): HttpTranspor
               );
               return;
             }
-            // With a known length, collect into one buffer (saves a copy of large bodies).
+            // With a known length, read into one buffer as the body arrives (saves a copy of large
+            // bodies). Not from Buffer's shared pool when placed: the caller's tensors may be
+            // views of it.
             const known = Number.isSafeInteger(declared) && declared >= 0;
-            const whole = known ? Buffer.allocUnsafe(declared) : undefined;
+            const pad = known && call.bodyPadding ? call.bodyPadding(res.headers) & 7 : 0;
+            const whole = known
+              ? pad === 0
+                ? Buffer.allocUnsafe(declared)
+                : Buffer.from(Buffer.allocUnsafeSlow(pad + declared).buffer, pad, declared)
+              : undefined;
             const chunks: Buffer[] = [];
             let received = 0;
             res.on('data', (chunk: Buffer) => {

@@ -19,6 +19,8 @@ import type {
 import type { ModelRef } from './model-ref.js';
 import type { PredictResult, Predictor } from './results.js';
 import { kserveRef } from './kserve-ref.js';
+import { modelInferResponsePadding } from './response-placement.js';
+import type { UnaryCallOptions } from './grpc-channel-types.js';
 
 export interface KServeGrpcClientOptions {
   /** Server address "host:port" (visionserve serves KServe gRPC on its gRPC port, 8500; Triton uses 8001). */
@@ -98,6 +100,7 @@ export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServe
     callOptions: CallOptions | undefined,
     encode: (codec: Codec) => Uint8Array | Uint8Array[],
     decode: (codec: Codec, answer: Uint8Array, requestBytes: number) => T,
+    responsePadding?: UnaryCallOptions['responsePadding'],
   ): Promise<T> =>
     withCallScope(callOptions, options.defaultTimeoutMs, async (scope) => {
       const codec = await loadCodec();
@@ -107,6 +110,7 @@ export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServe
         signal: scope.signal,
         ...(remaining !== undefined ? { timeoutMs: remaining } : {}),
         ...(options.metadata ? { metadata: options.metadata } : {}),
+        ...(responsePadding ? { responsePadding } : {}),
       });
       const requestBytes =
         request instanceof Uint8Array ? request.byteLength : request.reduce((n, c) => n + c.byteLength, 0);
@@ -154,6 +158,7 @@ export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServe
           wire: { requestBytes, responseBytes: answer.byteLength },
         };
       },
+      modelInferResponsePadding,
     );
   };
 

@@ -5,6 +5,7 @@
  * classification, health, metadata, model configuration, statistics and the model
  * repository. node:http with keep-alive; no native dependencies, no protobuf.
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import { gunzip, inflate, deflate, gzip } from 'node:zlib';
 import { Code, ServingError, type Tensor, parseTfsJsonText } from '@visionserve/protocol';
 import {
@@ -131,6 +132,18 @@ export interface KServeHttpClient extends Predictor {
   close(): void;
 }
 
+/**
+ * Puts the binary tensor data that follows the JSON header (Inference-Header-Content-Length)
+ * on an 8-byte boundary, so that the first binary output (and the next ones, when the sizes
+ * before them are multiples of 8) decodes as a view. Compressed bodies are not placed.
+ */
+function binaryDataPadding(headers: IncomingHttpHeaders): number {
+  if (headers['content-encoding'] !== undefined && headers['content-encoding'] !== 'identity') return 0;
+  const raw = headers[INFERENCE_HEADER_CONTENT_LENGTH.toLowerCase()];
+  const jsonBytes = Number(Array.isArray(raw) ? raw[0] : raw);
+  return Number.isSafeInteger(jsonBytes) && jsonBytes > 0 ? (8 - (jsonBytes % 8)) % 8 : 0;
+}
+
 function modelPath(model: KServeModelRef | ModelRef): string {
   const { name, version } = kserveRef(model);
   return `/v2/models/${encodeURIComponent(name)}${version === '' ? '' : `/versions/${version}`}`;
@@ -234,6 +247,7 @@ export function createKServeHttpClient(options: KServeHttpClientOptions): KServe
         headers,
         body,
         signal: scope.signal,
+        bodyPadding: binaryDataPadding,
       });
       if (res.status !== 200) throw errorFromHttp(res);
       let answer: Uint8Array = res.body;

@@ -65,9 +65,6 @@ export function decodePredictResponse(
   return { outputs, model: resolvedFrom(modelSpec, requested) };
 }
 
-/** Placement of a received PredictResponse so that its largest tensor decodes as a view (UnaryCallOptions.responsePadding). */
-export { predictResponsePadding } from '@visionserve/protocol/tfs-proto';
-
 export function encodeMetadataRequest(spec: ModelSpec): Uint8Array {
   return toBinary(
     GetModelMetadataRequestSchema,

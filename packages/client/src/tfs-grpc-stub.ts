@@ -6,6 +6,7 @@
 import { type CallOptions, withCallScope } from './call-options.js';
 import type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
 import { modelSpec } from './model-ref.js';
+import { predictResponsePadding } from './response-placement.js';
 import type { TfsCallDefaults, TfsGrpcClient } from './tfs-grpc-types.js';
 
 const PREDICT = '/tensorflow.serving.PredictionService/Predict';
@@ -30,18 +31,17 @@ export function createTfsGrpcStub(channel: GrpcChannel, options: TfsCallDefaults
     callOptions: CallOptions | undefined,
     encode: (codec: Codec) => Uint8Array | Uint8Array[],
     decode: (codec: Codec, answer: Uint8Array, requestBytes: number) => T,
-    responsePadding?: (codec: Codec) => UnaryCallOptions['responsePadding'],
+    responsePadding?: UnaryCallOptions['responsePadding'],
   ): Promise<T> =>
     withCallScope(callOptions, options.defaultTimeoutMs, async (scope) => {
       const codec = await loadCodec();
       const request = encode(codec);
       const remaining = scope.remainingMs();
-      const padding = responsePadding?.(codec);
       const answer = await channel.unary(path, request, {
         signal: scope.signal,
         ...(remaining !== undefined ? { timeoutMs: remaining } : {}),
         ...(options.metadata ? { metadata: options.metadata } : {}),
-        ...(padding ? { responsePadding: padding } : {}),
+        ...(responsePadding ? { responsePadding } : {}),
       });
       const requestBytes =
         request instanceof Uint8Array ? request.byteLength : request.reduce((n, c) => n + c.byteLength, 0);
@@ -61,7 +61,7 @@ export function createTfsGrpcStub(channel: GrpcChannel, options: TfsCallDefaults
           ...codec.decodePredictResponse(answer, spec),
           wire: { requestBytes, responseBytes: answer.byteLength },
         }),
-        (codec) => codec.predictResponsePadding,
+        predictResponsePadding,
       );
     },
     getModelMetadata(model, callOptions) {
