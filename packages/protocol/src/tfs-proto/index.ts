@@ -5,7 +5,6 @@ export * from './tf-tensor-codec.js';
 export * from './tf-tensor-view.js';
 export * from './wire-bytes.js';
 export * from './predict-response-decoder.js';
-export * from './predict-response-placement.js';
 export * from './predict-request-writer.js';
 export * from './tf-example-proto.js';
 export * from '../gen/tensorflow/core/example/example_pb.js';
