@@ -167,16 +167,24 @@ export interface FastBodyMessage {
 /**
  * `body` (a readFastJsonBody result) as a message another thread can rebuild with
  * fastBodyFromMessage, and the buffers to transfer with it (the tensors' arrays: `body`
- * must not be used afterwards).
+ * must not be used afterwards). `place` may put a tensor's values somewhere the receiver
+ * can read without a transfer (shared memory): it returns the copy, or undefined to move
+ * the array. Default: every array moves.
  */
-export function fastBodyToMessage(body: unknown): { message: FastBodyMessage; transfer: ArrayBuffer[] } {
+export function fastBodyToMessage(
+  body: unknown,
+  place?: (values: Float64Array) => Float64Array | undefined,
+): { message: FastBodyMessage; transfer: ArrayBuffer[] } {
   const packed: PackedAt[] = [];
   const transfer: ArrayBuffer[] = [];
   const path: (string | number)[] = [];
   const copy = (value: unknown): unknown => {
     if (value instanceof PackedNumbers) {
-      const parts = value.parts();
-      transfer.push(parts.values.buffer as ArrayBuffer, parts.inexact.buffer as ArrayBuffer);
+      let parts = value.parts();
+      const placed = place?.(parts.values);
+      if (placed === undefined) transfer.push(parts.values.buffer as ArrayBuffer);
+      else parts = { ...parts, values: placed };
+      transfer.push(parts.inexact.buffer as ArrayBuffer);
       if (parts.inexact.length > 0) {
         // The float32 rounding of approximated numbers (float32Safe, a re-read near a
         // rounding boundary) is done here, on the sending (decode) thread.

@@ -48,6 +48,19 @@ function warmUp(): void {
 }
 warmUp();
 
+/** Puts values into the slot's memory after the body (see ToDecodeWorker.tail) while they fit. */
+function placer(bytes: Uint8Array): (values: Float64Array) => Float64Array | undefined {
+  const buffer = bytes.buffer;
+  let at = Math.ceil((bytes.byteOffset + bytes.byteLength) / 8) * 8;
+  return (values) => {
+    if (at + values.byteLength > buffer.byteLength) return undefined;
+    const placed = new Float64Array(buffer, at, values.length);
+    placed.set(values);
+    at += values.byteLength;
+    return placed;
+  };
+}
+
 port.on('message', (job: ToDecodeWorker) => {
   const started = performance.now();
   let reply: FromDecodeWorker;
@@ -63,7 +76,7 @@ port.on('message', (job: ToDecodeWorker) => {
     } else if (body === undefined) {
       reply = { id: job.id, ms: performance.now() - started, body: undefined };
     } else {
-      const moved = fastBodyToMessage(body);
+      const moved = fastBodyToMessage(body, job.tail === true ? placer(job.bytes) : undefined);
       transfer = moved.transfer;
       reply = { id: job.id, ms: performance.now() - started, body: moved.message };
     }

@@ -25,6 +25,12 @@ export interface ReadBodyOptions {
    * declared length. Default: the body starts at offset 0.
    */
   readonly alignAt?: number | undefined;
+  /**
+   * Memory of the caller's for an identity body with a declared length of `bytes`: the body
+   * is read into the view it returns (exactly `bytes` long), which the caller owns and
+   * releases; undefined reads it into a buffer of its own. Ignores `alignAt`. Default: none.
+   */
+  readonly into?: ((bytes: number) => Uint8Array | undefined) | undefined;
 }
 
 function overloaded(): ServingError {
@@ -55,7 +61,7 @@ function exclusive(body: Buffer): Buffer {
 
 /**
  * Reads a request body into one Buffer whose memory belongs to this request alone (never
- * pooled, never shared with the socket): its ArrayBuffer may be handed to core as an owned
+ * pooled, never shared with the socket; or the caller's `into` memory): its ArrayBuffer may be handed to core as an owned
  * buffer (moved to a worker) once the caller no longer reads the body. A declared `Content-Length` over the limit is
  * refused before reading; an undeclared (chunked) body is refused as soon as it passes
  * the limit, and the rest is not buffered (the caller answers and closes the connection).
@@ -81,7 +87,7 @@ export async function readBody(req: IncomingMessage, options: ReadBodyOptions): 
     throw bodyTooLarge(`Request body of ${header} bytes exceeds the limit of ${options.limitBytes} bytes`);
   }
   if (declared !== undefined && options.reserve?.(declared) === false) throw overloaded();
-  const raw = await collect(req, options, declared);
+  const raw = await collect(req, options, declared, decoder === undefined);
   if (decoder === undefined) return raw;
   const decompress = decoder === 'gzip' ? gunzip : inflate;
   return new Promise<Buffer>((resolve, reject) => {
@@ -107,22 +113,29 @@ export async function readBody(req: IncomingMessage, options: ReadBodyOptions): 
 
 /**
  * The body as received. With a declared length the chunks are copied into one exactly
- * sized buffer as they arrive (no concatenation, no pooled memory); otherwise they are
- * collected and joined once.
+ * sized buffer as they arrive (no concatenation, no pooled memory; the caller's `into`
+ * memory for an `identity` body when it lends some); otherwise they are collected and
+ * joined once.
  */
 function collect(
   req: IncomingMessage,
   options: ReadBodyOptions,
   declared: number | undefined,
+  identity: boolean,
 ): Promise<Buffer> {
   const { limitBytes: limit, signal, reserve } = options;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let whole: Buffer | undefined;
     if (declared !== undefined && Number.isSafeInteger(declared)) {
-      const at = options.alignAt;
-      const shift = at === undefined || at < 0 || at > declared ? 0 : (8 - (at % 8)) % 8;
-      whole = Buffer.allocUnsafeSlow(declared + shift).subarray(shift);
+      const lent = identity ? options.into?.(declared) : undefined;
+      if (lent !== undefined) {
+        whole = Buffer.from(lent.buffer, lent.byteOffset, lent.byteLength);
+      } else {
+        const at = options.alignAt;
+        const shift = at === undefined || at < 0 || at > declared ? 0 : (8 - (at % 8)) % 8;
+        whole = Buffer.allocUnsafeSlow(declared + shift).subarray(shift);
+      }
     }
     let size = 0;
     const cleanup = (): void => {
