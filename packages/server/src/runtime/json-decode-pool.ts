@@ -20,6 +20,8 @@ export interface JsonDecodePool extends JsonDecoder {
    * first big body does not wait for the thread's start and the reader's warm-up.
    */
   prestart(): void;
+  /** Bodies lent shared memory (bodyBuffer) and not released yet, and the memory kept for them in bytes. */
+  bodySlots(): { readonly lent: number; readonly keptBytes: number };
   /** Stops the decode threads (pending reads fall back to the caller's path). */
   close(): Promise<void>;
 }
@@ -237,6 +239,10 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
 
     backlogMs,
     counts,
+
+    bodySlots() {
+      return { lent: bodies.lent, keptBytes: bodies.keptBytes };
+    },
 
     prestart() {
       if (!closed && threads > 0 && pool.length === 0) spawn();
