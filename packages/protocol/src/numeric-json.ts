@@ -184,8 +184,8 @@ export function fastBodyToMessage(
       const placed = place?.(parts.values);
       if (placed !== undefined) parts = { ...parts, values: placed };
       // Shared memory is shared by the message, not moved.
-      if (!(parts.values.buffer instanceof SharedArrayBuffer))
-        transfer.push(parts.values.buffer as ArrayBuffer);
+      const values = parts.values.buffer;
+      if (!(values instanceof SharedArrayBuffer)) transfer.push(values);
       transfer.push(parts.inexact.buffer as ArrayBuffer);
       if (parts.inexact.length > 0) {
         // The float32 rounding of approximated numbers (float32Safe, a re-read near a
