@@ -162,7 +162,7 @@ function collect(
           fail(new ServingError(Code.INVALID_ARGUMENT, 'Request body is longer than its Content-Length'));
           return;
         }
-        whole.set(chunk, size);
+        copyInto(whole, chunk, size);
       } else {
         if (reserve?.(chunk.byteLength) === false) {
           chunks.length = 0;
@@ -209,6 +209,27 @@ function collect(
     req.on('aborted', onAborted);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/** Bounce buffer of copyInto: one chunk piece at any offset modulo 8. */
+const BOUNCE = new Uint8Array(65_536 + 8);
+
+/**
+ * target.set(chunk, at). V8 copies into shared memory word by word only where source and
+ * target addresses agree modulo 8, else byte by byte (measured: 1.3 ms instead of 0.14 ms
+ * per 1.6 MB of socket chunks); such chunks go through BOUNCE, placed so that they agree.
+ */
+function copyInto(target: Buffer, chunk: Buffer, at: number): void {
+  const shift = (target.byteOffset + at) % 8;
+  if (!(target.buffer instanceof SharedArrayBuffer) || chunk.byteOffset % 8 === shift) {
+    target.set(chunk, at);
+    return;
+  }
+  for (let done = 0; done < chunk.byteLength; done += BOUNCE.byteLength - 8) {
+    const piece = chunk.subarray(done, done + BOUNCE.byteLength - 8);
+    BOUNCE.set(piece, shift);
+    target.set(BOUNCE.subarray(shift, shift + piece.byteLength), at + done);
+  }
 }
 
 /** How long a client may keep uploading after a 413 before its connection is dropped, in ms. */
