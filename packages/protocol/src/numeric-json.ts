@@ -169,11 +169,13 @@ export interface FastBodyMessage {
  * fastBodyFromMessage, and the buffers to transfer with it (the tensors' arrays: `body`
  * must not be used afterwards). `place` may give a tensor's values another home: an array
  * to send instead (a copy in shared memory is shared, not moved), or undefined to move them
- * as they are. Default: every array moves.
+ * as they are. Default: every array moves. `float32`: every tensor also carries its float32
+ * values (what a float32 input takes), not only those with approximated numbers.
  */
 export function fastBodyToMessage(
   body: unknown,
   place?: (values: Float64Array) => Float64Array | undefined,
+  float32 = false,
 ): { message: FastBodyMessage; transfer: ArrayBuffer[] } {
   const packed: PackedAt[] = [];
   const transfer: ArrayBuffer[] = [];
@@ -187,9 +189,10 @@ export function fastBodyToMessage(
       const values = parts.values.buffer;
       if (!(values instanceof SharedArrayBuffer)) transfer.push(values);
       transfer.push(parts.inexact.buffer as ArrayBuffer);
-      if (parts.inexact.length > 0) {
+      if (float32 || parts.inexact.length > 0) {
         // The float32 rounding of approximated numbers (float32Safe, a re-read near a
-        // rounding boundary) is done here, on the sending (decode) thread.
+        // rounding boundary) is done here, on the sending (decode) thread; with `float32`,
+        // of every tensor.
         const float32 = new Float32Array(value.length);
         value.toFloat32(float32);
         transfer.push(float32.buffer);
