@@ -167,19 +167,32 @@ export interface FastBodyMessage {
 /**
  * `body` (a readFastJsonBody result) as a message another thread can rebuild with
  * fastBodyFromMessage, and the buffers to transfer with it (the tensors' arrays: `body`
- * must not be used afterwards).
+ * must not be used afterwards). `place` may give a tensor's values another home: an array
+ * to send instead (a copy in shared memory is shared, not moved), or undefined to move them
+ * as they are. Default: every array moves. `float32`: every tensor also carries its float32
+ * values (what a float32 input takes), not only those with approximated numbers.
  */
-export function fastBodyToMessage(body: unknown): { message: FastBodyMessage; transfer: ArrayBuffer[] } {
+export function fastBodyToMessage(
+  body: unknown,
+  place?: (values: Float64Array) => Float64Array | undefined,
+  float32 = false,
+): { message: FastBodyMessage; transfer: ArrayBuffer[] } {
   const packed: PackedAt[] = [];
   const transfer: ArrayBuffer[] = [];
   const path: (string | number)[] = [];
   const copy = (value: unknown): unknown => {
     if (value instanceof PackedNumbers) {
-      const parts = value.parts();
-      transfer.push(parts.values.buffer as ArrayBuffer, parts.inexact.buffer as ArrayBuffer);
-      if (parts.inexact.length > 0) {
+      let parts = value.parts();
+      const placed = place?.(parts.values);
+      if (placed !== undefined) parts = { ...parts, values: placed };
+      // Shared memory is shared by the message, not moved.
+      const values = parts.values.buffer;
+      if (!(values instanceof SharedArrayBuffer)) transfer.push(values);
+      transfer.push(parts.inexact.buffer as ArrayBuffer);
+      if (float32 || parts.inexact.length > 0) {
         // The float32 rounding of approximated numbers (float32Safe, a re-read near a
-        // rounding boundary) is done here, on the sending (decode) thread.
+        // rounding boundary) is done here, on the sending (decode) thread; with `float32`,
+        // of every tensor.
         const float32 = new Float32Array(value.length);
         value.toFloat32(float32);
         transfer.push(float32.buffer);
@@ -267,8 +280,16 @@ class Reader {
   private inexact = new Int32Array(96);
   private inexactCount = 0;
 
-  constructor(private readonly bytes: Uint8Array) {
+  /** The next tensor's values go into the caller's scratch array (see readFastJsonBody). */
+  private borrowed: boolean;
+
+  constructor(
+    private readonly bytes: Uint8Array,
+    scratch?: Float64Array<ArrayBuffer>,
+  ) {
     this.estimateBudget = bytes.length;
+    this.borrowed = scratch !== undefined;
+    if (scratch !== undefined) this.scratch = scratch;
   }
 
   ws(): void {
@@ -324,9 +345,11 @@ class Reader {
     }
     const n = this.count;
     const values = this.scratch;
-    // Hand the array over when little of it is unused; else copy the values out and keep
-    // the array for the next tensor of the body.
-    const handOver = values.length - n <= values.length >> 3;
+    // Hand the array over when little of it is unused (or it is the caller's scratch, which
+    // the first tensor views); else copy the values out and keep the array for the next
+    // tensor of the body.
+    const handOver = this.borrowed || values.length - n <= values.length >> 3;
+    this.borrowed = false;
     const out = handOver ? values.subarray(0, n) : values.slice(0, n);
     this.scratch = handOver ? new Float64Array(0) : values;
     const marks = this.inexact;
@@ -721,10 +744,13 @@ class Reader {
  * Reads a predict body of the shapes above into PackedNumbers; undefined for any other
  * body (the caller then parses it with JSON.parse and the general codec).
  */
-export function readNumericPredictBody(bytes: Uint8Array): NumericPredictBody | undefined {
+export function readNumericPredictBody(
+  bytes: Uint8Array,
+  scratch?: Float64Array<ArrayBuffer>,
+): NumericPredictBody | undefined {
   // Only worth it, and only tried, when the body is big enough to hold a real tensor.
   if (bytes.byteLength < 256) return undefined;
-  const r = new Reader(bytes);
+  const r = new Reader(bytes, scratch);
   try {
     const body: NumericPredictBody = {};
     r.expect(LBRACE);
@@ -794,23 +820,34 @@ export type FastJsonFormat = 'tfs-predict' | 'sagemaker-json' | 'kserve-infer';
  * - `sagemaker-json`: that, or a bare rectangular numeric list as SageMaker's JSON handler
  *   reads it: `{"instances": list}` for a list of lists, `{"instances": [list]}` for a flat one.
  * - `kserve-infer`: a KServe v2 inference request object with every numeric `data` list packed.
+ *
+ * `scratch`: an array of the caller's that the body's first tensor is read into when it fits
+ * (its PackedNumbers then views it: valid until the caller reuses the array); default, and for
+ * the other tensors, arrays of the reader's own.
  */
-export function readFastJsonBody(format: FastJsonFormat, bytes: Uint8Array): unknown {
+export function readFastJsonBody(
+  format: FastJsonFormat,
+  bytes: Uint8Array,
+  scratch?: Float64Array<ArrayBuffer>,
+): unknown {
   switch (format) {
     case 'tfs-predict':
-      return readNumericPredictBody(bytes);
+      return readNumericPredictBody(bytes, scratch);
     case 'sagemaker-json':
-      return readSageMakerJsonBody(bytes);
+      return readSageMakerJsonBody(bytes, scratch);
     case 'kserve-infer':
-      return readPackedObject(bytes, 'data');
+      return readPackedObject(bytes, 'data', scratch);
   }
 }
 
-function readSageMakerJsonBody(bytes: Uint8Array): NumericPredictBody | undefined {
+function readSageMakerJsonBody(
+  bytes: Uint8Array,
+  scratch?: Float64Array<ArrayBuffer>,
+): NumericPredictBody | undefined {
   if (bytes.byteLength < 256) return undefined;
-  const r = new Reader(bytes);
+  const r = new Reader(bytes, scratch);
   r.ws();
-  if (bytes[r.pos] !== LBRACKET) return readNumericPredictBody(bytes);
+  if (bytes[r.pos] !== LBRACKET) return readNumericPredictBody(bytes, scratch);
   try {
     const list = r.tensor();
     r.end();
@@ -824,9 +861,13 @@ function readSageMakerJsonBody(bytes: Uint8Array): NumericPredictBody | undefine
 }
 
 /** A JSON object with numeric lists under `packKey` keys packed (Reader.value); undefined to fall back. */
-function readPackedObject(bytes: Uint8Array, packKey: string): Record<string, unknown> | undefined {
+function readPackedObject(
+  bytes: Uint8Array,
+  packKey: string,
+  scratch?: Float64Array<ArrayBuffer>,
+): Record<string, unknown> | undefined {
   if (bytes.byteLength < 256) return undefined;
-  const r = new Reader(bytes);
+  const r = new Reader(bytes, scratch);
   try {
     r.ws();
     if (bytes[r.pos] !== LBRACE) return undefined;

@@ -9,6 +9,8 @@ import {
   fastBodyFromMessage,
   parseTfsPredictJson,
   parsedBodyToMessage,
+  fastBodyToMessage,
+  readFastJsonBody,
   readNumericPredictBody,
   tfsJsonToTensors,
 } from '../src/index.js';
@@ -108,6 +110,36 @@ function nested(r: () => number, shape: readonly number[], leaf: () => string, w
 }
 
 describe('fast numeric JSON reader', () => {
+  void it("reads a body's first tensor into the caller's scratch array, reused from body to body", () => {
+    const scratch = new Float64Array(4096);
+    const rand = rng(7);
+    const list = (n: number): number[] => Array.from({ length: n }, () => Math.fround(rand() * 4 - 2));
+    const inputs = (body: unknown): Record<string, Float64Array> => {
+      const { message } = fastBodyToMessage(body, (values) => values.slice());
+      return Object.fromEntries(message.packed.map((p) => [p.path.join('.'), p.parts.values]));
+    };
+    for (const n of [300, 1000, 300, 5000]) {
+      const a = list(n);
+      const b = list(7);
+      const text = JSON.stringify({ inputs: { a, b } });
+      const fast = readNumericPredictBody(utf8(text), scratch) as { inputs: Record<string, PackedNumbers> };
+      // The first tensor views the scratch array when it fits, the second has its own.
+      assert.equal(fast.inputs['a']!.exactValues().buffer === scratch.buffer, n <= scratch.length);
+      assert.notEqual(fast.inputs['b']!.exactValues().buffer, scratch.buffer);
+      assert.deepEqual(Array.from(fast.inputs['a']!.exactValues()), a);
+      assert.deepEqual(Array.from(fast.inputs['b']!.exactValues()), b);
+      const sent = inputs(fast);
+      assert.deepEqual(Array.from(sent['inputs.a']!), a);
+      // The next body reuses the scratch array (what `fast` viewed is gone): same tensors.
+      assert.deepEqual(
+        decodeBytes({ instances: a }),
+        decodeBytes(readFastJsonBody('tfs-predict', utf8(JSON.stringify({ instances: a })), scratch)),
+      );
+    }
+    // The scratch array is never moved away by fastBodyToMessage when `place` copies.
+    assert.equal(scratch.byteLength, 4096 * 8);
+  });
+
   it('reads every number exactly as JSON.parse does (200,000 spellings)', () => {
     const r = rng(1);
     const texts: string[] = [];

@@ -579,4 +579,10 @@ void describe('KServe v2: model control mode none', () => {
       await s.close(0);
     }
   });
+
+  void it('gave back the shared memory lent to every JSON body, answered or refused', () => {
+    // minBytes 0: every identity JSON infer body above (bad ones included) was read into a slot.
+    assert.ok(jsonDecode.bodySlots().keptBytes > 0);
+    assert.equal(jsonDecode.bodySlots().lent, 0);
+  });
 });

@@ -547,6 +547,83 @@ void describe('TF Serving REST frontend', () => {
     await expectError(call('POST', '/v1/models/half:predict', deepObj, {}, at), 400, /not formatted/);
     assert.equal(jsonDecode.counts.offThread, 8);
     assert.equal(jsonDecode.counts.inline, inline);
+    assert.equal(jsonDecode.bodySlots().lent, 0);
+  });
+
+  void it('lends big bodies shared memory, reuses it without stale bytes and gets it back on every path', async () => {
+    const at = `http://127.0.0.1:${decoding.port}`;
+    const predict = (body: string, headers: Record<string, string> = {}): ReturnType<typeof call> =>
+      call('POST', '/v1/models/half:predict', body, headers, at);
+    const xs = Array.from({ length: 20_000 }, (_, i) => Math.fround(i / 3));
+    const ys = xs.map((x) => -x);
+    const answer = (v: number[]): number[] => v.map((x) => Math.fround(0.5 * x + 2));
+    const predictions = (r: { json: unknown }): number[] =>
+      (r.json as { predictions: number[] }).predictions.map(Math.fround);
+    // The same size class twice in a row: the second body's slot held the first one's bytes.
+    for (const v of [xs, ys, xs]) {
+      const r = await predict(JSON.stringify({ instances: v }));
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(predictions(r), answer(v));
+      assert.equal(jsonDecode.bodySlots().lent, 0);
+    }
+    const kept = jsonDecode.bodySlots().keptBytes;
+    assert.ok(kept > 0);
+    // Concurrent bodies each get a slot of their own.
+    const many = await Promise.all([xs, ys, xs, ys].map((v) => predict(JSON.stringify({ instances: v }))));
+    many.forEach((r, i) => {
+      // (or refused by the decode backlog's 50 ms limit)
+      if (r.status === 503) return;
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(predictions(r), answer(i % 2 === 0 ? xs : ys));
+    });
+    assert.ok(many.some((r) => r.status === 200));
+    // Errors: malformed (fast reader refuses, general path 400), shape errors, a shorter body
+    // than declared, a client that leaves mid-body, a body over the limit.
+    await expectError(predict(JSON.stringify({ instances: xs }).slice(0, -1)), 400, /JSON Parse error/);
+    await expectError(predict(JSON.stringify({ instances: [xs, xs.slice(1)] })), 400, /.+/);
+    await expectError(
+      predict(JSON.stringify({ instances: xs, extra: 1 }).replace('extra', 'inputs')),
+      400,
+      /.+/,
+    );
+    const text = JSON.stringify({ instances: ys });
+    await new Promise<void>((resolve) => {
+      const req = request(`${at}/v1/models/half:predict`, {
+        method: 'POST',
+        headers: { 'Content-Length': String(text.length + 100) },
+      });
+      req.on('error', () => {
+        resolve();
+      });
+      req.on('close', () => {
+        resolve();
+      });
+      req.write(text.slice(0, 40_000));
+      setTimeout(() => req.destroy(), 50);
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    // Chunked (no declared length): read into memory of its own, same answer.
+    const chunked = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const req = request(`${at}/v1/models/half:predict`, { method: 'POST' });
+      req.on('response', (res) => {
+        let t = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (t += c));
+        res.on('end', () => {
+          resolve({ status: res.statusCode ?? 0, text: t });
+        });
+      });
+      req.on('error', reject);
+      for (let i = 0; i < text.length; i += 16_384) req.write(text.slice(i, i + 16_384));
+      req.end();
+    });
+    assert.equal(chunked.status, 200, chunked.text);
+    assert.deepEqual(predictions({ json: JSON.parse(chunked.text) }), answer(ys));
+    assert.equal(jsonDecode.bodySlots().lent, 0);
+    // A correct body after all that still gets its own answer from reused memory.
+    assert.deepEqual(predictions(await predict(text)), answer(ys));
+    assert.equal(jsonDecode.bodySlots().lent, 0);
+    assert.ok(jsonDecode.bodySlots().keptBytes <= 64 * 1024 * 1024);
   });
 
   void it('answers 504 when the request deadline passes', async () => {

@@ -11,6 +11,14 @@ export interface DecodeTicket {
   release(): void;
 }
 
+/** Memory lent for one request body (see JsonDecoder.bodyBuffer). */
+export interface LentBody {
+  /** Exactly the body's length; its contents are the previous user's until the body is read in. */
+  readonly bytes: Uint8Array;
+  /** Gives the memory back (idempotent); nothing may read `bytes` afterwards. */
+  release(): void;
+}
+
 /**
  * JSON tensor bodies read off the event loop. Reading 1.6 MB of JSON numbers
  * costs ~15–30 ms of CPU; done on the main thread, every other request (refusals
@@ -28,6 +36,14 @@ export interface JsonDecoder {
    * `overloaded`) when the decode backlog with it would pass `maxWaitMs`.
    */
   admit(bytes: number): DecodeTicket;
+  /**
+   * Memory to read a body of `bytes` bytes (its declared length) into, which the decode
+   * threads read without a copy (reused shared memory); undefined when such a body is read
+   * on the event loop or no memory is free (the caller reads it into a buffer of its own).
+   * The caller releases it once nothing reads the body or what was read from it any more:
+   * after its decode settled and the request's handler is done with the result.
+   */
+  bodyBuffer(bytes: number): LentBody | undefined;
   /**
    * The fast numeric reader's result for `bytes` (readNumericPredictBody): on a decode
    * thread for bodies of `minBytes` or more, here otherwise; undefined when the reader does

@@ -11,6 +11,12 @@ export interface ToDecodeWorker {
    * general path (parseTfsJsonText), instead of being answered `undefined`.
    */
   readonly general?: boolean;
+  /**
+   * `bytes` views a lent slot of shared memory (JsonDecoder.bodyBuffer): the rest of its
+   * buffer after the body is this body's too, and the tensors' values are written there
+   * when they fit (the receiver reads them without a transfer), else moved.
+   */
+  readonly tail?: boolean;
 }
 
 /** The answer: the tensors read (undefined: not a body for the fast reader), and the time it took. */

@@ -11,6 +11,7 @@ import {
 import type { DecodeTicket, JsonDecoder } from '../contracts/json-decoder.js';
 import type { Logger } from '../util/logger.js';
 import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js';
+import { createSharedBodyPool } from './shared-body-pool.js';
 
 /** The pool as server.ts holds it: the frontends' contract, and a way to stop it. */
 export interface JsonDecodePool extends JsonDecoder {
@@ -19,6 +20,8 @@ export interface JsonDecodePool extends JsonDecoder {
    * first big body does not wait for the thread's start and the reader's warm-up.
    */
   prestart(): void;
+  /** Bodies lent shared memory (bodyBuffer) and not released yet, and the memory kept for them in bytes. */
+  bodySlots(): { readonly lent: number; readonly keptBytes: number };
   /** Stops the decode threads (pending reads fall back to the caller's path). */
   close(): Promise<void>;
 }
@@ -35,6 +38,12 @@ export interface JsonDecodePoolOptions {
   readonly onShed?: ((model: undefined, error: ServingError) => void) | undefined;
   /** Nice value of the decode threads (thread-priority.ts). Default 0 (the event loop's). */
   readonly threadNice?: number | undefined;
+  /**
+   * Most shared memory kept for bodies that decode threads read (JsonDecoder.bodyBuffer),
+   * lent and free together, in bytes. Default 64 MiB; 0 lends none (each body is copied to
+   * its thread).
+   */
+  readonly sharedBodyBytes?: number | undefined;
   /** The decode thread's module. Default json-decode-worker.js (tests give others). */
   readonly workerUrl?: URL | undefined;
 }
@@ -66,6 +75,9 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
   let closed = false;
   const pool: DecodeThread[] = [];
   const counts = { offThread: 0, inline: 0 };
+  const bodies = createSharedBodyPool({ maxBytes: options.sharedBodyBytes, minSlotBytes: minBytes });
+  /** The slots' memory (a body in one owns the slot's memory after it too). */
+  const slots = new WeakSet<ArrayBufferLike>();
 
   const measured = (bytes: number, ms: number): void => {
     if (bytes >= minBytes) msPerByte += EWMA * (ms / bytes - msPerByte);
@@ -148,18 +160,24 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
       if (threads <= 0 || closed || bytes.byteLength < minBytes) return inline(format, bytes, general);
       const thread = pick();
       const id = nextId++;
-      // The thread gets its own copy: the caller keeps `bytes` (inexact numbers are read
-      // again from it, and it is the fallback if the thread dies).
-      const copy = new Uint8Array(bytes);
+      // The thread reads shared memory as it is; other bodies it gets a copy of: the caller
+      // keeps `bytes` (inexact numbers are read again from it, and it is the fallback if the
+      // thread dies).
+      const shared = bytes.buffer instanceof SharedArrayBuffer;
+      const copy = shared ? bytes : new Uint8Array(bytes);
       const reply = await new Promise<FromDecodeWorker | undefined>((resolve) => {
         // A thread holds the process open only while it has bodies to answer.
         if (thread.jobs.size === 0) thread.worker.ref();
         thread.jobs.set(id, { bytes: bytes.byteLength, resolve });
         thread.pendingBytes += bytes.byteLength;
-        const message: ToDecodeWorker = general
-          ? { id, format, bytes: copy, general }
-          : { id, format, bytes: copy };
-        thread.worker.postMessage(message, [copy.buffer]);
+        const message: ToDecodeWorker = {
+          id,
+          format,
+          bytes: copy,
+          ...(general ? { general } : {}),
+          ...(shared && slots.has(bytes.buffer) && bytes.byteOffset === 0 ? { tail: true } : {}),
+        };
+        thread.worker.postMessage(message, shared ? [] : [copy.buffer as ArrayBuffer]);
       });
       if (reply === undefined) return inline(format, bytes, general);
       counts.offThread++;
@@ -201,6 +219,14 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
       };
     },
 
+    bodyBuffer(bytes) {
+      if (threads <= 0 || closed || !(bytes >= minBytes)) return undefined;
+      // Twice the body: the decoded values go into the second half (ToDecodeWorker.tail).
+      const slot = bodies.acquire(bytes, 2 * bytes);
+      if (slot !== undefined) slots.add(slot.bytes.buffer);
+      return slot;
+    },
+
     async readNumericPredictBody(bytes, ticket) {
       return (await read('tfs-predict', bytes, ticket)) as NumericPredictBody | undefined;
     },
@@ -213,6 +239,10 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
 
     backlogMs,
     counts,
+
+    bodySlots() {
+      return { lent: bodies.lent, keptBytes: bodies.keptBytes };
+    },
 
     prestart() {
       if (!closed && threads > 0 && pool.length === 0) spawn();

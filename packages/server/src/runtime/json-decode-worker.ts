@@ -15,6 +15,7 @@ import {
   readFastJsonBody,
 } from '@visionserve/protocol';
 import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js';
+import type { FastBodyMessage } from '@visionserve/protocol';
 
 const port = parentPort;
 if (port === null) throw new Error('json-decode-worker.js runs as a worker thread');
@@ -48,12 +49,49 @@ function warmUp(): void {
 }
 warmUp();
 
+/**
+ * The array this thread reads each body's first tensor into (readFastJsonBody's scratch),
+ * kept from body to body so that a steady stream of bodies allocates none; grown to fit the
+ * biggest tensor seen, up to SCRATCH_CAP elements.
+ */
+let scratch = new Float64Array(0);
+const SCRATCH_CAP = 1 << 21;
+
+/**
+ * Where a tensor's values go: into the slot's memory after the body (ToDecodeWorker.tail)
+ * while they fit, the receiver reading them there; else moved, as a copy when they view
+ * the scratch array (which stays here).
+ */
+function placer(job: ToDecodeWorker): (values: Float64Array) => Float64Array | undefined {
+  const bytes = job.bytes;
+  const buffer = bytes.buffer;
+  let at = job.tail === true ? Math.ceil((bytes.byteOffset + bytes.byteLength) / 8) * 8 : buffer.byteLength;
+  return (values) => {
+    if (at + values.byteLength <= buffer.byteLength) {
+      const placed = new Float64Array(buffer, at, values.length);
+      placed.set(values);
+      at += values.byteLength;
+      return placed;
+    }
+    return values.buffer === scratch.buffer ? values.slice() : undefined;
+  };
+}
+
+/** Grows the scratch array after a body with a tensor that outgrew it (the next one then fits). */
+function keepScratch(message: FastBodyMessage): void {
+  let most = 0;
+  for (const { parts } of message.packed) most = Math.max(most, parts.values.length);
+  if (most <= scratch.length || scratch.length >= SCRATCH_CAP) return;
+  // Room for the reader's estimate of the values (a little above their count).
+  scratch = new Float64Array(Math.min(SCRATCH_CAP, Math.ceil(most * 1.25) + 1024));
+}
+
 port.on('message', (job: ToDecodeWorker) => {
   const started = performance.now();
   let reply: FromDecodeWorker;
   let transfer: ArrayBuffer[] = [];
   try {
-    const body = readFastJsonBody(job.format, job.bytes);
+    const body = readFastJsonBody(job.format, job.bytes, scratch);
     if (body === undefined && job.general === true) {
       const b = job.bytes;
       const parsed = parseTfsJsonText(Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'));
@@ -63,7 +101,11 @@ port.on('message', (job: ToDecodeWorker) => {
     } else if (body === undefined) {
       reply = { id: job.id, ms: performance.now() - started, body: undefined };
     } else {
-      const moved = fastBodyToMessage(body);
+      // Values left in the slot's shared memory are slower to convert on the event loop (V8
+      // reads shared memory element by element): the float32 values a float32 input takes come
+      // ready from here.
+      const moved = fastBodyToMessage(body, placer(job), job.tail === true);
+      keepScratch(moved.message);
       transfer = moved.transfer;
       reply = { id: job.id, ms: performance.now() - started, body: moved.message };
     }

@@ -19,12 +19,23 @@ export interface HttpContext {
   /**
    * Reads the whole body within the API's limits, or within `limitBytes` (before and
    * after decompression) when given. Over a limit it rejects with a `body-too-large` ServingError,
-   * which the edge answers 413. `alignAt`: a byte of the body to place 8-byte aligned (see
-   * ReadBodyOptions). The body's memory belongs to this request alone (see readBody).
+   * which the edge answers 413. `placement`: see BodyPlacement. The body's memory belongs to
+   * this request alone (see readBody): its own, or the caller's `into` memory.
    */
-  readBody(limitBytes?: number, placement?: { readonly alignAt?: number | undefined }): Promise<Buffer>;
+  readBody(limitBytes?: number, placement?: BodyPlacement): Promise<Buffer>;
   /** The caller's token and client certificate, for a ManagementGuard. */
   credentials(): ManagementCredentials;
+}
+
+/** Where readBody puts a body (see ReadBodyOptions). */
+export interface BodyPlacement {
+  /** A byte of the body to place 8-byte aligned. */
+  readonly alignAt?: number | undefined;
+  /**
+   * Memory of the caller's for an identity body of declared length `bytes` (the view it
+   * returns is exactly that long), or undefined for a buffer of the request's own.
+   */
+  readonly into?: ((bytes: number) => Uint8Array | undefined) | undefined;
 }
 
 export interface HttpRoute {

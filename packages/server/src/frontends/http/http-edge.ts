@@ -274,6 +274,7 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
         }
         return readBody(req, {
           alignAt: placement?.alignAt,
+          into: placement?.into,
           limitBytes: limitBytes ?? api.bodyLimitBytes,
           decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
           encodings: api.contentEncodings,

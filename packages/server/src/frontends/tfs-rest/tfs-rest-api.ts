@@ -13,7 +13,7 @@ import type { InferenceService } from '../../core/inference-service.js';
 import type { HttpApi } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
-import type { JsonDecoder } from '../../contracts/json-decoder.js';
+import type { JsonDecoder, LentBody } from '../../contracts/json-decoder.js';
 import { classifyOn, regressOn } from '../shared/examples-inference.js';
 import { predictTfsJson } from '../shared/tfs-json-predict.js';
 import { modelMetadataJson, modelStatusJson } from '../shared/tfs-status-json.js';
@@ -97,15 +97,27 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
               ticket.release();
             });
           }
+          if (method === 'predict' && jsonDecode !== undefined) {
+            // A big body goes into memory its decode thread reads as it is, lent until the
+            // tensors read from it have been answered (or the request failed).
+            let lent: LentBody | undefined;
+            try {
+              const bytes = await ctx.readBody(undefined, {
+                into: (length) => (lent = jsonDecode.bodyBuffer(length))?.bytes,
+              });
+              const timed = { ...call, arrivedAt: process.hrtime.bigint() };
+              const body = await jsonDecode.readTfsPredictBody(bytes, ticket);
+              sendJson(ctx.res, 200, await predictTfsJson(service, model, body, timed));
+            } finally {
+              lent?.release();
+            }
+            return;
+          }
           const bytes = await ctx.readBody();
           // Statistics time the request from here (the body is in).
           const timed = { ...call, arrivedAt: process.hrtime.bigint() };
           if (method === 'predict') {
-            const body =
-              jsonDecode === undefined
-                ? parseTfsPredictJson(bytes)
-                : await jsonDecode.readTfsPredictBody(bytes, ticket);
-            sendJson(ctx.res, 200, await predictTfsJson(service, model, body, timed));
+            sendJson(ctx.res, 200, await predictTfsJson(service, model, parseTfsPredictJson(bytes), timed));
             return;
           }
           const { signatureName, input } = parseTfsExamplesBody(parseTfsJsonText(bytes.toString('utf8')));

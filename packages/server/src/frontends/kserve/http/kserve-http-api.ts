@@ -16,7 +16,7 @@ import {
   encodeHttpInferResponse,
   outputIsBinary,
 } from '@visionserve/protocol/kserve';
-import type { JsonDecoder } from '../../../contracts/json-decoder.js';
+import type { JsonDecoder, LentBody } from '../../../contracts/json-decoder.js';
 import type { ManagementGuard } from '../../shared/management-guard.js';
 import type { ContentEncoding, HttpApi, HttpContext, HttpRoute } from '../../http/http-api.js';
 import { createOutputLease } from '../../../core/output-lease.js';
@@ -214,34 +214,45 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
           outputLease.release();
         });
         // The binary tensor data starts right after the JSON header: place it 8-byte aligned.
+        // A big all-JSON body goes into memory its decode thread reads as it is, lent until
+        // the request's response has been written (or it failed).
         const alignAt = headerLength === undefined ? undefined : Number(headerLength);
-        const body = await ctx.readBody(undefined, {
-          alignAt: alignAt !== undefined && Number.isSafeInteger(alignAt) ? alignAt : undefined,
-        });
-        const arrivedAt = process.hrtime.bigint();
-        // Numeric `data` straight into typed arrays, on a decode thread for big bodies.
-        const fastHeader =
-          jsonDecode === undefined || ticket === undefined
-            ? undefined
-            : (((await jsonDecode.read('kserve-infer', body, ticket)) as
-                Record<string, unknown> | undefined) ?? null);
-        const request = decodeHttpInferRequest(body, headerLength, fastHeader);
-        const encoded = await kserve.infer(ref, request, {
-          outputLease,
-          signal: ctx.signal,
-          deadline: ctx.deadline,
-          arrivedAt,
-          // The body is this request's own: input tensors viewing it move to the worker with it.
-          ownedBuffers: body.buffer instanceof ArrayBuffer ? [body.buffer] : undefined,
-          encode: (response) => {
-            const requested = new Map(request.outputs?.map((o) => [o.name, o]));
-            return encodeHttpInferResponse(
-              response,
-              response.outputs.map((o) => outputIsBinary(request, requested.get(o.name))),
-            );
-          },
-        });
-        await sendInferBody(ctx, encoded, negotiateEncoding(header(ctx, 'accept-encoding'), ENCODINGS));
+        let lent: LentBody | undefined;
+        try {
+          const body = await ctx.readBody(undefined, {
+            alignAt: alignAt !== undefined && Number.isSafeInteger(alignAt) ? alignAt : undefined,
+            into:
+              jsonDecode === undefined || ticket === undefined
+                ? undefined
+                : (length) => (lent = jsonDecode.bodyBuffer(length))?.bytes,
+          });
+          const arrivedAt = process.hrtime.bigint();
+          // Numeric `data` straight into typed arrays, on a decode thread for big bodies.
+          const fastHeader =
+            jsonDecode === undefined || ticket === undefined
+              ? undefined
+              : (((await jsonDecode.read('kserve-infer', body, ticket)) as
+                  Record<string, unknown> | undefined) ?? null);
+          const request = decodeHttpInferRequest(body, headerLength, fastHeader);
+          const encoded = await kserve.infer(ref, request, {
+            outputLease,
+            signal: ctx.signal,
+            deadline: ctx.deadline,
+            arrivedAt,
+            // The body is this request's own: input tensors viewing it move to the worker with it.
+            ownedBuffers: body.buffer instanceof ArrayBuffer ? [body.buffer] : undefined,
+            encode: (response) => {
+              const requested = new Map(request.outputs?.map((o) => [o.name, o]));
+              return encodeHttpInferResponse(
+                response,
+                response.outputs.map((o) => outputIsBinary(request, requested.get(o.name))),
+              );
+            },
+          });
+          await sendInferBody(ctx, encoded, negotiateEncoding(header(ctx, 'accept-encoding'), ENCODINGS));
+        } finally {
+          lent?.release();
+        }
       },
     },
     {

@@ -1,0 +1,99 @@
+/**
+ * Request bodies in reused shared memory. A JSON tensor body of a few MB read into a fresh
+ * buffer per request, then copied for its decode thread, was ~3 MB of external memory per
+ * request on the event loop's heap: V8 answers that with a scavenge every few requests and a
+ * Mark-Compact every few dozen. A body read into a lent slot of this pool costs no
+ * allocation, and its decode thread reads the same memory (a SharedArrayBuffer is shared by
+ * postMessage, not copied).
+ */
+
+import type { LentBody } from '../contracts/json-decoder.js';
+
+/** A slot lent for one body: `bytes` views it, exactly the body's length. */
+export type PooledBody = LentBody;
+
+export interface SharedBodyPool {
+  /**
+   * A slot for a body of `bytes` bytes, or undefined when keeping one would pass `maxBytes`
+   * (the caller then reads the body into memory of its own). The slot holds at least
+   * `slotBytes` (default `bytes`): `bytes` views its start, and the rest of its buffer is the
+   * borrower's too.
+   */
+  acquire(bytes: number, slotBytes?: number): PooledBody | undefined;
+  /** Bytes of shared memory kept: lent and free slots together. */
+  readonly keptBytes: number;
+  /** Slots lent now. */
+  readonly lent: number;
+}
+
+export interface SharedBodyPoolOptions {
+  /** Most shared memory kept for bodies, lent and free slots together, in bytes. Default 64 MiB. */
+  readonly maxBytes?: number | undefined;
+  /** Smallest slot, in bytes (slots are powers of two from here). Default 65536. */
+  readonly minSlotBytes?: number | undefined;
+}
+
+/** Slot sizes are powers of two from `minSlotBytes`: a body wastes less than half its slot. */
+function slotSize(bytes: number, min: number): number {
+  let size = min;
+  while (size < bytes) size *= 2;
+  return size;
+}
+
+export function createSharedBodyPool(options: SharedBodyPoolOptions = {}): SharedBodyPool {
+  const maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
+  const minSlot = Math.max(8, options.minSlotBytes ?? 65_536);
+  /** Free slots by size. */
+  const free = new Map<number, SharedArrayBuffer[]>();
+  let kept = 0;
+  let lent = 0;
+
+  /** Drops free slots (the biggest first) until `size` more bytes fit; false if they cannot. */
+  const makeRoom = (size: number): boolean => {
+    if (kept + size <= maxBytes) return true;
+    const sizes = [...free.keys()].sort((a, b) => b - a);
+    for (const s of sizes) {
+      const list = free.get(s)!;
+      while (list.length > 0 && kept + size > maxBytes) {
+        list.pop();
+        kept -= s;
+      }
+      if (list.length === 0) free.delete(s);
+      if (kept + size <= maxBytes) return true;
+    }
+    return false;
+  };
+
+  return {
+    acquire(bytes, slotBytes = bytes) {
+      if (!Number.isSafeInteger(bytes) || bytes < 0) return undefined;
+      const size = slotSize(Math.max(bytes, slotBytes), minSlot);
+      let slot = free.get(size)?.pop();
+      if (slot === undefined) {
+        if (size > maxBytes || !makeRoom(size)) return undefined;
+        slot = new SharedArrayBuffer(size);
+        kept += size;
+      }
+      lent++;
+      const memory = slot;
+      let held = true;
+      return {
+        bytes: new Uint8Array(memory, 0, bytes),
+        release() {
+          if (!held) return;
+          held = false;
+          lent--;
+          let list = free.get(size);
+          if (list === undefined) free.set(size, (list = []));
+          list.push(memory);
+        },
+      };
+    },
+    get keptBytes() {
+      return kept;
+    },
+    get lent() {
+      return lent;
+    },
+  };
+}

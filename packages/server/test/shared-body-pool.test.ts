@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createSharedBodyPool } from '../src/runtime/shared-body-pool.js';
+
+void describe('shared body pool', () => {
+  void it('lends exactly sized views of reused shared memory, each slot to one body at a time', () => {
+    const pool = createSharedBodyPool({ maxBytes: 1 << 20, minSlotBytes: 1024 });
+    const a = pool.acquire(3000)!;
+    assert.equal(a.bytes.byteLength, 3000);
+    assert.ok(a.bytes.buffer instanceof SharedArrayBuffer);
+    assert.equal(a.bytes.buffer.byteLength, 4096);
+    const b = pool.acquire(3000)!;
+    assert.notEqual(b.bytes.buffer, a.bytes.buffer);
+    assert.equal(pool.lent, 2);
+    a.release();
+    a.release(); // idempotent
+    assert.equal(pool.lent, 1);
+    const c = pool.acquire(2500)!;
+    assert.equal(c.bytes.buffer, a.bytes.buffer);
+    assert.equal(pool.keptBytes, 8192);
+    // A bigger slot than the body: the rest of the buffer is the borrower's.
+    const d = pool.acquire(100, 5000)!;
+    assert.equal(d.bytes.byteLength, 100);
+    assert.equal(d.bytes.buffer.byteLength, 8192);
+    for (const x of [b, c, d]) x.release();
+    assert.equal(pool.lent, 0);
+  });
+
+  void it('keeps at most maxBytes: free slots make room, lent ones never do', () => {
+    const pool = createSharedBodyPool({ maxBytes: 16384, minSlotBytes: 1024 });
+    const big = pool.acquire(8192)!;
+    const other = pool.acquire(8192)!;
+    assert.equal(pool.acquire(1024), undefined); // all of it lent
+    other.release();
+    const small = pool.acquire(1024)!; // the free 8 KiB slot is dropped for it
+    assert.ok(small !== undefined);
+    assert.ok(pool.keptBytes <= 16384);
+    assert.equal(pool.acquire(1 << 20), undefined); // over the cap on its own
+    assert.equal(pool.acquire(-1), undefined);
+    assert.equal(pool.acquire(Number.NaN), undefined);
+    big.release();
+    small.release();
+    assert.equal(pool.lent, 0);
+  });
+});
