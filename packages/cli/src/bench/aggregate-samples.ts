@@ -36,6 +36,7 @@ export function aggregateSamples(
   const server = sum(list, (s) => s.serverCpuMs);
   const gcMs = sum(list, (s) => s.serverGc?.ms);
   const majors = sum(list, (s) => s.serverGc?.majors);
+  const reducerMs = sum(list, (s) => s.serverGc?.reducerMs);
   const done = n + errors;
   const wire = list.find((s) => s.wire !== undefined)?.wire;
   const firstError = list.find((s) => s.firstError !== undefined)?.firstError;
@@ -50,7 +51,11 @@ export function aggregateSamples(
     ...(client !== undefined && done > 0 ? { clientCpuMsPerRequest: client / done } : {}),
     ...(server !== undefined && done > 0 ? { serverCpuMsPerRequest: server / done } : {}),
     ...(gcMs !== undefined && majors !== undefined && done > 0
-      ? { serverGcMsPerRequest: gcMs / done, majorGcsPer1000: (majors * 1000) / done }
+      ? {
+          serverGcMsPerRequest: gcMs / done,
+          majorGcsPer1000: (majors * 1000) / done,
+          serverReducerGcMsPerRequest: (reducerMs ?? 0) / done,
+        }
       : {}),
     ...(floor ? { ratioP50: latency.p50 / floor.p50, ratioP99: latency.p99 / floor.p99 } : {}),
     ...(imageFloor

@@ -127,7 +127,9 @@ function formatLatency(report: BenchReport, lines: string[]): void {
       'In-process runs in one process, so its CPU is all "server". p99 of a block with fewer than 100 requests is its maximum. ' +
       'Server GC: pauses and incremental marking steps of every isolate of the started servers (main thread and inference workers), ' +
       "from V8's --trace-gc, per request, with major collections (Mark-Compact) per 1000 requests in brackets; concurrent " +
-      'marking and sweeping on V8 threads count only in server CPU.',
+      'marking and sweeping on V8 threads count only in server CPU. Memory-reducer collections (V8 shrinking the heap of an ' +
+      'isolate it sees as idle, such as the inference workers of a model the block does not call) are not request garbage: ' +
+      'they are shown apart as "+ N reducer" (ms per request).',
   );
 }
 
@@ -247,7 +249,15 @@ function rowLine(report: BenchReport, r: BenchRow, open: boolean): string {
 }
 
 /** `0.12 (3.4)`: GC ms per request and Mark-Compacts per 1000 requests; — where not measured. */
-function gcCell(r: { serverGcMsPerRequest?: number; majorGcsPer1000?: number }): string {
+function gcCell(r: {
+  serverGcMsPerRequest?: number;
+  majorGcsPer1000?: number;
+  serverReducerGcMsPerRequest?: number;
+}): string {
   if (r.serverGcMsPerRequest === undefined) return '—';
-  return `${num(r.serverGcMsPerRequest, 2)} (${num(r.majorGcsPer1000 ?? NaN, 1)})`;
+  const reducer = r.serverReducerGcMsPerRequest ?? 0;
+  return (
+    `${num(r.serverGcMsPerRequest, 2)} (${num(r.majorGcsPer1000 ?? NaN, 1)})` +
+    (reducer >= 0.005 ? ` + ${num(reducer, 2)} reducer` : '')
+  );
 }

@@ -24,10 +24,15 @@ export interface BenchRow {
   readonly responseBytes?: number;
   readonly clientCpuMsPerRequest?: number;
   readonly serverCpuMsPerRequest?: number;
-  /** Server GC pauses and incremental marking (every isolate, --trace-gc) per request, ms. */
+  /**
+   * Server GC pauses and incremental marking (every isolate, --trace-gc) per request, ms;
+   * memory-reducer collections excluded.
+   */
   readonly serverGcMsPerRequest?: number;
-  /** Major collections (Mark-Compact) in the server per 1000 requests. */
+  /** Major collections (Mark-Compact) in the server per 1000 requests, memory-reducer ones excluded. */
   readonly majorGcsPer1000?: number;
+  /** Memory-reducer collections (an isolate V8 sees as idle shrinking its heap) per request, ms. */
+  readonly serverReducerGcMsPerRequest?: number;
   /** Percentile ÷ the raw onnxruntime floor's. */
   readonly ratioP50?: number;
   readonly ratioP99?: number;
@@ -74,6 +79,7 @@ export interface SweepRow {
   /** As in BenchRow. */
   readonly serverGcMsPerRequest?: number;
   readonly majorGcsPer1000?: number;
+  readonly serverReducerGcMsPerRequest?: number;
 }
 
 export interface SweepReport {

@@ -168,6 +168,7 @@ export async function runSweepSuite(o: SweepSuiteOptions): Promise<SweepReport> 
                 ? {
                     serverGcMsPerRequest: s.serverGc.ms / done,
                     majorGcsPer1000: (s.serverGc.majors * 1000) / done,
+                    serverReducerGcMsPerRequest: s.serverGc.reducerMs / done,
                   }
                 : {}),
             });
