@@ -108,7 +108,7 @@ export function createHttpTransport(options: HttpTransportOptions): HttpTranspor
             const known = Number.isSafeInteger(declared) && declared >= 0;
             const pad = known && call.bodyPadding ? call.bodyPadding(res.headers) & 7 : 0;
             const whole = known
-              ? pad === 0
+              ? pad === 0 && !call.bodyPadding
                 ? Buffer.allocUnsafe(declared)
                 : Buffer.from(Buffer.allocUnsafeSlow(pad + declared).buffer, pad, declared)
               : undefined;

@@ -72,6 +72,7 @@ describe('KServe HTTP client (stub server)', () => {
           out = gzipSync(out);
           headers['Content-Encoding'] = 'gzip';
         }
+        headers['Content-Length'] = String(out.byteLength); // as visionserve sends it
         res.writeHead(200, headers);
         res.end(out);
       });
@@ -94,6 +95,27 @@ describe('KServe HTTP client (stub server)', () => {
     assert.equal(headers['content-type'], 'application/octet-stream');
     assert.ok(Number(headers['inference-header-content-length']) > 0);
     assert.ok(r.wire.requestBytes > 12 && r.wire.responseBytes > 12);
+    client.close();
+  });
+
+  it("binary outputs never view Node's shared Buffer pool, whatever the JSON header length", async () => {
+    const client = createKServeHttpClient({ baseUrl: base });
+    // Ids of 1..8 characters: one of them makes the header a multiple of 8 bytes (no padding).
+    for (let n = 1; n <= 8; n++) {
+      const r = await client.infer(
+        { name: 'm', version: 4 },
+        { x: tensor(Float32Array.of(1, 2, 3, 4), [4]) },
+        {
+          id: 'i'.repeat(n),
+        },
+      );
+      const data = r.outputs['y']!.data as Float32Array;
+      assert.deepEqual([...data], [1, 2, 3, 4]);
+      assert.ok(
+        data.buffer.byteLength < Buffer.poolSize,
+        `id of ${n}: a ${data.buffer.byteLength}-byte buffer`,
+      );
+    }
     client.close();
   });
 

@@ -42,4 +42,19 @@ void describe('shared body pool', () => {
     small.release();
     assert.equal(pool.lent, 0);
   });
+
+  void it('keeps its free slots when a body cannot get a slot anyway', () => {
+    const pool = createSharedBodyPool({ maxBytes: 65536, minSlotBytes: 1024 });
+    const big = pool.acquire(32768)!;
+    const smalls = Array.from({ length: 8 }, () => pool.acquire(4096)!);
+    for (const x of smalls) x.release();
+    assert.equal(pool.keptBytes, 65536);
+    // 32 KiB lent + 64 KiB asked > 64 KiB: refused, and the 8 free slots are still there.
+    assert.equal(pool.acquire(40000), undefined);
+    assert.equal(pool.keptBytes, 65536);
+    const again = pool.acquire(4096)!;
+    assert.equal(pool.keptBytes, 65536); // a kept slot, no new memory
+    again.release();
+    big.release();
+  });
 });

@@ -5,7 +5,8 @@
  * V8's concurrent marking and sweeping on its own threads show up only in the server's CPU.
  * Memory-reducer collections (`Mark-Compact (reduce)`: V8 shrinking the heap of an isolate it
  * sees as idle, e.g. an inference worker of a model the block does not call, some seconds after
- * start-up) are not caused by the requests' garbage: they are counted apart.
+ * start-up) are not caused by the requests' garbage: they are counted apart. (A reduce-memory
+ * collection forced by external memory pressure is counted as the requests'.)
  */
 
 /** Cumulative GC figures of one server process. */
@@ -35,7 +36,10 @@ export function parseGcLine(line: string): GcTotals | undefined {
   const kind = m[1]!;
   const ms = Number(m[3]) + (m[4] !== undefined ? Number(m[4]) : 0);
   const major = kind === 'Mark-Compact' || kind === 'Mark-sweep';
-  if (major && m[2] !== undefined) return { ...NO_GC, reducers: 1, reducerMs: ms };
+  // V8 also marks as (reduce) the collections that external memory over its hard limit forces:
+  // those are the requests' garbage.
+  if (major && m[2] !== undefined && !line.includes('external memory pressure'))
+    return { ...NO_GC, reducers: 1, reducerMs: ms };
   return { ...NO_GC, ms, majors: major ? 1 : 0, minors: major ? 0 : 1 };
 }
 

@@ -2,6 +2,7 @@
  * Starts `visionserve serve` as a child process on ephemeral loopback ports for the
  * benchmark (the load generator must not share a process with the server).
  */
+import { appendFileSync } from 'node:fs';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ExitCleanup } from './exit-cleanup.js';
@@ -94,6 +95,12 @@ export function startServerProcess(
         ready = true;
         clearTimeout(timer);
         proc.stderr?.off('data', onData);
+        const keep = process.env['VISIONSERVE_BENCH_SERVER_LOG'];
+        if (keep !== undefined && keep !== '') {
+          proc.stderr?.on('data', (c: Buffer | string) => {
+            appendFileSync(keep, c);
+          });
+        }
         proc.stderr?.resume();
         proc.removeAllListeners('exit');
         proc.once('exit', unregister);

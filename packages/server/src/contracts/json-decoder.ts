@@ -15,7 +15,12 @@ export interface DecodeTicket {
 export interface LentBody {
   /** Exactly the body's length; its contents are the previous user's until the body is read in. */
   readonly bytes: Uint8Array;
-  /** Gives the memory back (idempotent); nothing may read `bytes` afterwards. */
+  /**
+   * Gives the memory back (idempotent); nothing may read `bytes` afterwards. Handlers release
+   * in `finally`: a request aborted while its run still waits (admission, queue) may then run
+   * on bytes of a later body. Only that abandoned request's result, which nobody reads, can be
+   * wrong; a run in progress has already copied its inputs to the worker.
+   */
   release(): void;
 }
 

@@ -51,6 +51,10 @@ export function createSharedBodyPool(options: SharedBodyPoolOptions = {}): Share
   /** Drops free slots (the biggest first) until `size` more bytes fit; false if they cannot. */
   const makeRoom = (size: number): boolean => {
     if (kept + size <= maxBytes) return true;
+    // Lent slots stay: when dropping every free one would not make room, keep them for the next bodies.
+    let freeBytes = 0;
+    for (const [s, list] of free) freeBytes += s * list.length;
+    if (kept - freeBytes + size > maxBytes) return false;
     const sizes = [...free.keys()].sort((a, b) => b - a);
     for (const s of sizes) {
       const list = free.get(s)!;
