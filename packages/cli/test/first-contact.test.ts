@@ -27,10 +27,11 @@ async function serveFails(flags: readonly string[]): Promise<{ code: number; out
     );
     return { code: 0, output: '', ms: Date.now() - started };
   } catch (error) {
-    const e = error as { code?: number; stdout?: string; stderr?: string };
+    const e = error as { code?: number; signal?: string | null; stdout?: string; stderr?: string };
     return {
+      // A signal (a crash) shows as -1 with the signal's name at the top of the output.
       code: typeof e.code === 'number' ? e.code : -1,
-      output: `${e.stdout ?? ''}${e.stderr ?? ''}`,
+      output: `${typeof e.code === 'number' ? '' : `[code ${String(e.code)}, signal ${String(e.signal)}]\n`}${e.stdout ?? ''}${e.stderr ?? ''}`,
       ms: Date.now() - started,
     };
   }
@@ -107,7 +108,7 @@ describe('first contact: what `visionserve serve` says', () => {
       await placeModel(root, 'mnist', 1, sharedModel('mnist-8.onnx'));
       for (const flag of ['--port', '--rest_api_port']) {
         const r = await serveFails([`--model_base_path=${root}/mnist`, `${flag}=${port}`]);
-        assert.equal(r.code, 2);
+        assert.equal(r.code, 2, r.output);
         assert.match(
           said(r.output),
           new RegExp(`^visionserve: ${flag}=${port}: the port is already in use\n`),
