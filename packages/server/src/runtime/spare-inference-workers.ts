@@ -25,7 +25,7 @@ export interface SpareInferenceWorkers {
    * initial loads take). Ignored after `close`.
    */
   add(count: number): void;
-  /** Asks every spare not taken to exit; resolves once they have. Idempotent. */
+  /** Asks every spare not taken to exit; resolves once they have. Idempotent: every call resolves then. */
   close(): Promise<void>;
 }
 
@@ -38,6 +38,7 @@ export function startSpareInferenceWorkers(
   const idle = new Set<Worker>();
   const exited = new Map<Worker, Promise<void>>();
   let closed = false;
+  let closing: Promise<void> | undefined;
   const startOne = (): void => {
     const worker = new Worker(WORKER_URL);
     worker.unref();
@@ -74,16 +75,24 @@ export function startSpareInferenceWorkers(
     add(count) {
       if (!closed) start(Math.max(0, count));
     },
-    async close() {
-      closed = true;
-      const waiting: Promise<void>[] = [];
-      for (const worker of idle) {
-        // onnx-worker's `close` (ToWorker in wire-tensor.ts, not imported: this module stays light).
-        worker.postMessage({ type: 'close' });
-        waiting.push(exited.get(worker)!);
-      }
-      idle.clear();
-      await Promise.all(waiting);
+    close() {
+      // Every call waits for the same exits: a caller that exits the process right after
+      // (a start-up error) must not tear it down while a spare is still loading onnxruntime,
+      // which aborts the process (SIGABRT from the addon).
+      closing ??= (async () => {
+        closed = true;
+        const waiting: Promise<void>[] = [];
+        for (const worker of idle) {
+          // onnx-worker's `close` (ToWorker in wire-tensor.ts, not imported: this module stays light).
+          worker.postMessage({ type: 'close' });
+          // Held until it has exited: an unref'd thread would not keep the wait alive.
+          worker.ref();
+          waiting.push(exited.get(worker)!);
+        }
+        idle.clear();
+        await Promise.all(waiting);
+      })();
+      return closing;
     },
   };
 }
