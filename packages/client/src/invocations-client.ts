@@ -111,6 +111,8 @@ export function createInvocationsClient(options: InvocationsClientOptions): Invo
           headers,
           body: bytes,
           signal: scope.signal,
+          // An inference: sending it twice has no effect beyond its answer.
+          idempotent: true,
         });
         if (res.status < 200 || res.status > 299) throw errorFromHttp(res);
         const responseBody = res.body;

@@ -248,6 +248,7 @@ export function createKServeHttpClient(options: KServeHttpClientOptions): KServe
         body,
         signal: scope.signal,
         bodyPadding: binaryDataPadding,
+        idempotent: true,
       });
       if (res.status !== 200) throw errorFromHttp(res);
       let answer: Uint8Array = res.body;

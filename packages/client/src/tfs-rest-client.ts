@@ -137,6 +137,7 @@ export function createTfsRestClient(options: TfsRestClientOptions): TfsRestClien
           headers: { 'content-type': 'application/json', accept: 'application/json' },
           body,
           signal: scope.signal,
+          idempotent: true,
         });
         const json = jsonOf(res);
         const key = format === 'row' ? 'predictions' : 'outputs';

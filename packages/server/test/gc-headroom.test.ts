@@ -12,10 +12,17 @@ import { growingPercentFor, keepGcHeadroom } from '../src/util/gc-headroom.js';
 const MB = 1024 * 1024;
 
 describe('gc headroom', () => {
-  it('asks for the headroom above a small heap, capped at 300 %', () => {
+  it('asks for the headroom above a small heap, capped at 2000 %', () => {
     assert.equal(growingPercentFor(32 * MB, 64 * MB), 200);
-    assert.equal(growingPercentFor(11 * MB, 64 * MB), 300);
+    assert.equal(growingPercentFor(11 * MB, 64 * MB), 582);
     assert.equal(growingPercentFor(48 * MB, 64 * MB), 134);
+    assert.equal(growingPercentFor(1 * MB, 64 * MB), 2000);
+  });
+
+  it('gives a 9 MiB heap (the bundled server after start-up) the whole headroom', () => {
+    const used = 9 * MB;
+    const room = (used * growingPercentFor(used, 64 * MB)) / 100;
+    assert.ok(room >= 64 * MB, `room ${room / MB} MiB`);
   });
 
   it("leaves V8's own policy for heaps at least as large as the headroom, and when off", () => {

@@ -15,6 +15,7 @@ import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor, WorkerInit 
 import { tensorFromWire, toWire } from './wire-tensor.js';
 import { abortError } from '../core/abort-error.js';
 import { createWorkerPool } from './worker-pool.js';
+import { startWithoutMemoryReducer } from './worker-memory-reducer.js';
 import { checkOnnxStringInput } from './onnx-string-check.js';
 import type { SpareInferenceWorkers } from './spare-inference-workers.js';
 
@@ -171,7 +172,7 @@ function startWorker(
 ): Promise<{ worker: Worker; models: readonly WireModel[] }> {
   return new Promise((resolve, reject) => {
     const spare = spares?.take();
-    const worker = spare ?? new Worker(WORKER_URL, { workerData: init });
+    const worker = spare ?? startWithoutMemoryReducer(() => new Worker(WORKER_URL, { workerData: init }));
     const onMessage = (message: FromWorker): void => {
       cleanup();
       if (message.type === 'ready') resolve({ worker, models: message.models });

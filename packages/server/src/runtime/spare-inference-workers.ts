@@ -6,6 +6,7 @@
  * session, and never keep the process alive.
  */
 import { Worker } from 'node:worker_threads';
+import { startWithoutMemoryReducer } from './worker-memory-reducer.js';
 
 export interface SpareInferenceWorkersOptions {
   /** Threads to start now (e.g. `--model_instances`: the first version's instances). Default 0. */
@@ -40,7 +41,7 @@ export function startSpareInferenceWorkers(
   let closed = false;
   let closing: Promise<void> | undefined;
   const startOne = (): void => {
-    const worker = new Worker(WORKER_URL);
+    const worker = startWithoutMemoryReducer(() => new Worker(WORKER_URL));
     worker.unref();
     idle.add(worker);
     exited.set(
