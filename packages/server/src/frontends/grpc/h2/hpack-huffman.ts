@@ -1,0 +1,180 @@
+/**
+ * The HPACK Huffman code (RFC 7541 Appendix B) and a table-driven decoder for it: one lookup
+ * per input byte in a (state, byte) table built once at module load. States are the 256
+ * internal nodes of the code tree; each entry gives the next state, the 0-2 symbols completed
+ * on the way and whether the EOS symbol was reached.
+ */
+import { HpackError } from './hpack-errors.js';
+import { latin1String } from './latin1-string.js';
+
+/**
+ * Code length in bits of symbols 0-255 and EOS (256). The code is canonical: codes are
+ * assigned in order of (length, symbol), so the lengths alone define it.
+ */
+// prettier-ignore
+const CODE_LENGTHS: readonly number[] = [
+  13, 23, 28, 28, 28, 28, 28, 28, 28, 24, 30, 28, 28, 30, 28, 28,
+  28, 28, 28, 28, 28, 28, 30, 28, 28, 28, 28, 28, 28, 28, 28, 28,
+  6, 10, 10, 12, 13, 6, 8, 11, 10, 10, 8, 11, 8, 6, 6, 6,
+  5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 7, 8, 15, 6, 12, 10,
+  13, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
+  7, 7, 7, 7, 7, 7, 7, 7, 8, 7, 8, 13, 19, 13, 14, 6,
+  15, 5, 6, 5, 6, 5, 6, 6, 6, 5, 7, 7, 6, 6, 6, 5,
+  6, 7, 6, 5, 5, 6, 7, 7, 7, 7, 7, 15, 11, 14, 13, 28,
+  20, 22, 20, 20, 22, 22, 22, 23, 22, 23, 23, 23, 23, 23, 24, 23,
+  24, 24, 22, 23, 24, 23, 23, 23, 23, 21, 22, 23, 22, 23, 23, 24,
+  22, 21, 20, 22, 22, 23, 23, 21, 23, 22, 22, 24, 21, 22, 23, 23,
+  21, 21, 22, 21, 23, 22, 23, 23, 20, 22, 22, 22, 23, 22, 22, 23,
+  26, 26, 20, 19, 22, 23, 22, 25, 26, 26, 26, 27, 27, 26, 24, 25,
+  19, 21, 26, 27, 27, 26, 27, 24, 21, 21, 26, 26, 28, 27, 27, 27,
+  20, 24, 20, 21, 22, 21, 21, 23, 22, 22, 25, 25, 24, 24, 26, 23,
+  26, 27, 26, 26, 27, 27, 27, 27, 27, 28, 27, 27, 27, 27, 27, 26,
+  30,
+];
+
+const EOS = 256;
+
+/** Codes by symbol (right-aligned in CODE_LENGTHS[symbol] bits), derived from the lengths. */
+const CODES: readonly number[] = (() => {
+  const order = CODE_LENGTHS.map((_, symbol) => symbol).sort(
+    (a, b) => CODE_LENGTHS[a]! - CODE_LENGTHS[b]! || a - b,
+  );
+  const codes = new Array<number>(CODE_LENGTHS.length).fill(0);
+  let code = 0;
+  let length = CODE_LENGTHS[order[0]!]!;
+  for (let k = 0; k < order.length; k++) {
+    const symbol = order[k]!;
+    if (k > 0) {
+      code = (code + 1) * 2 ** (CODE_LENGTHS[symbol]! - length);
+      length = CODE_LENGTHS[symbol]!;
+    }
+    codes[symbol] = code;
+  }
+  return codes;
+})();
+
+/** Decode-table entry layout: next state in bits 0-7, symbols in 8-15 and 16-23, count in 24-25. */
+const EMITS_SHIFT = 24;
+/** Set in an entry whose byte completes the EOS symbol: a decoding error (RFC 7541 §5.2). */
+const EOS_REACHED = 1 << 26;
+
+interface Tables {
+  /** Entry for (state << 8 | byte). */
+  readonly step: Uint32Array;
+  /** 1 for states whose bits since the last symbol are at most 7 ones: valid padding at the end. */
+  readonly accepting: Uint8Array;
+}
+
+function buildTables(): Tables {
+  // The code tree: internal node ids 0-255 (0 is the root); a child is an internal node id
+  // (>= 0) or a leaf, -(symbol + 1).
+  const children = new Int16Array(512).fill(0x7fff);
+  let nodes = 1;
+  for (let symbol = 0; symbol <= EOS; symbol++) {
+    const length = CODE_LENGTHS[symbol]!;
+    const code = CODES[symbol]!;
+    let node = 0;
+    for (let bit = length - 1; bit >= 0; bit--) {
+      const slot = node * 2 + (Math.floor(code / 2 ** bit) % 2);
+      if (bit === 0) {
+        children[slot] = -(symbol + 1);
+      } else {
+        if (children[slot] === 0x7fff) children[slot] = nodes++;
+        node = children[slot]!;
+      }
+    }
+  }
+  if (nodes !== 256 || children.includes(0x7fff)) throw new Error('HPACK Huffman code table is not complete');
+
+  const step = new Uint32Array(256 * 256);
+  for (let state = 0; state < 256; state++) {
+    for (let byte = 0; byte < 256; byte++) {
+      let node = state;
+      let emitted = 0;
+      let symbols = 0;
+      let flags = 0;
+      for (let bit = 7; bit >= 0; bit--) {
+        const child = children[node * 2 + ((byte >> bit) & 1)]!;
+        if (child >= 0) {
+          node = child;
+          continue;
+        }
+        const symbol = -child - 1;
+        if (symbol === EOS) flags |= EOS_REACHED;
+        else symbols |= symbol << (8 * emitted++);
+        node = 0;
+      }
+      step[(state << 8) | byte] = (node | (symbols << 8) | (emitted << EMITS_SHIFT) | flags) >>> 0;
+    }
+  }
+  const accepting = new Uint8Array(256);
+  let node = 0;
+  for (let depth = 0; depth <= 7; depth++) {
+    accepting[node] = 1;
+    node = children[node * 2 + 1]!;
+  }
+  return { step, accepting };
+}
+
+const { step: STEP, accepting: ACCEPTING } = buildTables();
+
+/** Decoded bytes before they become a string; grows to the longest string seen. */
+let scratch = new Uint8Array(256);
+
+/**
+ * Decodes the Huffman-coded string in `src[start..end)` to a latin1 string. Throws HpackError
+ * when the code reaches EOS or the padding is longer than 7 bits or not all ones (RFC 7541 §5.2).
+ */
+export function decodeHuffman(src: Uint8Array, start: number, end: number): string {
+  // The shortest code is 5 bits: at most 8/5 symbols per byte.
+  const most = Math.ceil(((end - start) * 8) / 5);
+  if (scratch.length < most) scratch = new Uint8Array(Math.max(most, scratch.length * 2));
+  const out = scratch;
+  let n = 0;
+  let state = 0;
+  for (let i = start; i < end; i++) {
+    const entry = STEP[(state << 8) | src[i]!]!;
+    const emitted = entry >>> EMITS_SHIFT;
+    if (emitted !== 0) {
+      if (emitted > 2) throw new HpackError('Huffman-coded string contains the EOS symbol');
+      out[n++] = entry >>> 8;
+      if (emitted === 2) out[n++] = entry >>> 16;
+    }
+    state = entry & 0xff;
+  }
+  if (ACCEPTING[state] !== 1) throw new HpackError('Huffman-coded string has invalid padding');
+  return latin1String(out, 0, n);
+}
+
+/** Bytes `text` takes Huffman-coded (every code unit must be <= 0xff). */
+export function huffmanEncodedLength(text: string): number {
+  let bits = 0;
+  for (let i = 0; i < text.length; i++) bits += CODE_LENGTHS[text.charCodeAt(i) & 0xff]!;
+  return Math.ceil(bits / 8);
+}
+
+/**
+ * Writes `text` Huffman-coded (with all-ones padding) into `out` at `offset`; returns the
+ * offset after it. Every code unit of `text` must be <= 0xff; `out` must have room for
+ * huffmanEncodedLength(text) bytes.
+ */
+export function encodeHuffman(text: string, out: Uint8Array, offset: number): number {
+  let pos = offset;
+  let pending = 0;
+  let pendingBits = 0;
+  for (let i = 0; i < text.length; i++) {
+    const symbol = text.charCodeAt(i) & 0xff;
+    const length = CODE_LENGTHS[symbol]!;
+    // pending < 2^7 and codes < 2^30: the sum stays well inside a double's exact range.
+    pending = pending * 2 ** length + CODES[symbol]!;
+    pendingBits += length;
+    while (pendingBits >= 8) {
+      pendingBits -= 8;
+      const unit = 2 ** pendingBits;
+      out[pos++] = Math.floor(pending / unit);
+      pending %= unit;
+    }
+  }
+  if (pendingBits > 0) out[pos++] = (pending << (8 - pendingBits)) | (0xff >> pendingBits);
+  return pos;
+}
