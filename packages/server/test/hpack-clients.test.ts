@@ -303,7 +303,7 @@ async function runNodeClient(port: number, calls: number): Promise<NodeCall[]> {
           request.on('response', (h) => {
             headers = h;
           });
-          request.on('trailers', (trailers) => {
+          request.on('trailers', (trailers: http2.IncomingHttpHeaders) => {
             resolve({ headers, trailers });
           });
           request.on('data', () => undefined);
