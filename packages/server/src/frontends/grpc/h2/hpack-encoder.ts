@@ -3,7 +3,7 @@
  * connection: it never touches the dynamic table and never Huffman-codes, so its output means
  * the same to every decoder whatever that decoder's table holds.
  */
-import { staticFieldIndex, staticNameIndex } from './hpack-static-table.js';
+import { staticName } from './hpack-static-table.js';
 
 /**
  * Encodes a header list statelessly (indexed static entries where name and value match exactly,
@@ -16,26 +16,53 @@ import { staticFieldIndex, staticNameIndex } from './hpack-static-table.js';
  * percent-encoded by the caller first.
  */
 export function encodeHeaderBlock(headers: readonly (readonly [string, string])[]): Uint8Array {
-  // Upper bound: per field a type byte with a prefix-integer index, and two length-prefixed
-  // strings whose length integers take at most 5 bytes each.
-  let bound = 0;
-  for (const [name, value] of headers) bound += 11 + name.length + value.length;
-  const out = Buffer.allocUnsafe(bound);
-  let pos = 0;
-  for (const [name, value] of headers) {
+  // First pass: each field's representation (static index > 0 exact, < 0 name only, 0 new
+  // name) and the exact size; second pass: the bytes.
+  if (kinds.length < headers.length) kinds = new Int32Array(headers.length * 2);
+  let size = 0;
+  for (let i = 0; i < headers.length; i++) {
+    const [name, value] = headers[i]!;
     checkName(name);
-    const exact = staticFieldIndex(name, value);
-    if (exact !== 0) {
-      out[pos++] = 0x80 | exact;
+    const known = staticName(name);
+    const exact = known?.values.get(value);
+    if (exact !== undefined) {
+      kinds[i] = exact;
+      size += 1;
+    } else if (known !== undefined) {
+      kinds[i] = -known.index;
+      size += (known.index < 15 ? 1 : 2) + integerSize(value.length, 7) + value.length;
+    } else {
+      kinds[i] = 0;
+      size += 1 + integerSize(name.length, 7) + name.length + integerSize(value.length, 7) + value.length;
+    }
+  }
+  const out = Buffer.allocUnsafe(size);
+  let pos = 0;
+  for (let i = 0; i < headers.length; i++) {
+    const [name, value] = headers[i]!;
+    const kind = kinds[i]!;
+    if (kind > 0) {
+      out[pos++] = 0x80 | kind;
       continue;
     }
-    const nameIndex = staticNameIndex(name);
     // Literal header field without indexing (§6.2.2): 0000 and a 4-bit name index prefix.
-    pos = writeInteger(out, pos, nameIndex, 4, 0x00);
-    if (nameIndex === 0) pos = writeRawString(out, pos, name);
+    pos = writeInteger(out, pos, -kind, 4, 0x00);
+    if (kind === 0) pos = writeRawString(out, pos, name);
     pos = writeRawString(out, pos, value, true);
   }
-  return out.subarray(0, pos);
+  return out;
+}
+
+/** Per-field representation of the block being encoded (see encodeHeaderBlock); grows as needed. */
+let kinds = new Int32Array(16);
+
+/** Bytes an integer takes with an n-bit prefix (§5.1). */
+function integerSize(value: number, prefixBits: number): number {
+  const max = (1 << prefixBits) - 1;
+  if (value < max) return 1;
+  let size = 2;
+  for (let rest = value - max; rest >= 0x80; rest >>>= 7) size++;
+  return size;
 }
 
 /** Writes `value` as an integer with an n-bit prefix (§5.1) whose first byte ORs in `high`. */

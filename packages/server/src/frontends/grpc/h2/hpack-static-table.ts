@@ -108,7 +108,7 @@ export const STATIC_VALUES: readonly string[] = STATIC_NAMES.map((_, index) => {
 /** Number of entries in the static table; dynamic table indices start after it. */
 export const STATIC_TABLE_LENGTH = 61;
 
-interface StaticName {
+export interface StaticName {
   /** Lowest static index with this name. */
   readonly index: number;
   /** Static index of each (name, value) entry under this name. */
@@ -124,12 +124,7 @@ for (let index = STATIC_TABLE_LENGTH; index >= 1; index--) {
   BY_NAME.set(name, { index, values });
 }
 
-/** The lowest static index whose name is `name`, or 0 when the static table has no such name. */
-export function staticNameIndex(name: string): number {
-  return BY_NAME.get(name)?.index ?? 0;
-}
-
-/** The static index whose name and value equal `name` and `value` exactly, or 0. */
-export function staticFieldIndex(name: string, value: string): number {
-  return BY_NAME.get(name)?.values.get(value) ?? 0;
+/** The static table's entries under `name`, or undefined when it has no such name. */
+export function staticName(name: string): StaticName | undefined {
+  return BY_NAME.get(name);
 }
