@@ -19,6 +19,19 @@ import {
 
 type Fields = (readonly [string, string])[];
 
+/** A header block holding only a dynamic table size update to `size` (RFC 7541 §6.3). */
+function sizeUpdate(size: number): Uint8Array {
+  if (size < 31) return Uint8Array.of(0x20 | size);
+  const out = [0x3f];
+  let rest = size - 31;
+  while (rest >= 0x80) {
+    out.push((rest & 0x7f) | 0x80);
+    rest >>= 7;
+  }
+  out.push(rest);
+  return Uint8Array.from(out);
+}
+
 function hex(text: string): Uint8Array {
   return Uint8Array.from(Buffer.from(text.replace(/\s+/g, ''), 'hex'));
 }
@@ -39,8 +52,16 @@ interface Step {
   readonly bytes: number;
 }
 
+/**
+ * Decodes the steps on one decoder. With `maxTableBytes` (below 4096), the decoder first goes
+ * through what an HTTP/2 connection does: our SETTINGS acknowledged, then the peer's size update.
+ */
 function runSequence(steps: readonly Step[], maxTableBytes?: number): void {
   const decoder = createHpackDecoder(maxTableBytes === undefined ? {} : { maxTableBytes });
+  if (maxTableBytes !== undefined) {
+    decoder.settingsAcknowledged();
+    decoder.decode(sizeUpdate(maxTableBytes), () => undefined);
+  }
   for (const step of steps) {
     assert.deepEqual(decodeAll(decoder, hex(step.block)), step.fields);
     const table = decoder.dynamicTable();
@@ -381,10 +402,15 @@ describe('HPACK decoder: hostile header blocks', () => {
   });
   it('rejects a size update above the advertised limit or after the first field', () => {
     expectHpackError(createHpackDecoder(), hex('3fe2 1f'), 'size update to 4097');
-    expectHpackError(createHpackDecoder({ maxTableBytes: 100 }), hex('3f46'), 'size update to 101');
-    assert.deepEqual(decodeAll(createHpackDecoder({ maxTableBytes: 100 }), hex('3f45 82')), [
-      [':method', 'GET'],
-    ]);
+    const acknowledged = (maxTableBytes: number) => {
+      const decoder = createHpackDecoder({ maxTableBytes });
+      decoder.settingsAcknowledged();
+      return decoder;
+    };
+    expectHpackError(acknowledged(100), hex('3f46'), 'size update to 101');
+    assert.deepEqual(decodeAll(acknowledged(100), hex('3f45 82')), [[':method', 'GET']]);
+    assert.deepEqual(decodeAll(createHpackDecoder({ maxTableBytes: 8192 }), sizeUpdate(8192)), []);
+    expectHpackError(createHpackDecoder({ maxTableBytes: 8192 }), sizeUpdate(8193), 'size update to 8193');
     expectHpackError(createHpackDecoder(), hex('82 20'), 'size update after a field');
     // Several updates at the start are allowed; the last one applies (RFC 7541 §4.2).
     const decoder = createHpackDecoder();
@@ -398,8 +424,39 @@ describe('HPACK decoder: hostile header blocks', () => {
     expectHpackError(createHpackDecoder(), hex('00 0161 851fffffffff'), 'value with EOS');
     expectHpackError(createHpackDecoder(), hex('00 0161 811e'), 'value padding with a zero');
   });
+  it('a limit below 4096 holds only from the size update after our SETTINGS are acknowledged', () => {
+    const decoder = createHpackDecoder({ maxTableBytes: 256 });
+    // Before the peer has our SETTINGS it may fill 4096 bytes and size-update up to 4096.
+    const big = encodeHeaderBlock([['x-big', 'b'.repeat(3000)]]);
+    big[0] = 0x40;
+    decodeAll(decoder, big);
+    decodeAll(decoder, hex('4001 61 0162'));
+    assert.equal(decoder.dynamicTable().bytes, 3037 + 34);
+    assert.deepEqual(decodeAll(decoder, hex('3fe1 1f bf')), [['x-big', 'b'.repeat(3000)]]);
+    decoder.settingsAcknowledged();
+    // Now the next block must start with a size update to at most 256.
+    const withoutUpdate = createHpackDecoder({ maxTableBytes: 256 });
+    withoutUpdate.settingsAcknowledged();
+    expectHpackError(withoutUpdate, hex('82'), 'no size update after SETTINGS lowered the limit');
+    const tooBig = createHpackDecoder({ maxTableBytes: 256 });
+    tooBig.settingsAcknowledged();
+    expectHpackError(tooBig, sizeUpdate(257), 'size update above 256 after the acknowledgement');
+    assert.deepEqual(decodeAll(decoder, Buffer.concat([sizeUpdate(256), sizeUpdate(200), hex('be')])), [
+      ['a', 'b'],
+    ]);
+    assert.deepEqual(decoder.dynamicTable(), { entries: [['a', 'b']], bytes: 34 });
+    // The update was made: later blocks need none.
+    assert.deepEqual(decodeAll(decoder, hex('be')), [['a', 'b']]);
+    // At 4096 and above the acknowledgement changes nothing.
+    const plain = createHpackDecoder();
+    decodeAll(plain, hex('4001 61 0162'));
+    plain.settingsAcknowledged();
+    assert.deepEqual(decodeAll(plain, hex('be')), [['a', 'b']]);
+  });
   it('an entry larger than the table empties it; a size update evicts', () => {
     const decoder = createHpackDecoder({ maxTableBytes: 64 });
+    decoder.settingsAcknowledged();
+    decodeAll(decoder, sizeUpdate(64));
     decodeAll(decoder, hex('4001 61 0162'));
     assert.equal(decoder.dynamicTable().bytes, 34);
     const big = encodeHeaderBlock([['x', 'y'.repeat(40)]]);

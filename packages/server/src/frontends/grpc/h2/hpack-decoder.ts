@@ -1,6 +1,6 @@
 /**
  * The HPACK decoder of one HTTP/2 connection (RFC 7541): the static table, a dynamic table
- * in a ring of preallocated slots, literal strings raw or Huffman-coded. An indexed field
+ * in a ring of slots (grown by doubling), literal strings raw or Huffman-coded. An indexed field
  * costs no allocation: its name and value are the strings kept in the table.
  */
 import { HeaderListTooLargeError, HpackError } from './hpack-errors.js';
@@ -9,7 +9,11 @@ import { STATIC_NAMES, STATIC_TABLE_LENGTH, STATIC_VALUES } from './hpack-static
 import { latin1String } from './latin1-string.js';
 
 export interface HpackDecoderOptions {
-  /** Dynamic table limit we advertise (SETTINGS_HEADER_TABLE_SIZE), bytes. Default 4096. */
+  /**
+   * Dynamic table limit we advertise (SETTINGS_HEADER_TABLE_SIZE), bytes. Default 4096. Below
+   * 4096 (the protocol's initial value) the peer may use 4096 bytes until it has our SETTINGS:
+   * the decoder allows that until settingsAcknowledged() is called.
+   */
   readonly maxTableBytes?: number;
   /** Largest header list (sum of name + value + 32 per field, RFC 7540 §6.5.2), bytes. Default 65536. */
   readonly maxHeaderListBytes?: number;
@@ -26,10 +30,17 @@ export interface HpackDecoder {
    * first, no connection-specific fields, no CR/LF/NUL in values; RFC 9113 §8.2-8.3) are the
    * transport's to enforce. When the block throws, onHeader may already have seen a prefix of
    * its fields (for a list that is too large: the fields up to the limit): discard them. After
-   * an HpackError the dynamic table is out of step with the peer's and the decoder must not be
-   * used again.
+   * an HpackError, or an exception thrown by onHeader (which propagates), the dynamic table is
+   * out of step with the peer's and the decoder must not be used again.
    */
   decode(block: Uint8Array, onHeader: (name: string, value: string) => void): void;
+  /**
+   * Call when the peer acknowledges the SETTINGS frame that advertised maxTableBytes. From then
+   * on size updates above maxTableBytes are errors, and where the table limit was above it the
+   * peer's next header block must start with a size update that brings it down (RFC 7541 §4.2).
+   * A no-op when maxTableBytes >= 4096.
+   */
+  settingsAcknowledged(): void;
   /** The dynamic table now, newest entry first (RFC 7541 Appendix C lists it so), and its size in bytes. */
   dynamicTable(): DynamicTableSnapshot;
 }
@@ -40,6 +51,8 @@ export interface DynamicTableSnapshot {
   readonly bytes: number;
 }
 
+/** SETTINGS_HEADER_TABLE_SIZE before the peer has ours (RFC 7540 §6.5.2), bytes. */
+const INITIAL_TABLE_BYTES = 4096;
 /** Bytes an entry takes in the dynamic table beyond its name and value (RFC 7541 §4.1). */
 const ENTRY_OVERHEAD = 32;
 /** Largest integer accepted in any HPACK integer field. */
@@ -68,8 +81,16 @@ class Decoder implements HpackDecoder {
   private count = 0;
   /** Bytes the dynamic entries take (RFC 7541 §4.1). */
   private tableBytes = 0;
-  /** Current dynamic table limit set by the peer's size updates, <= maxTableBytes. */
+  /**
+   * Current dynamic table limit (<= allowed except while updateRequired). Never below the peer
+   * encoder's own limit: a larger one is safe (the peer never refers to entries it has evicted),
+   * a smaller one would not be.
+   */
   private limit: number;
+  /** Largest size update accepted now: max(maxTableBytes, 4096) until our SETTINGS are acknowledged. */
+  private allowed: number;
+  /** Set when our SETTINGS lowered the limit: the next block must start with a size update. */
+  private updateRequired = false;
   /** Read position after the last integer or string read by the slow paths. */
   private pos = 0;
 
@@ -77,7 +98,8 @@ class Decoder implements HpackDecoder {
     private readonly maxTableBytes: number,
     private readonly maxHeaderListBytes: number,
   ) {
-    this.limit = maxTableBytes;
+    this.allowed = Math.max(maxTableBytes, INITIAL_TABLE_BYTES);
+    this.limit = this.allowed;
     // A power-of-two slot count; doubled when full (at most limit / 32 entries ever fit).
     this.names = new Array<string>(INITIAL_SLOTS).fill('');
     this.values = new Array<string>(INITIAL_SLOTS).fill('');
@@ -89,6 +111,11 @@ class Decoder implements HpackDecoder {
     let pos = 0;
     let listBytes = 0;
     let fields = 0;
+    if (this.updateRequired && end > 0 && (block[0]! & 0xe0) !== 0x20) {
+      throw new HpackError(
+        `header block does not start with the dynamic table size update our SETTINGS_HEADER_TABLE_SIZE of ${this.maxTableBytes} requires`,
+      );
+    }
     while (pos < end) {
       const first = block[pos++]!;
       let name: string;
@@ -119,11 +146,12 @@ class Decoder implements HpackDecoder {
           pos = this.pos;
         }
         if (fields !== 0) throw new HpackError('dynamic table size update after the first header field');
-        if (size > this.maxTableBytes) {
+        if (size > this.allowed) {
           throw new HpackError(
-            `dynamic table size update to ${size} bytes exceeds the ${this.maxTableBytes} allowed`,
+            `dynamic table size update to ${size} bytes exceeds the ${this.allowed} allowed`,
           );
         }
+        this.updateRequired = false;
         this.limit = size;
         this.evictTo(size);
         continue;
@@ -198,6 +226,12 @@ class Decoder implements HpackDecoder {
     if (end > block.length) throw new HpackError('header block ends inside a string');
     this.pos = end;
     return first >= 0x80 ? decodeHuffman(block, pos, end) : latin1String(block, pos, end);
+  }
+
+  settingsAcknowledged(): void {
+    if (this.allowed === this.maxTableBytes) return;
+    this.allowed = this.maxTableBytes;
+    if (this.limit > this.maxTableBytes) this.updateRequired = true;
   }
 
   /** Adds an entry as the newest, evicting the oldest ones to make room (§4.4). */
