@@ -7,8 +7,9 @@
  * - encoding: a raw HTTP/2 server answers every call with response headers and trailers built by
  *   encodeHeaderBlock; node:http2 and grpcio clients must see exactly those fields.
  *
- * The grpcio client runs in compat/kserve's venv (.venv-kserve; `bash compat/kserve/setup.sh`
- * creates it when missing) or the Python named by VISIONSERVE_GRPCIO_PYTHON.
+ * The grpcio client runs in the Python named by VISIONSERVE_GRPCIO_PYTHON, else in a compatibility
+ * venv (.venv-kserve or .venv-compat; `bash compat/kserve/setup.sh` creates the first when neither
+ * exists).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -222,9 +223,13 @@ function callBinary(call: number): Buffer {
 function pythonForGrpcio(): string {
   const fromEnv = process.env['VISIONSERVE_GRPCIO_PYTHON'];
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  const python = join(ROOT, '.venv-kserve/bin/python');
-  if (!existsSync(python)) execFileSync('bash', [join(ROOT, 'compat/kserve/setup.sh')], { stdio: 'inherit' });
-  return python;
+  // Either compatibility venv has the stock grpcio; the lighter KServe one is made when neither exists.
+  const kserve = join(ROOT, '.venv-kserve/bin/python');
+  const tfserving = join(ROOT, '.venv-compat/bin/python');
+  if (existsSync(kserve)) return kserve;
+  if (existsSync(tfserving)) return tfserving;
+  execFileSync('bash', [join(ROOT, 'compat/kserve/setup.sh')], { stdio: 'inherit' });
+  return kserve;
 }
 
 /**
