@@ -266,6 +266,14 @@ describe('HPACK Huffman code', () => {
     encodeHuffman(text, out, 0);
     assert.deepEqual(out, hex('f1e3 c2e5 f23a 6ba0 ab90 f4ff'));
   });
+  it('decodes strings longer than its kept scratch buffer (64 KiB)', () => {
+    for (const length of [40_000, 41_000, 120_000]) {
+      const text = Array.from({ length }, (_, i) => String.fromCharCode((i * 7) % 256)).join('');
+      const out = new Uint8Array(huffmanEncodedLength(text));
+      encodeHuffman(text, out, 0);
+      assert.equal(decodeHuffman(out, 0, out.length), text);
+    }
+  });
   it('rejects padding longer than 7 bits, padding with a zero bit, and EOS', () => {
     // 'a' is 00011 (5 bits): 0x1f pads with 111.
     assert.equal(decodeHuffman(hex('1f'), 0, 1), 'a');

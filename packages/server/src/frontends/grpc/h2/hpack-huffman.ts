@@ -118,8 +118,10 @@ function buildTables(): Tables {
 
 const { step: STEP, accepting: ACCEPTING } = buildTables();
 
-/** Decoded bytes before they become a string; grows to the longest string seen. */
+/** Decoded bytes before they become a string; grows to the longest string seen, up to KEPT_BYTES. */
 let scratch = new Uint8Array(256);
+/** Longer strings decode into a buffer of their own, so one huge header does not stay in memory. */
+const KEPT_BYTES = 64 * 1024;
 
 /**
  * Decodes the Huffman-coded string in `src[start..end)` to a latin1 string. Throws HpackError
@@ -128,8 +130,10 @@ let scratch = new Uint8Array(256);
 export function decodeHuffman(src: Uint8Array, start: number, end: number): string {
   // The shortest code is 5 bits: at most 8/5 symbols per byte.
   const most = Math.ceil(((end - start) * 8) / 5);
-  if (scratch.length < most) scratch = new Uint8Array(Math.max(most, scratch.length * 2));
-  const out = scratch;
+  if (scratch.length < most && most <= KEPT_BYTES) {
+    scratch = new Uint8Array(Math.min(KEPT_BYTES, Math.max(most, scratch.length * 2)));
+  }
+  const out = most <= scratch.length ? scratch : new Uint8Array(most);
   let n = 0;
   let state = 0;
   for (let i = start; i < end; i++) {
