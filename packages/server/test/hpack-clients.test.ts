@@ -364,6 +364,49 @@ describe('HPACK decoder against real clients', () => {
     assert.ok(blocks[5]!.block.length < blocks[0]!.block.length / 2, 'later blocks reuse the dynamic table');
   });
 
+  it('node:http2 client, random header lists: eviction, Huffman, never-indexed fields decode as node:http2 decoded', async () => {
+    const before = recorder.connections.length;
+    // A seeded generator: the same lists on every run.
+    let seed = 0x2545f491;
+    const next = (n: number) => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return (seed >>> 8) % n;
+    };
+    const text = (length: number, alphabet: string) =>
+      Array.from({ length }, () => alphabet[next(alphabet.length)]!).join('');
+    const latin1 = Array.from({ length: 256 }, (_, c) => String.fromCharCode(c))
+      .filter((c) => c === '\t' || (c >= ' ' && c !== '\u007f'))
+      .join('');
+    const session = http2.connect(`http://127.0.0.1:${recorder.port}`);
+    session.on('error', () => undefined);
+    try {
+      for (let call = 0; call < 40; call++) {
+        const headers: http2.OutgoingHttpHeaders = {
+          ':method': 'POST',
+          ':path': `/r/${text(next(40), 'abc/%')}`,
+        };
+        const sensitive: string[] = [];
+        for (let i = next(16); i > 0; i--) {
+          // Few names, so fields recur and get indexed; values from 0 to 2,000 latin1 characters.
+          const name = `x-h${next(12)}`;
+          // nghttp2 drops fields whose value starts or ends with SP/HTAB (RFC 9113 §8.2.1): the
+          // oracle would not see them.
+          headers[name] = next(3) === 0 ? `<${text(next(2000), latin1)}>` : `v${next(6)}`;
+          if (next(8) === 0) sensitive.push(name);
+        }
+        Object.assign(headers, { [http2.sensitiveHeaders]: sensitive });
+        const request = session.request(headers);
+        request.end();
+        request.resume();
+        await new Promise((resolve) => request.once('close', resolve));
+      }
+    } finally {
+      session.close();
+    }
+    const decoded = checkAgainstNode(recorder)[before]!;
+    assert.equal(decoded.size, 40);
+  });
+
   it('grpcio client: every block decodes to the list node:http2 decoded', { timeout: 90_000 }, async () => {
     const before = recorder.connections.length;
     const calls = await runGrpcio(recorder.port, 6);
