@@ -26,9 +26,10 @@ export interface HpackDecoder {
    * input, HeaderListTooLargeError (after decoding the whole block) when the list is too large.
    *
    * Names and values are latin1 strings, one code unit per byte, exactly as sent. The decoder
-   * checks HPACK only: HTTP/2 rules on the fields themselves (lowercase names, pseudo-headers
-   * first, no connection-specific fields, no CR/LF/NUL in values; RFC 9113 §8.2-8.3) are the
-   * transport's to enforce. When the block throws, onHeader may already have seen a prefix of
+   * checks HPACK only: HTTP/2 rules on the fields themselves (lowercase token names,
+   * pseudo-headers first, no connection-specific fields, no NUL/CR/LF in values and no SP/HTAB
+   * at their ends; RFC 9113 §8.2-8.3) are the transport's to enforce. (node:http2 resets a
+   * stream for an uppercase name but silently drops a field whose value breaks those rules.) When the block throws, onHeader may already have seen a prefix of
    * its fields (for a list that is too large: the fields up to the limit): discard them. After
    * an HpackError, or an exception thrown by onHeader (which propagates), the dynamic table is
    * out of step with the peer's and the decoder must not be used again.
