@@ -13,7 +13,9 @@ import { staticName } from './hpack-static-table.js';
  * Names must be lowercase HTTP tokens (a leading ':' for pseudo-headers) and values latin1 text
  * without NUL, CR or LF (RFC 9113 §8.2.1); anything else throws a RangeError, since a peer would
  * treat the block as malformed. Text beyond latin1 (e.g. a grpc-message) must be
- * percent-encoded by the caller first.
+ * percent-encoded by the caller first. A value with SP or HTAB at either end is encoded as
+ * given, but RFC 9113 §8.2.1 makes it malformed too and nghttp2-based peers (node:http2) drop
+ * such a field: trim or percent-encode those ends.
  */
 export function encodeHeaderBlock(headers: readonly (readonly [string, string])[]): Uint8Array {
   // First pass: each field's representation (static index > 0 exact, < 0 name only, 0 new
