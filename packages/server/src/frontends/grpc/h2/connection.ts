@@ -5,7 +5,6 @@
  * write where the windows allow (the rest queued until WINDOW_UPDATE), flow control both
  * ways, PING, RST_STREAM, GOAWAY, and limits on what a hostile peer can make it do.
  */
-import type { IncomingHttpHeaders } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Logger } from '../../../util/logger.js';
 import { FloodGuard } from './flood-guard.js';
@@ -505,7 +504,7 @@ export class H2Connection implements FrameSink {
     if (streamId % 2 === 0)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Even stream id from a client');
     if (streamId <= this.lastStreamId)
-      throw new ConnectionError(ErrorCode.STREAM_CLOSED, 'HEADERS on a closed stream');
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS with a stream id not above the last one');
     if (this.goawaySent) {
       this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM));
       return;
