@@ -683,6 +683,32 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
     }
   });
 
+  it('answers metadata over 64 KiB with RESOURCE_EXHAUSTED and keeps the connection', async () => {
+    const c = open();
+    try {
+      c.write(
+        frame(
+          T.HEADERS,
+          F.END_HEADERS,
+          1,
+          Buffer.concat([call('Echo'), hpack([['x-big', 'v'.repeat(70_000)]])]),
+        ),
+        frame(T.HEADERS, F.END_HEADERS, 3, call('Echo')),
+        frame(T.DATA, F.END_STREAM, 3, grpcMessage(Buffer.from('d'))),
+      );
+      await c.until(() =>
+        c.frames.some((f) => f.type === T.HEADERS && f.stream === 3 && (f.flags & F.END_STREAM) !== 0),
+      );
+      const refused = c.frames.find((f) => f.type === T.HEADERS && f.stream === 1);
+      assert.ok(refused !== undefined && (refused.flags & F.END_STREAM) !== 0);
+      // The block is literal text: grpc-status 8 is in it.
+      assert.match(refused.payload.toString('latin1'), /grpc-status.8/);
+      assert.equal(c.goawayCode(), undefined);
+    } finally {
+      c.close();
+    }
+  });
+
   it('answers a PING with its payload and a SETTINGS with an ACK', async () => {
     const c = open();
     try {

@@ -6,6 +6,7 @@
  * ways, PING, RST_STREAM, GOAWAY, and limits on what a hostile peer can make it do.
  */
 import type { Socket } from 'node:net';
+import { Code } from '@visionserve/protocol';
 import type { Logger } from '../../../util/logger.js';
 import { FloodGuard } from './flood-guard.js';
 import {
@@ -26,7 +27,7 @@ import {
 } from './frame.js';
 import { type FrameSink, FrameReader } from './frame-reader.js';
 import { HeaderListTooLargeError, type HpackDecoder, createHpackDecoder } from './hpack.js';
-import { OK_TRAILERS, RESPONSE_HEAD } from './response-heads.js';
+import { OK_TRAILERS, RESPONSE_HEAD, trailersOnlyBlock } from './response-heads.js';
 import { H2Stream } from './stream.js';
 
 export interface H2ConnectionOptions {
@@ -57,6 +58,13 @@ const MAX_CLIENT_RESETS = 1000;
 const MAX_REFUSED_STREAMS = 1000;
 /** Control-frame answers (PING and SETTINGS acks) queued on a socket that is not draining. */
 const MAX_QUEUED_ACKS = 10_000;
+/**
+ * Bytes of answers waiting to reach the socket above which the connection stops reading
+ * (no new requests) until they drain: a client that sends requests but never reads its
+ * answers cannot make the server hold more than this (plus the answers it is writing).
+ * Clients that read are never held up by it for long: their windows bound what they send.
+ */
+const WRITE_HIGH_WATER = 16 * 1024 * 1024;
 /** After a GOAWAY for an error, the socket is destroyed if the peer has not closed it by then, ms. */
 const ERROR_CLOSE_MS = 1000;
 
@@ -103,6 +111,8 @@ export class H2Connection implements FrameSink {
   private goawaySent = false;
   private closed = false;
   private queuedAcks = 0;
+  /** Reading is paused while more than WRITE_HIGH_WATER bytes wait to reach the socket. */
+  private paused = false;
   private readonly controlFlood = new FloodGuard(MAX_CONTROL_FRAMES, FLOOD_WINDOW_MS);
   private readonly emptyFlood = new FloodGuard(MAX_EMPTY_FRAMES, FLOOD_WINDOW_MS);
   private readonly resetFlood = new FloodGuard(MAX_CLIENT_RESETS, FLOOD_WINDOW_MS);
@@ -114,7 +124,11 @@ export class H2Connection implements FrameSink {
   ) {
     this.socket = socket;
     this.recvWindow = options.windowBytes;
-    this.reader = new FrameReader(this, options.maxFrameBytes);
+    this.reader = new FrameReader(
+      this,
+      options.maxFrameBytes,
+      options.maxHeaderListBytes + HEADER_BLOCK_SLACK,
+    );
     this.decoder = createHpackDecoder({ maxHeaderListBytes: options.maxHeaderListBytes });
     socket.setNoDelay(true);
     socket.cork();
@@ -137,6 +151,10 @@ export class H2Connection implements FrameSink {
     });
     socket.on('drain', () => {
       this.queuedAcks = 0;
+      if (this.paused && !this.closed) {
+        this.paused = false;
+        socket.resume();
+      }
     });
     socket.once('close', () => {
       this.closed = true;
@@ -513,6 +531,28 @@ export class H2Connection implements FrameSink {
     if (tooLarge || malformed || headers[':method'] === undefined || headers[':path'] === undefined) {
       if (this.refusedFlood.hit())
         throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
+      if (tooLarge && !malformed) {
+        // A gRPC status the client can show, rather than a bare reset.
+        const block = trailersOnlyBlock(
+          Code.RESOURCE_EXHAUSTED,
+          `Request metadata larger than ${this.options.maxHeaderListBytes} bytes`,
+        );
+        const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + block.byteLength);
+        writeFrameHeader(
+          out,
+          0,
+          block.byteLength,
+          FrameType.HEADERS,
+          Flag.END_HEADERS | Flag.END_STREAM,
+          streamId,
+        );
+        out.set(block, FRAME_HEADER_BYTES);
+        this.socket.write(out);
+        if ((flags & Flag.END_STREAM) === 0) {
+          this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.NO_ERROR));
+        }
+        return;
+      }
       this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.PROTOCOL_ERROR));
       return;
     }
@@ -643,6 +683,7 @@ export class H2Connection implements FrameSink {
       this.writeFor(stream, out);
       this.localDone(stream);
       this.socket.uncork();
+      this.checkHighWater();
       return;
     }
     const head = Buffer.allocUnsafe(headBytes);
@@ -717,6 +758,14 @@ export class H2Connection implements FrameSink {
     this.writeFor(stream, out[last]!);
     if (done) this.localDone(stream);
     this.socket.uncork();
+    this.checkHighWater();
+  }
+
+  private checkHighWater(): void {
+    if (!this.paused && this.socket.writableLength > WRITE_HIGH_WATER) {
+      this.paused = true;
+      this.socket.pause();
+    }
   }
 
   private flushBlocked(): void {

@@ -25,7 +25,12 @@ const enum State {
   PadLength,
   Data,
   Padding,
+  /** The payload of an unknown frame type too long to keep. */
+  Skip,
 }
+
+/** Frames other than DATA, HEADERS and CONTINUATION longer than this are not buffered (GOAWAY debug data). */
+const MAX_CONTROL_PAYLOAD = 16_384;
 
 export class FrameReader {
   private state = State.Header;
@@ -46,10 +51,13 @@ export class FrameReader {
   /**
    * @param sink receives the frames.
    * @param maxFrameSize the SETTINGS_MAX_FRAME_SIZE this side advertised: longer frames are FRAME_SIZE_ERROR.
+   * @param maxHeaderBlock the longest HEADERS or CONTINUATION payload kept (ENHANCE_YOUR_CALM
+   *   above): frames other than DATA are buffered whole, so this bounds a connection's memory.
    */
   constructor(
     private readonly sink: FrameSink,
     private readonly maxFrameSize: number,
+    private readonly maxHeaderBlock: number,
   ) {}
 
   /** Stops parsing for good (the connection is ending). */
@@ -130,6 +138,16 @@ export class FrameReader {
           }
           break;
         }
+        case State.Skip: {
+          const take = Math.min(this.left, end - at);
+          at += take;
+          this.left -= take;
+          if (this.left === 0) {
+            this.state = State.Header;
+            this.sink.onFrame(this.type, this.flags, this.streamId, EMPTY);
+          }
+          break;
+        }
         case State.Padding: {
           const take = Math.min(this.left, end - at);
           at += take;
@@ -161,6 +179,23 @@ export class FrameReader {
       return;
     }
     if (this.type !== FrameType.DATA) {
+      if (this.length > MAX_CONTROL_PAYLOAD) {
+        if (this.type > FrameType.CONTINUATION) {
+          // Unknown types are ignored (RFC 9113 4.1): their payload is skipped, not kept.
+          this.left = this.length;
+          this.state = State.Skip;
+          return;
+        }
+        if (this.type === FrameType.HEADERS || this.type === FrameType.CONTINUATION) {
+          if (this.length > this.maxHeaderBlock) {
+            this.fail(ErrorCode.ENHANCE_YOUR_CALM, `Header block fragment of ${this.length} bytes`);
+            return;
+          }
+        } else {
+          this.fail(ErrorCode.FRAME_SIZE_ERROR, `Control frame of ${this.length} bytes`);
+          return;
+        }
+      }
       if (this.length === 0) {
         this.sink.onFrame(this.type, this.flags, this.streamId, EMPTY);
       } else this.state = State.Payload;
