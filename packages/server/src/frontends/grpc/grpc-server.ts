@@ -605,7 +605,6 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     },
     close(graceMs) {
       closing ??= listener.close(graceMs).then(() => {
-        if (inFlight > 0) logger.warn('grpc grace period over, calls cancelled', { graceMs, inFlight });
         logger.info('grpc server closed', { port });
       });
       return closing;

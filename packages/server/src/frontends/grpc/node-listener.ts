@@ -83,6 +83,7 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
       closing ??= new Promise<void>((resolve) => {
         draining = true;
         const force = setTimeout(() => {
+          logger.warn('grpc grace period over, cancelling calls', { graceMs, sessions: sessions.size });
           for (const session of sessions) session.destroy();
           for (const socket of sockets) socket.destroy();
         }, graceMs);

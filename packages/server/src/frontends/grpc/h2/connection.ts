@@ -91,6 +91,8 @@ export class H2Connection implements FrameSink {
   private readonly reader: FrameReader;
   private readonly decoder: HpackDecoder;
   private readonly streams = new Map<number, H2Stream>();
+  /** Closed streams whose last socket writes have not completed (their bytes are still referenced). */
+  readonly lingering = new Set<H2Stream>();
   /** Streams with response DATA waiting for window. */
   private readonly blocked = new Set<H2Stream>();
   private prefaceFill = 0;
@@ -161,6 +163,11 @@ export class H2Connection implements FrameSink {
       this.reader.stop();
       for (const stream of this.streams.values()) {
         stream.closed = true;
+        stream.pendingWrites = 0;
+        stream.fireClose();
+      }
+      // The socket is gone: nothing references the streams' bytes any more.
+      for (const stream of this.lingering) {
         stream.pendingWrites = 0;
         stream.fireClose();
       }
@@ -605,6 +612,7 @@ export class H2Connection implements FrameSink {
     this.blocked.delete(stream);
     if (this.dataStream === stream) this.dataStream = undefined;
     if (stream.pendingWrites === 0) stream.fireClose();
+    else this.lingering.add(stream);
     if (this.goawaySent && this.streams.size === 0 && !this.closed) this.socket.end();
   }
 

@@ -82,6 +82,7 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
           resolve();
         };
         const force = setTimeout(() => {
+          logger.warn('grpc grace period over, cancelling calls', { graceMs, connections: connections.size });
           for (const connection of connections) connection.destroy();
         }, graceMs);
         onIdle = done;

@@ -93,6 +93,7 @@ export class H2Stream implements GrpcCallStream {
     if (this.closeFired) return;
     this.closeFired = true;
     this.queue = [];
+    this.connection.lingering.delete(this);
     this.closeListener?.();
   }
 }
