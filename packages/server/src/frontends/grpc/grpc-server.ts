@@ -23,6 +23,7 @@ import { credentialsOf } from '../shared/management-guard.js';
 import type { RequestEnd, RequestObserver } from '../shared/request-observer.js';
 import { createOutputLease } from '../../core/output-lease.js';
 import type { GrpcCallStream } from './call-stream.js';
+import type { GrpcListenerOptions } from './grpc-listener.js';
 import type { GrpcMethod, GrpcService } from './grpc-service.js';
 import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
 import { startH2Listener } from './h2/h2-server.js';
@@ -74,31 +75,6 @@ export interface GrpcServerOptions {
 }
 
 export type GrpcTransport = 'node' | 'lean';
-
-/** What both transports give the gRPC server: calls' streams in, a port and a drain out. */
-export interface GrpcListenerOptions {
-  readonly host: string;
-  readonly port: number;
-  readonly logger: Logger;
-  readonly windowBytes: number;
-  readonly maxFrameBytes: number;
-  readonly maxConcurrentStreams: number;
-  /** SETTINGS_MAX_HEADER_LIST_SIZE, bytes. */
-  readonly maxHeaderListBytes: number;
-  readonly maxConnections: number;
-  readonly tls: ListenerTls | undefined;
-  /** Called synchronously for every new stream. */
-  readonly onStream: (stream: GrpcCallStream) => void;
-}
-
-export interface GrpcListener {
-  readonly port: number;
-  /**
-   * Stops accepting connections and sends GOAWAY on every one; resolves once all have
-   * closed, destroying what is left after graceMs.
-   */
-  close(graceMs: number): Promise<void>;
-}
 
 export interface RunningGrpcServer {
   /** The bound port (the chosen one when 0 was asked for). */

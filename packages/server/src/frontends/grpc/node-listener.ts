@@ -6,7 +6,7 @@ import http2 from 'node:http2';
 import type { Http2Server, Http2Session } from 'node:http2';
 import type { Socket } from 'node:net';
 import { tlsServerOptions } from '../shared/listener-tls.js';
-import type { GrpcListener, GrpcListenerOptions } from './grpc-server.js';
+import type { GrpcListener, GrpcListenerOptions } from './grpc-listener.js';
 import { NodeCallStream } from './node-call-stream.js';
 
 export async function startNodeListener(options: GrpcListenerOptions): Promise<GrpcListener> {

@@ -28,7 +28,7 @@ import {
 import { type FrameSink, FrameReader } from './frame-reader.js';
 import { HeaderListTooLargeError, type HpackDecoder, createHpackDecoder } from './hpack.js';
 import { OK_TRAILERS, RESPONSE_HEAD, trailersOnlyBlock } from './response-heads.js';
-import { H2Stream } from './stream.js';
+import { H2Stream, type StreamConnection } from './stream.js';
 
 export interface H2ConnectionOptions {
   /** Receive window per stream and for the connection, bytes. */
@@ -86,7 +86,7 @@ class ConnectionError extends Error {
   }
 }
 
-export class H2Connection implements FrameSink {
+export class H2Connection implements FrameSink, StreamConnection {
   readonly socket: Socket;
   private readonly reader: FrameReader;
   private readonly decoder: HpackDecoder;

@@ -7,7 +7,7 @@ import net from 'node:net';
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import { tlsServerOptions } from '../../shared/listener-tls.js';
-import type { GrpcListener, GrpcListenerOptions } from '../grpc-server.js';
+import type { GrpcListener, GrpcListenerOptions } from '../grpc-listener.js';
 import { H2Connection } from './connection.js';
 
 export async function startH2Listener(options: GrpcListenerOptions): Promise<GrpcListener> {

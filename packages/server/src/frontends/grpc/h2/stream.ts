@@ -5,8 +5,16 @@
  */
 import type { IncomingHttpHeaders } from 'node:http2';
 import type { GrpcCallStream } from '../call-stream.js';
-import type { H2Connection } from './connection.js';
 import { UNSUPPORTED_MEDIA_TYPE, trailersOnlyBlock } from './response-heads.js';
+
+/** What a stream needs of its connection (H2Connection). */
+export interface StreamConnection {
+  readonly socket: unknown;
+  /** Closed streams whose last socket writes are pending; a stream leaves it when it fires close. */
+  readonly lingering: Set<H2Stream>;
+  sendResponse(stream: H2Stream, prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void;
+  sendFinalHeaders(stream: H2Stream, block: Uint8Array): void;
+}
 
 export class H2Stream implements GrpcCallStream {
   /** Bytes this side may still send on the stream (peer's window). */
@@ -37,7 +45,7 @@ export class H2Stream implements GrpcCallStream {
   private closeFired = false;
 
   constructor(
-    private readonly connection: H2Connection,
+    private readonly connection: StreamConnection,
     readonly id: number,
     readonly headers: IncomingHttpHeaders,
     sendWindow: number,
