@@ -715,6 +715,7 @@ async function startServer(
           budget,
           maxConnections: config.maxConnections,
           bodyTimeoutMs: config.requestBodyTimeoutMs,
+          transport: config.grpcTransport,
           observer: observers.request,
           tls: ops.tls?.listener,
           services: [

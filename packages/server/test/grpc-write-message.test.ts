@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { COALESCE_BYTES, writeMessage } from '../src/frontends/grpc/grpc-server.js';
+import { COALESCE_BYTES, writeMessage } from '../src/frontends/grpc/node-call-stream.js';
 
 /** A stream stand-in that records writes, corks and the end. */
 function recordingStream() {

@@ -38,6 +38,13 @@ export function configFromEnv(
   }
   const python = env['VISIONSERVE_CONVERTER_PYTHON'];
   if (python !== undefined && python !== '') out.savedModelConverterPython = python;
+  const transport = env['VISIONSERVE_GRPC_TRANSPORT'];
+  if (transport !== undefined && transport !== '') {
+    if (transport !== 'lean' && transport !== 'node') {
+      throw new ConfigError(`VISIONSERVE_GRPC_TRANSPORT must be lean or node, got "${transport}"`);
+    }
+    out.grpcTransport = transport;
+  }
   const cacheDir = env['VISIONSERVE_CACHE_DIR'];
   if (cacheDir !== undefined && cacheDir !== '') out.savedModelCacheDir = cacheDir;
   Object.assign(out, sagemakerFromEnv(env, int));

@@ -149,6 +149,11 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'time to send a request body / gRPC message (default 60000)',
   },
+  grpc_transport: {
+    key: 'grpcTransport',
+    type: 'string',
+    help: 'lean|node: HTTP/2 under the gRPC port, our own or node:http2 (default lean; env VISIONSERVE_GRPC_TRANSPORT)',
+  },
   wait_for_models: {
     key: 'waitForModels',
     type: 'bool',

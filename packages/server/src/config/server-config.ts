@@ -117,6 +117,12 @@ export interface ServerConfig {
   /** Time a client has to send a request body (HTTP) or message (gRPC), in ms (`--request_body_timeout_ms`). Default 60000. */
   readonly requestBodyTimeoutMs: number;
   /**
+   * The HTTP/2 implementation under the gRPC port (`--grpc_transport`,
+   * `VISIONSERVE_GRPC_TRANSPORT`): `lean`, the server's own (one socket write per response,
+   * DATA frames as large as the client allows), or `node`, node:http2. Default `lean`.
+   */
+  readonly grpcTransport: 'lean' | 'node';
+  /**
    * Start even when a configured base path does not exist or holds no version yet, and keep
    * polling for it (TF Serving's behaviour; `--wait_for_models`). Default false: fail at
    * start-up with a message that names the flag and the expected layout.
@@ -296,6 +302,7 @@ export const DEFAULTS = {
   maxConnections: 4096,
   httpHeadersTimeoutMs: 20_000,
   requestBodyTimeoutMs: 60_000,
+  grpcTransport: 'lean',
   waitForModels: false,
   savedModelConverterPython: undefined,
   savedModelCacheDir: undefined,
@@ -380,6 +387,9 @@ export function resolveServerConfig(
   }
   if (config.restPort > 0 && config.restPort === config.grpcPort) {
     throw new ConfigError('--rest_api_port must differ from --port');
+  }
+  if (!['lean', 'node'].includes(config.grpcTransport)) {
+    throw new ConfigError(`--grpc_transport must be lean or node, got "${config.grpcTransport}"`);
   }
   if (!['none', 'explicit'].includes(config.kserveModelControlMode)) {
     throw new ConfigError(

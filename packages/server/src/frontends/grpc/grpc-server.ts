@@ -14,19 +14,20 @@
  * compression_algorithm sends them) are decompressed against the same budget; responses are
  * never compressed.
  */
-import http2 from 'node:http2';
 import { createGunzip, createInflate } from 'node:zlib';
-import type { Http2Server, Http2Session, IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
-import type { Socket } from 'node:net';
 import { Code, ServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
 import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
-import { type ListenerTls, tlsServerOptions } from '../shared/listener-tls.js';
+import type { ListenerTls } from '../shared/listener-tls.js';
 import { credentialsOf } from '../shared/management-guard.js';
 import type { RequestEnd, RequestObserver } from '../shared/request-observer.js';
 import { createOutputLease } from '../../core/output-lease.js';
+import type { GrpcCallStream } from './call-stream.js';
+import type { GrpcListenerOptions } from './grpc-listener.js';
 import type { GrpcMethod, GrpcService } from './grpc-service.js';
 import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
+import { startH2Listener } from './h2/h2-server.js';
+import { startNodeListener } from './node-listener.js';
 
 export interface GrpcServerOptions {
   /** Interface to bind; IPv6 literals may be given bare. Default "0.0.0.0". */
@@ -65,7 +66,15 @@ export interface GrpcServerOptions {
   readonly observer?: RequestObserver | undefined;
   /** Serve over TLS (HTTP/2 with ALPN h2; plaintext clients are refused). Default: plaintext. */
   readonly tls?: ListenerTls | undefined;
+  /**
+   * The HTTP/2 under the calls: 'lean', this server's own (h2/: one socket write per
+   * response, DATA frames up to the client's SETTINGS_MAX_FRAME_SIZE), or 'node', node:http2.
+   * Default 'lean'.
+   */
+  readonly transport?: GrpcTransport | undefined;
 }
+
+export type GrpcTransport = 'node' | 'lean';
 
 export interface RunningGrpcServer {
   /** The bound port (the chosen one when 0 was asked for). */
@@ -105,9 +114,6 @@ export const DEFAULT_RECEIVE_WINDOW_BYTES = 1024 * 1024;
  */
 export const DEFAULT_MAX_FRAME_BYTES = 1024 * 1024;
 
-/** Bytes of a refused request message still read and dropped before its stream is reset. */
-export const DRAIN_REFUSED_MESSAGE_BYTES = 16 * 1024 * 1024;
-
 /** TF Serving sets the server's max message size to INT32_MAX. */
 export const MAX_GRPC_MESSAGE_BYTES = 2_147_483_647;
 
@@ -121,7 +127,9 @@ type MessageEncoding = 'gzip' | 'deflate';
 const ENCODINGS: readonly string[] = ['gzip', 'deflate'];
 
 interface CallState {
-  readonly stream: ServerHttp2Stream;
+  readonly stream: GrpcCallStream;
+  /** Called when the call ends (the head admission's release). */
+  release?: (() => void) | undefined;
   /** The request's `grpc-encoding` when it compresses messages. */
   encoding?: MessageEncoding;
   readonly controller: AbortController;
@@ -136,65 +144,12 @@ interface CallState {
   bytesOut: number;
 }
 
-/**
- * Bytes of a response message copied together with its length prefix and sent as one write.
- * Each separate `write` on an HTTP/2 stream waits for the previous one to reach the socket (an
- * event-loop turn each); copying up to this much costs a few microseconds.
- */
-export const COALESCE_BYTES = 64 * 1024;
-
 /** The 5-byte gRPC length prefix of an uncompressed message of `length` bytes. */
 function messagePrefix(length: number): Buffer {
   const prefix = Buffer.allocUnsafe(5);
   prefix[0] = 0;
   prefix.writeUInt32BE(length, 1);
   return prefix;
-}
-
-/**
- * Writes one length-prefixed message and ends the stream's data in a single turn of the
- * event loop: a message up to COALESCE_BYTES as one buffer; a larger one as the prefix merged
- * with the small chunks before its first large one, then the chunks as they are (tensor bytes
- * are not copied), corked so that the stream hands them to HTTP/2 in one writev.
- */
-export function writeMessage(
-  stream: { write(chunk: Uint8Array): unknown; end(chunk?: Uint8Array): unknown; cork(): void },
-  prefix: Uint8Array,
-  chunks: readonly Uint8Array[],
-  length: number,
-): void {
-  if (length <= COALESCE_BYTES) {
-    const out = Buffer.allocUnsafe(prefix.byteLength + length);
-    out.set(prefix, 0);
-    let at = prefix.byteLength;
-    for (const c of chunks) {
-      out.set(c, at);
-      at += c.byteLength;
-    }
-    stream.end(out);
-    return;
-  }
-  let first = 0;
-  let headLength = prefix.byteLength;
-  while (first < chunks.length && chunks[first]!.byteLength < COALESCE_BYTES - headLength) {
-    headLength += chunks[first]!.byteLength;
-    first++;
-  }
-  const head = Buffer.allocUnsafe(headLength);
-  head.set(prefix, 0);
-  let at = prefix.byteLength;
-  for (let i = 0; i < first; i++) {
-    head.set(chunks[i]!, at);
-    at += chunks[i]!.byteLength;
-  }
-  stream.cork();
-  stream.write(head);
-  for (let i = first; i < chunks.length; i++) {
-    const c = chunks[i]!;
-    if (c.byteLength > 0) stream.write(c);
-  }
-  // end() uncorks: the chunks go to the stream's writev together.
-  stream.end();
 }
 
 /**
@@ -236,119 +191,28 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     }
   }
 
-  const serverOptions: http2.SecureServerOptions = {
-    settings: {
-      initialWindowSize: windowBytes,
-      maxFrameSize: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
-      maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
-      maxHeaderListSize: 64 * 1024,
-    },
-    // Memory is bounded by the admission budget; nghttp2's own cap (10 MB by default) would
-    // refuse streams as soon as a few large messages are in flight.
-    maxSessionMemory: 4096,
-  };
-  const { tls } = options;
-  const secure =
-    tls === undefined
-      ? undefined
-      : http2.createSecureServer({ ...serverOptions, ...tlsServerOptions(tls), allowHTTP1: false });
-  const server: Http2Server | http2.Http2SecureServer = secure ?? http2.createServer(serverOptions);
-  const unsubscribeTls =
-    tls === undefined || secure === undefined
-      ? undefined
-      : tls.subscribe?.((context) => {
-          secure.setSecureContext(context);
-        });
-  server.maxConnections = options.maxConnections ?? 4096;
-  const sessions = new Set<Http2Session>();
-  /**
-   * The TCP sockets under the sessions. Destroying a session whose write is stuck on a full
-   * socket does not close that socket (node finishes the close only when the write completes),
-   * so the grace period's end destroys the sockets themselves.
-   */
-  const sockets = new Set<Socket>();
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-  });
   let inFlight = 0;
-  let draining = false;
 
-  server.on('session', (session) => {
-    sessions.add(session);
-    session.on('close', () => sessions.delete(session));
-    session.on('error', (error) => {
-      logger.debug('grpc session error', { error });
-    });
-    session.on('connect', () => {
-      session.setLocalWindowSize(windowBytes);
-    });
-    if (draining) session.close();
-  });
-  server.on('sessionError', (error) => {
-    logger.debug('grpc session error', { error });
-  });
-
-  /** Ends a call with a status: trailers-only before any response, else trailers after the data. */
+  /** Ends a call with a status (trailers-only: a response message is only sent with status OK). */
   const finish = (call: CallState, error: unknown): void => {
     if (call.answered) return;
     call.answered = true;
     const { code, message } = statusOf(error);
     call.code = code;
     const { stream } = call;
-    if (stream.destroyed || stream.closed) return;
-    const trailers = { 'grpc-status': String(code), 'grpc-message': encodeGrpcMessage(message) };
-    if (!stream.headersSent) {
-      stream.respond(
-        { ':status': 200, 'content-type': 'application/grpc', ...trailers },
-        { endStream: true },
-      );
-    } else {
-      stream.end();
-      stream.once('wantTrailers', () => {
-        stream.sendTrailers(trailers);
-      });
-    }
-    // A client may still be sending a message we refused. Its DATA is read and dropped, up to
-    // DRAIN_REFUSED_MESSAGE_BYTES, so that the connection's receive window keeps being given
-    // back: with a reset instead (RST_STREAM NO_ERROR), the DATA already in flight is not
-    // returned to the 1 MiB connection window, and under sustained refusals the connection
-    // stalled (overload bench: RST_STREAM ENHANCE_YOUR_CALM and calls without status). Past
-    // that the stream is reset and the connection retired with GOAWAY (the client reconnects).
-    if (!stream.readableEnded) {
-      let dropped = 0;
-      stream.on('data', (chunk: Buffer) => {
-        dropped += chunk.byteLength;
-        if (dropped > DRAIN_REFUSED_MESSAGE_BYTES && !stream.closed) {
-          stream.close(http2.constants.NGHTTP2_NO_ERROR);
-          if (!stream.session?.closed) stream.session?.close();
-        }
-      });
-      stream.resume();
-    }
+    stream.stopReading();
+    if (stream.writable) stream.respondStatus(code, encodeGrpcMessage(message));
   };
 
   const respond = (call: CallState, chunks: readonly Uint8Array[]): void => {
     if (call.answered) return;
     call.answered = true;
     const { stream } = call;
-    if (stream.destroyed || stream.closed) return;
+    if (!stream.writable) return;
     let length = 0;
     for (const c of chunks) length += c.byteLength;
     call.bytesOut = length;
-    const prefix = messagePrefix(length);
-    stream.respond(
-      {
-        ':status': 200,
-        'content-type': 'application/grpc',
-        'grpc-accept-encoding': 'identity, gzip, deflate',
-      },
-      { waitForTrailers: true },
-    );
-    stream.once('wantTrailers', () => {
-      stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' });
-    });
-    writeMessage(stream, prefix, chunks, length);
+    stream.respond(messagePrefix(length), chunks, length);
   };
 
   /**
@@ -450,7 +314,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         if (method.admit !== undefined && !compressed) {
           try {
             const release = method.admit(seen, { signal: call.controller.signal, deadline: call.deadline });
-            if (release !== undefined) stream.once('close', release);
+            call.release = release;
           } catch (error) {
             fail(error instanceof ServingError ? error : new ServingError(Code.INTERNAL, 'Internal error'));
             return false;
@@ -552,16 +416,15 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         reject(call.controller.signal.reason as ServingError);
       };
       const cleanup = (): void => {
-        stream.off('data', onData);
-        stream.off('end', onEnd);
+        stream.stopReading();
         call.controller.signal.removeEventListener('abort', onAbort);
       };
-      stream.on('data', onData);
-      stream.on('end', onEnd);
+      stream.read(onData, onEnd);
       call.controller.signal.addEventListener('abort', onAbort, { once: true });
     });
 
-  const handleStream = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void => {
+  const handleStream = (stream: GrpcCallStream): void => {
+    const { headers } = stream;
     const call: CallState = {
       stream,
       controller: new AbortController(),
@@ -587,8 +450,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         startedAt: performance.now(),
       });
     }
-    stream.once('close', () => {
+    stream.onClose(() => {
       inFlight--;
+      call.release?.();
       // Every DATA frame has been handed to the socket, or the stream is gone: the pooled
       // output memory the response viewed may be refilled.
       outputLease.release();
@@ -610,12 +474,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         );
       }
     });
-    stream.on('error', (error) => {
-      logger.debug('grpc stream error', { error });
-    });
     const path = headers[':path'] ?? '';
     if (headers[':method'] !== 'POST' || !isGrpcContentType(headers['content-type'])) {
-      stream.respond({ ':status': 415, 'content-type': 'text/plain' }, { endStream: true });
+      stream.respondUnsupported();
       call.answered = true;
       return;
     }
@@ -675,7 +536,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
           metadata: headers,
           messageBuffer: buffer,
           outputLease,
-          credentials: () => credentialsOf(headers, stream.session?.socket),
+          credentials: () => credentialsOf(headers, stream.socket),
         });
       })
       .then(
@@ -693,18 +554,24 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       );
   };
 
-  server.on('stream', handleStream);
-
-  const address = host.includes(':') && !host.startsWith('[') ? host : host.replace(/^\[|\]$/g, '');
-  const port = await new Promise<number>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 8500, address, () => {
-      server.off('error', reject);
-      const bound = server.address();
-      resolve(typeof bound === 'object' && bound !== null ? bound.port : (options.port ?? 8500));
-    });
-  });
-  logger.info('grpc server listening', { host, port });
+  const listenerOptions: GrpcListenerOptions = {
+    host: host.includes(':') && !host.startsWith('[') ? host : host.replace(/^\[|\]$/g, ''),
+    port: options.port ?? 8500,
+    logger,
+    windowBytes,
+    maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+    maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
+    maxHeaderListBytes: 64 * 1024,
+    maxConnections: options.maxConnections ?? 4096,
+    tls: options.tls,
+    onStream: handleStream,
+  };
+  const listener =
+    (options.transport ?? 'lean') === 'lean'
+      ? await startH2Listener(listenerOptions)
+      : await startNodeListener(listenerOptions);
+  const { port } = listener;
+  logger.info('grpc server listening', { host, port, transport: options.transport ?? 'lean' });
 
   let closing: Promise<void> | undefined;
   return {
@@ -713,20 +580,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       return inFlight;
     },
     close(graceMs) {
-      closing ??= new Promise<void>((resolve) => {
-        draining = true;
-        const force = setTimeout(() => {
-          logger.warn('grpc grace period over, cancelling calls', { graceMs, inFlight });
-          for (const session of sessions) session.destroy();
-          for (const socket of sockets) socket.destroy();
-        }, graceMs);
-        unsubscribeTls?.();
-        server.close(() => {
-          clearTimeout(force);
-          logger.info('grpc server closed', { port });
-          resolve();
-        });
-        for (const session of sessions) session.close();
+      closing ??= listener.close(graceMs).then(() => {
+        logger.info('grpc server closed', { port });
       });
       return closing;
     },

@@ -4,6 +4,7 @@ export {
   DEFAULT_RECEIVE_WINDOW_BYTES,
   DEFAULT_MAX_FRAME_BYTES,
   type GrpcServerOptions,
+  type GrpcTransport,
   type RunningGrpcServer,
 } from './grpc-server.js';
 export type {

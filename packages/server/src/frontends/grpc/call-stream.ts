@@ -1,0 +1,38 @@
+import type { IncomingHttpHeaders } from 'node:http2';
+
+/**
+ * One unary gRPC call's HTTP/2 stream as the gRPC server sees it, whatever HTTP/2 carries it
+ * (node:http2, or this server's own in h2/). The server reads the request message through
+ * it and answers through it exactly once.
+ */
+export interface GrpcCallStream {
+  /** The request headers (gRPC metadata); names lower case. */
+  readonly headers: IncomingHttpHeaders;
+  /** The connection's socket (a TLSSocket over TLS), for the client certificate. */
+  readonly socket: unknown;
+  /**
+   * Starts delivering the request body: `onData` for each piece as it arrives (a view valid
+   * only during the call), then `onEnd` when the client has ended its side. Called at most
+   * once, synchronously when the stream is handed over (bytes that arrive with no reader
+   * are dropped).
+   */
+  read(onData: (chunk: Buffer) => void, onEnd: () => void): void;
+  /** Stops delivering the request body; the rest of it is read and dropped. */
+  stopReading(): void;
+  /**
+   * Answers OK: response headers, `prefix` and `chunks` as the DATA (the chunks are written
+   * as they are; they must stay unchanged until the stream closes), then OK trailers.
+   */
+  respond(prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void;
+  /** Answers a status: trailers-only (as no response was sent before). */
+  respondStatus(code: number, message: string): void;
+  /** Answers a request that is not gRPC with HTTP 415. */
+  respondUnsupported(): void;
+  /** Whether an answer can still be sent (the stream is not reset or gone). */
+  readonly writable: boolean;
+  /**
+   * Sets the function called once when the stream has closed: the answer's bytes have all
+   * been handed to the socket, or the stream was reset or its connection lost.
+   */
+  onClose(listener: () => void): void;
+}

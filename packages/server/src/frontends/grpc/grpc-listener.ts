@@ -1,0 +1,28 @@
+import type { Logger } from '../../util/logger.js';
+import type { ListenerTls } from '../shared/listener-tls.js';
+import type { GrpcCallStream } from './call-stream.js';
+
+/** What both transports give the gRPC server: calls' streams in, a port and a drain out. */
+export interface GrpcListenerOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly logger: Logger;
+  readonly windowBytes: number;
+  readonly maxFrameBytes: number;
+  readonly maxConcurrentStreams: number;
+  /** SETTINGS_MAX_HEADER_LIST_SIZE, bytes. */
+  readonly maxHeaderListBytes: number;
+  readonly maxConnections: number;
+  readonly tls: ListenerTls | undefined;
+  /** Called synchronously for every new stream. */
+  readonly onStream: (stream: GrpcCallStream) => void;
+}
+
+export interface GrpcListener {
+  readonly port: number;
+  /**
+   * Stops accepting connections and sends GOAWAY on every one; resolves once all have
+   * closed, destroying what is left after graceMs.
+   */
+  close(graceMs: number): Promise<void>;
+}

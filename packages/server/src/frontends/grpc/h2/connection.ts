@@ -1,0 +1,829 @@
+/**
+ * The server side of one HTTP/2 connection (RFC 9113), as much of it as unary gRPC needs:
+ * preface and SETTINGS exchange, streams opened by HEADERS (+ CONTINUATION), request DATA
+ * passed on as it arrives, responses written as HEADERS + DATA + trailers in one socket
+ * write where the windows allow (the rest queued until WINDOW_UPDATE), flow control both
+ * ways, PING, RST_STREAM, GOAWAY, and limits on what a hostile peer can make it do.
+ */
+import type { Socket } from 'node:net';
+import { Code } from '@visionserve/protocol';
+import type { Logger } from '../../../util/logger.js';
+import { FloodGuard } from './flood-guard.js';
+import {
+  CLIENT_PREFACE,
+  DEFAULT_FRAME_SIZE,
+  DEFAULT_WINDOW,
+  ErrorCode,
+  FRAME_HEADER_BYTES,
+  Flag,
+  FrameType,
+  MAX_FRAME_SIZE_LIMIT,
+  MAX_WINDOW,
+  Setting,
+  encodeGoaway,
+  encodeSettings,
+  encodeUint32Frame,
+  writeFrameHeader,
+} from './frame.js';
+import { type FrameSink, FrameReader } from './frame-reader.js';
+import { HeaderListTooLargeError, type HpackDecoder, createHpackDecoder } from './hpack.js';
+import { OK_TRAILERS, RESPONSE_HEAD, trailersOnlyBlock } from './response-heads.js';
+import { H2Stream, type StreamConnection } from './stream.js';
+
+export interface H2ConnectionOptions {
+  /** Receive window per stream and for the connection, bytes. */
+  readonly windowBytes: number;
+  /** SETTINGS_MAX_FRAME_SIZE we advertise, bytes. */
+  readonly maxFrameBytes: number;
+  /** SETTINGS_MAX_CONCURRENT_STREAMS we advertise and enforce (REFUSED_STREAM past it). */
+  readonly maxConcurrentStreams: number;
+  /** SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce, bytes. */
+  readonly maxHeaderListBytes: number;
+  /** Called synchronously for each new stream; the stream's DATA follows. */
+  readonly onStream: (stream: H2Stream) => void;
+  /** Called once when the socket has closed. */
+  readonly onClose: () => void;
+  readonly logger: Logger;
+}
+
+/** A response up to this many bytes (with its prefix) is copied into the one buffer written with its head and trailers. */
+export const COALESCE_BYTES = 64 * 1024;
+/** Most header block bytes (HEADERS + CONTINUATIONs) kept for one block, over the header list limit. */
+const HEADER_BLOCK_SLACK = 16 * 1024;
+/** Flood limits: events of a kind per window before GOAWAY ENHANCE_YOUR_CALM. */
+const FLOOD_WINDOW_MS = 10_000;
+const MAX_CONTROL_FRAMES = 10_000;
+const MAX_EMPTY_FRAMES = 1000;
+const MAX_CLIENT_RESETS = 1000;
+const MAX_REFUSED_STREAMS = 1000;
+/** Control-frame answers (PING and SETTINGS acks) queued on a socket that is not draining. */
+const MAX_QUEUED_ACKS = 10_000;
+/**
+ * Bytes of answers waiting to reach the socket above which the connection stops reading
+ * (no new requests) until they drain: a client that sends requests but never reads its
+ * answers cannot make the server hold more than this (plus the answers it is writing).
+ * Clients that read are never held up by it for long: their windows bound what they send.
+ */
+const WRITE_HIGH_WATER = 16 * 1024 * 1024;
+/** After a GOAWAY for an error, the socket is destroyed if the peer has not closed it by then, ms. */
+const ERROR_CLOSE_MS = 1000;
+
+const CONNECTION_HEADERS = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/** A protocol violation that ends the connection with GOAWAY `code`. */
+class ConnectionError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class H2Connection implements FrameSink, StreamConnection {
+  readonly socket: Socket;
+  private readonly reader: FrameReader;
+  private readonly decoder: HpackDecoder;
+  private readonly streams = new Map<number, H2Stream>();
+  /** Closed streams whose last socket writes have not completed (their bytes are still referenced). */
+  readonly lingering = new Set<H2Stream>();
+  /** Streams with response DATA waiting for window. */
+  private readonly blocked = new Set<H2Stream>();
+  private prefaceFill = 0;
+  private gotSettings = false;
+  private lastStreamId = 0;
+  /** Peer settings. */
+  private peerInitialWindow = DEFAULT_WINDOW;
+  private peerMaxFrame = DEFAULT_FRAME_SIZE;
+  /** Connection send window (the peer's). */
+  private sendWindow = DEFAULT_WINDOW;
+  /** Connection receive window left, and bytes received not yet given back. */
+  private recvWindow: number;
+  private recvUnacked = 0;
+  /** The stream the current DATA frame is for (undefined: a closed stream, its data dropped). */
+  private dataStream: H2Stream | undefined;
+  /** A header block being continued: stream, HEADERS flags, fragments. */
+  private continuation: { streamId: number; flags: number; parts: Buffer[]; bytes: number } | undefined;
+  private goawaySent = false;
+  private closed = false;
+  private queuedAcks = 0;
+  /** Reading is paused while more than WRITE_HIGH_WATER bytes wait to reach the socket. */
+  private paused = false;
+  private readonly controlFlood = new FloodGuard(MAX_CONTROL_FRAMES, FLOOD_WINDOW_MS);
+  private readonly emptyFlood = new FloodGuard(MAX_EMPTY_FRAMES, FLOOD_WINDOW_MS);
+  private readonly resetFlood = new FloodGuard(MAX_CLIENT_RESETS, FLOOD_WINDOW_MS);
+  private readonly refusedFlood = new FloodGuard(MAX_REFUSED_STREAMS, FLOOD_WINDOW_MS);
+
+  constructor(
+    socket: Socket,
+    private readonly options: H2ConnectionOptions,
+  ) {
+    this.socket = socket;
+    this.recvWindow = options.windowBytes;
+    this.reader = new FrameReader(
+      this,
+      options.maxFrameBytes,
+      options.maxHeaderListBytes + HEADER_BLOCK_SLACK,
+    );
+    this.decoder = createHpackDecoder({ maxHeaderListBytes: options.maxHeaderListBytes });
+    socket.setNoDelay(true);
+    socket.cork();
+    socket.write(
+      encodeSettings([
+        [Setting.MAX_CONCURRENT_STREAMS, options.maxConcurrentStreams],
+        [Setting.INITIAL_WINDOW_SIZE, options.windowBytes],
+        [Setting.MAX_FRAME_SIZE, options.maxFrameBytes],
+        [Setting.MAX_HEADER_LIST_SIZE, options.maxHeaderListBytes],
+      ]),
+    );
+    if (options.windowBytes > DEFAULT_WINDOW) {
+      socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, options.windowBytes - DEFAULT_WINDOW));
+    }
+    this.recvWindow = options.windowBytes;
+    socket.uncork();
+    socket.on('data', this.onSocketData);
+    socket.on('error', (error) => {
+      options.logger.debug('grpc connection error', { error });
+    });
+    socket.on('drain', () => {
+      this.queuedAcks = 0;
+      if (this.paused && !this.closed) {
+        this.paused = false;
+        socket.resume();
+      }
+    });
+    socket.once('close', () => {
+      this.closed = true;
+      this.reader.stop();
+      for (const stream of this.streams.values()) {
+        stream.closed = true;
+        stream.pendingWrites = 0;
+        stream.fireClose();
+      }
+      // The socket is gone: nothing references the streams' bytes any more.
+      for (const stream of this.lingering) {
+        stream.pendingWrites = 0;
+        stream.fireClose();
+      }
+      this.streams.clear();
+      this.blocked.clear();
+      options.onClose();
+    });
+  }
+
+  /** Streams open now. */
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
+  /**
+   * Starts a graceful close: GOAWAY NO_ERROR with the last stream id seen; streams already
+   * open finish, and the socket is ended when the last one closes.
+   */
+  drain(): void {
+    if (this.goawaySent || this.closed) return;
+    this.goawaySent = true;
+    this.socket.write(encodeGoaway(this.lastStreamId, ErrorCode.NO_ERROR));
+    if (this.streams.size === 0) this.socket.end();
+  }
+
+  /** Closes the socket now. */
+  destroy(): void {
+    this.socket.destroy();
+  }
+
+  private readonly onSocketData = (chunk: Buffer): void => {
+    if (this.closed) return;
+    this.socket.cork();
+    try {
+      if (this.prefaceFill < CLIENT_PREFACE.byteLength) {
+        const take = Math.min(CLIENT_PREFACE.byteLength - this.prefaceFill, chunk.byteLength);
+        if (
+          !chunk.subarray(0, take).equals(CLIENT_PREFACE.subarray(this.prefaceFill, this.prefaceFill + take))
+        ) {
+          throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Not an HTTP/2 client preface');
+        }
+        this.prefaceFill += take;
+        if (take === chunk.byteLength) return;
+        chunk = chunk.subarray(take);
+      }
+      this.reader.push(chunk);
+      if (this.recvUnacked >= this.options.windowBytes / 2 && !this.closed) {
+        this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.recvUnacked));
+        this.recvWindow += this.recvUnacked;
+        this.recvUnacked = 0;
+      }
+    } catch (error) {
+      this.fail(error);
+    } finally {
+      this.socket.uncork();
+    }
+  };
+
+  // --- FrameSink
+
+  onFrameError(code: number, message: string): void {
+    this.connectionError(code, message);
+  }
+
+  onDataStart(streamId: number, flags: number, length: number): void {
+    if (this.continuation !== undefined)
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA inside a header block');
+    if (!this.gotSettings) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'First frame is not SETTINGS');
+    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
+    if (length > this.recvWindow) {
+      throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA past the connection window');
+    }
+    if (length === 0 && (flags & Flag.END_STREAM) === 0 && this.emptyFlood.hit()) {
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
+    }
+    // Every DATA byte is given back to the connection window, read or dropped.
+    this.recvWindow -= length;
+    this.recvUnacked += length;
+    const stream = this.streams.get(streamId);
+    this.dataStream = undefined;
+    if (stream === undefined) {
+      if (streamId > this.lastStreamId)
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+      return; // closed: dropped
+    }
+    if (stream.remoteEnded) {
+      this.resetStream(stream, ErrorCode.STREAM_CLOSED);
+      return;
+    }
+    if (length > stream.recvWindow) {
+      this.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR);
+      return;
+    }
+    stream.recvWindow -= length;
+    stream.recvUnacked += length;
+    this.dataStream = stream;
+  }
+
+  onData(chunk: Buffer): void {
+    this.dataStream?.dataListener?.(chunk);
+  }
+
+  onDataEnd(flags: number): void {
+    const stream = this.dataStream;
+    if (stream === undefined) return;
+    this.dataStream = undefined;
+    if ((flags & Flag.END_STREAM) !== 0) {
+      this.endRemote(stream);
+    } else if (stream.recvUnacked >= this.options.windowBytes / 2 && !stream.closed) {
+      this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.recvUnacked));
+      stream.recvWindow += stream.recvUnacked;
+      stream.recvUnacked = 0;
+    }
+  }
+
+  onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
+    if (this.continuation !== undefined && type !== FrameType.CONTINUATION) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Frame inside a header block');
+    }
+    if (!this.gotSettings && type !== FrameType.SETTINGS) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'First frame is not SETTINGS');
+    }
+    switch (type) {
+      case FrameType.HEADERS:
+        this.onHeaders(flags, streamId, payload);
+        return;
+      case FrameType.CONTINUATION:
+        this.onContinuation(flags, streamId, payload);
+        return;
+      case FrameType.SETTINGS:
+        this.onSettings(flags, streamId, payload);
+        return;
+      case FrameType.WINDOW_UPDATE:
+        this.onWindowUpdate(streamId, payload);
+        return;
+      case FrameType.PING:
+        if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
+        if (payload.byteLength !== 8)
+          throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING not 8 bytes');
+        if ((flags & Flag.ACK) !== 0) return;
+        this.controlFrame();
+        this.socket.write(ackFrame(FrameType.PING, payload));
+        return;
+      case FrameType.RST_STREAM:
+        this.onResetStream(streamId, payload);
+        return;
+      case FrameType.PRIORITY:
+        if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+        if (payload.byteLength !== 5) {
+          const stream = this.streams.get(streamId);
+          if (stream !== undefined) this.resetStream(stream, ErrorCode.FRAME_SIZE_ERROR);
+          return;
+        }
+        if (this.emptyFlood.hit())
+          throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many PRIORITY frames');
+        return;
+      case FrameType.GOAWAY:
+        if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
+        if (payload.byteLength < 8)
+          throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY shorter than 8 bytes');
+        // The client opens no more streams; those open finish.
+        if (!this.goawaySent) {
+          this.goawaySent = true;
+          if (this.streams.size === 0) this.socket.end();
+        }
+        return;
+      case FrameType.PUSH_PROMISE:
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
+      default:
+        // Unknown frame types are ignored (RFC 9113 4.1), but not without limit.
+        if (this.emptyFlood.hit())
+          throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many unknown frames');
+    }
+  }
+
+  // --- frames
+
+  private onSettings(flags: number, streamId: number, payload: Buffer): void {
+    if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
+    if ((flags & Flag.ACK) !== 0) {
+      if (payload.byteLength !== 0)
+        throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
+      return;
+    }
+    if (payload.byteLength % 6 !== 0)
+      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS length not a multiple of 6');
+    this.gotSettings = true;
+    for (let at = 0; at < payload.byteLength; at += 6) {
+      const id = payload.readUInt16BE(at);
+      const value = payload.readUInt32BE(at + 2);
+      switch (id) {
+        case Setting.ENABLE_PUSH:
+          if (value > 1)
+            throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_ENABLE_PUSH not 0 or 1');
+          break;
+        case Setting.INITIAL_WINDOW_SIZE: {
+          if (value > MAX_WINDOW)
+            throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE too large');
+          const delta = value - this.peerInitialWindow;
+          this.peerInitialWindow = value;
+          for (const stream of this.streams.values()) {
+            stream.sendWindow += delta;
+            if (stream.sendWindow > MAX_WINDOW) {
+              throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'Stream window past 2^31-1');
+            }
+          }
+          break;
+        }
+        case Setting.MAX_FRAME_SIZE:
+          if (value < DEFAULT_FRAME_SIZE || value > MAX_FRAME_SIZE_LIMIT) {
+            throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
+          }
+          this.peerMaxFrame = value;
+          break;
+        default:
+        // HEADER_TABLE_SIZE: the encoder uses no dynamic table; MAX_CONCURRENT_STREAMS: no pushes;
+        // MAX_HEADER_LIST_SIZE: our header blocks are small; unknown ones are ignored.
+      }
+    }
+    this.controlFrame();
+    this.socket.write(SETTINGS_ACK);
+    this.flushBlocked();
+  }
+
+  private onWindowUpdate(streamId: number, payload: Buffer): void {
+    if (payload.byteLength !== 4)
+      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE not 4 bytes');
+    const increment = payload.readUInt32BE(0) & 0x7fffffff;
+    if (streamId === 0) {
+      if (increment === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
+      this.sendWindow += increment;
+      if (this.sendWindow > MAX_WINDOW)
+        throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'Connection window past 2^31-1');
+      this.flushBlocked();
+      return;
+    }
+    const stream = this.streams.get(streamId);
+    if (stream === undefined) {
+      if (streamId > this.lastStreamId)
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
+      return;
+    }
+    if (increment === 0) {
+      this.resetStream(stream, ErrorCode.PROTOCOL_ERROR);
+      return;
+    }
+    stream.sendWindow += increment;
+    if (stream.sendWindow > MAX_WINDOW) {
+      this.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR);
+      return;
+    }
+    if (stream.queuedBytes > 0) this.flushStream(stream, undefined);
+  }
+
+  private onResetStream(streamId: number, payload: Buffer): void {
+    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
+    if (payload.byteLength !== 4)
+      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
+    const stream = this.streams.get(streamId);
+    if (stream === undefined) {
+      if (streamId > this.lastStreamId)
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
+      return;
+    }
+    if (!stream.localEnded && this.resetFlood.hit()) {
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many streams reset by the client');
+    }
+    this.closeStream(stream);
+  }
+
+  private onHeaders(flags: number, streamId: number, payload: Buffer): void {
+    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
+    let from = 0;
+    let to = payload.byteLength;
+    if ((flags & Flag.PADDED) !== 0) {
+      if (to < 1)
+        throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'Padded HEADERS without a pad length');
+      const padding = payload[0]!;
+      from = 1;
+      to -= padding;
+    }
+    if ((flags & Flag.PRIORITY) !== 0) from += 5;
+    if (from > to)
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS padding longer than the frame');
+    if ((flags & Flag.PRIORITY) !== 0 && (payload.readUInt32BE(from - 5) & 0x7fffffff) === streamId) {
+      // A stream depending on itself: a stream error, but the block must still be decoded.
+      flags |= 0x100;
+    }
+    const fragment = payload.subarray(from, to);
+    if ((flags & Flag.END_HEADERS) === 0) {
+      if (fragment.byteLength === 0 && this.emptyFlood.hit()) {
+        throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
+      }
+      this.continuation = { streamId, flags, parts: [Buffer.from(fragment)], bytes: fragment.byteLength };
+      return;
+    }
+    this.onHeaderBlock(streamId, flags, fragment);
+  }
+
+  private onContinuation(flags: number, streamId: number, payload: Buffer): void {
+    const c = this.continuation;
+    if (c === undefined || c.streamId !== streamId) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without a header block');
+    }
+    if ((flags & Flag.END_HEADERS) === 0 && payload.byteLength === 0 && this.emptyFlood.hit()) {
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
+    }
+    c.bytes += payload.byteLength;
+    if (c.bytes > this.options.maxHeaderListBytes + HEADER_BLOCK_SLACK) {
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Header block too large');
+    }
+    c.parts.push(Buffer.from(payload));
+    if ((flags & Flag.END_HEADERS) === 0) return;
+    this.continuation = undefined;
+    this.onHeaderBlock(streamId, c.flags, Buffer.concat(c.parts, c.bytes));
+  }
+
+  private onHeaderBlock(streamId: number, flags: number, block: Buffer): void {
+    const existing = this.streams.get(streamId);
+    const headers = Object.create(null) as Record<string, string>;
+    let tooLarge = false;
+    let malformed = (flags & 0x100) !== 0;
+    let regular = false;
+    try {
+      this.decoder.decode(block, (name, value) => {
+        if (name.charCodeAt(0) === 0x3a) {
+          if (
+            regular ||
+            (name !== ':method' && name !== ':path' && name !== ':scheme' && name !== ':authority')
+          ) {
+            malformed = true;
+          }
+        } else {
+          regular = true;
+          if (
+            name !== name.toLowerCase() ||
+            CONNECTION_HEADERS.has(name) ||
+            (name === 'te' && value !== 'trailers')
+          ) {
+            malformed = true;
+          }
+        }
+        const had = headers[name];
+        headers[name] = had === undefined ? value : `${had}, ${value}`;
+      });
+    } catch (error) {
+      if (!(error instanceof HeaderListTooLargeError)) {
+        throw new ConnectionError(ErrorCode.COMPRESSION_ERROR, 'Malformed header block');
+      }
+      tooLarge = true;
+    }
+    if (existing !== undefined) {
+      // Trailers from the client: they must end the stream.
+      if ((flags & Flag.END_STREAM) === 0) this.resetStream(existing, ErrorCode.PROTOCOL_ERROR);
+      else if (existing.remoteEnded) this.resetStream(existing, ErrorCode.STREAM_CLOSED);
+      else this.endRemote(existing);
+      return;
+    }
+    if (streamId % 2 === 0)
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Even stream id from a client');
+    if (streamId <= this.lastStreamId)
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS with a stream id not above the last one');
+    if (this.goawaySent) {
+      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM));
+      return;
+    }
+    this.lastStreamId = streamId;
+    if (tooLarge || malformed || headers[':method'] === undefined || headers[':path'] === undefined) {
+      if (this.refusedFlood.hit())
+        throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
+      if (tooLarge && !malformed) {
+        // A gRPC status the client can show, rather than a bare reset.
+        const block = trailersOnlyBlock(
+          Code.RESOURCE_EXHAUSTED,
+          `Request metadata larger than ${this.options.maxHeaderListBytes} bytes`,
+        );
+        const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + block.byteLength);
+        writeFrameHeader(
+          out,
+          0,
+          block.byteLength,
+          FrameType.HEADERS,
+          Flag.END_HEADERS | Flag.END_STREAM,
+          streamId,
+        );
+        out.set(block, FRAME_HEADER_BYTES);
+        this.socket.write(out);
+        if ((flags & Flag.END_STREAM) === 0) {
+          this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.NO_ERROR));
+        }
+        return;
+      }
+      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.PROTOCOL_ERROR));
+      return;
+    }
+    if (this.streams.size >= this.options.maxConcurrentStreams) {
+      if (this.refusedFlood.hit())
+        throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many refused streams');
+      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM));
+      return;
+    }
+    const endStream = (flags & Flag.END_STREAM) !== 0;
+    const stream = new H2Stream(
+      this,
+      streamId,
+      headers,
+      this.peerInitialWindow,
+      this.options.windowBytes,
+      endStream,
+    );
+    this.streams.set(streamId, stream);
+    this.options.onStream(stream);
+    if (endStream && !stream.closed) stream.endListener?.();
+  }
+
+  // --- stream life
+
+  private endRemote(stream: H2Stream): void {
+    stream.remoteEnded = true;
+    const end = stream.endListener;
+    stream.stopReading();
+    end?.();
+    if (stream.localEnded && !stream.closed && stream.queuedBytes === 0 && stream.trailers === undefined) {
+      this.closeStream(stream);
+    }
+  }
+
+  /** Ends a stream with RST_STREAM `code` (a stream error); the connection goes on. */
+  private resetStream(stream: H2Stream, code: number): void {
+    this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, code));
+    this.closeStream(stream);
+  }
+
+  private closeStream(stream: H2Stream): void {
+    if (stream.closed) return;
+    stream.closed = true;
+    stream.stopReading();
+    stream.queue = [];
+    stream.queuedBytes = 0;
+    stream.trailers = undefined;
+    this.streams.delete(stream.id);
+    this.blocked.delete(stream);
+    if (this.dataStream === stream) this.dataStream = undefined;
+    if (stream.pendingWrites === 0) stream.fireClose();
+    else this.lingering.add(stream);
+    if (this.goawaySent && this.streams.size === 0 && !this.closed) this.socket.end();
+  }
+
+  /** After this side's last frame is queued: the stream closes (reset first if the client is still sending). */
+  private localDone(stream: H2Stream): void {
+    if (!stream.remoteEnded) {
+      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, ErrorCode.NO_ERROR));
+    }
+    this.closeStream(stream);
+  }
+
+  // --- writing
+
+  private writeFor(stream: H2Stream, chunk: Uint8Array): void {
+    stream.pendingWrites++;
+    this.socket.write(chunk, stream.written);
+  }
+
+  /** A HEADERS frame with END_STREAM: a trailers-only or non-gRPC answer. */
+  sendFinalHeaders(stream: H2Stream, block: Uint8Array): void {
+    stream.localEnded = true;
+    const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + block.byteLength);
+    writeFrameHeader(
+      out,
+      0,
+      block.byteLength,
+      FrameType.HEADERS,
+      Flag.END_HEADERS | Flag.END_STREAM,
+      stream.id,
+    );
+    out.set(block, FRAME_HEADER_BYTES);
+    this.socket.cork();
+    this.writeFor(stream, out);
+    this.localDone(stream);
+    this.socket.uncork();
+  }
+
+  /** Response headers, one DATA message (prefix + chunks) and OK trailers. */
+  sendResponse(stream: H2Stream, prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void {
+    stream.localEnded = true;
+    const total = prefix.byteLength + length;
+    const id = stream.id;
+    const headBytes = FRAME_HEADER_BYTES + RESPONSE_HEAD.byteLength;
+    const trailerBytes = FRAME_HEADER_BYTES + OK_TRAILERS.byteLength;
+    if (
+      total <= COALESCE_BYTES &&
+      total <= this.peerMaxFrame &&
+      total <= this.sendWindow &&
+      total <= stream.sendWindow &&
+      this.blocked.size === 0
+    ) {
+      const out = Buffer.allocUnsafe(headBytes + FRAME_HEADER_BYTES + total + trailerBytes);
+      writeFrameHeader(out, 0, RESPONSE_HEAD.byteLength, FrameType.HEADERS, Flag.END_HEADERS, id);
+      out.set(RESPONSE_HEAD, FRAME_HEADER_BYTES);
+      let at = headBytes;
+      writeFrameHeader(out, at, total, FrameType.DATA, 0, id);
+      at += FRAME_HEADER_BYTES;
+      out.set(prefix, at);
+      at += prefix.byteLength;
+      for (const c of chunks) {
+        out.set(c, at);
+        at += c.byteLength;
+      }
+      writeFrameHeader(
+        out,
+        at,
+        OK_TRAILERS.byteLength,
+        FrameType.HEADERS,
+        Flag.END_HEADERS | Flag.END_STREAM,
+        id,
+      );
+      out.set(OK_TRAILERS, at + FRAME_HEADER_BYTES);
+      this.sendWindow -= total;
+      stream.sendWindow -= total;
+      this.socket.cork();
+      this.writeFor(stream, out);
+      this.localDone(stream);
+      this.socket.uncork();
+      this.checkHighWater();
+      return;
+    }
+    const head = Buffer.allocUnsafe(headBytes);
+    writeFrameHeader(head, 0, RESPONSE_HEAD.byteLength, FrameType.HEADERS, Flag.END_HEADERS, id);
+    head.set(RESPONSE_HEAD, FRAME_HEADER_BYTES);
+    const trailers = Buffer.allocUnsafe(trailerBytes);
+    writeFrameHeader(
+      trailers,
+      0,
+      OK_TRAILERS.byteLength,
+      FrameType.HEADERS,
+      Flag.END_HEADERS | Flag.END_STREAM,
+      id,
+    );
+    trailers.set(OK_TRAILERS, FRAME_HEADER_BYTES);
+    const queue: Uint8Array[] = [prefix];
+    for (const c of chunks) if (c.byteLength > 0) queue.push(c);
+    stream.queue = queue;
+    stream.queueIndex = 0;
+    stream.queueOffset = 0;
+    stream.queuedBytes = total;
+    stream.trailers = trailers;
+    this.flushStream(stream, head);
+  }
+
+  /** Sends what the windows allow of a stream's queued DATA (then its trailers); `lead` goes first. */
+  private flushStream(stream: H2Stream, lead: Buffer | undefined): void {
+    const out: Uint8Array[] = [];
+    if (lead !== undefined) out.push(lead);
+    const { queue } = stream;
+    let index = stream.queueIndex;
+    let offset = stream.queueOffset;
+    while (stream.queuedBytes > 0) {
+      const n = Math.min(this.peerMaxFrame, this.sendWindow, stream.sendWindow, stream.queuedBytes);
+      if (n <= 0) break;
+      const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+      writeFrameHeader(header, 0, n, FrameType.DATA, 0, stream.id);
+      out.push(header);
+      let need = n;
+      while (need > 0) {
+        const c = queue[index]!;
+        const available = c.byteLength - offset;
+        if (available <= need) {
+          out.push(offset === 0 ? c : c.subarray(offset));
+          need -= available;
+          index++;
+          offset = 0;
+        } else {
+          out.push(c.subarray(offset, offset + need));
+          offset += need;
+          need = 0;
+        }
+      }
+      this.sendWindow -= n;
+      stream.sendWindow -= n;
+      stream.queuedBytes -= n;
+    }
+    stream.queueIndex = index;
+    stream.queueOffset = offset;
+    let done = false;
+    if (stream.queuedBytes === 0 && stream.trailers !== undefined) {
+      out.push(stream.trailers);
+      stream.trailers = undefined;
+      stream.queue = [];
+      done = true;
+      this.blocked.delete(stream);
+    } else if (stream.queuedBytes > 0) this.blocked.add(stream);
+    if (out.length === 0) return;
+    this.socket.cork();
+    const last = out.length - 1;
+    for (let i = 0; i < last; i++) this.socket.write(out[i]!);
+    this.writeFor(stream, out[last]!);
+    if (done) this.localDone(stream);
+    this.socket.uncork();
+    this.checkHighWater();
+  }
+
+  private checkHighWater(): void {
+    if (!this.paused && this.socket.writableLength > WRITE_HIGH_WATER) {
+      this.paused = true;
+      this.socket.pause();
+    }
+  }
+
+  private flushBlocked(): void {
+    for (const stream of this.blocked) {
+      if (this.sendWindow <= 0) return;
+      this.flushStream(stream, undefined);
+    }
+  }
+
+  // --- errors
+
+  /** Counts a control frame we must answer; too many queued on a socket not read → ENHANCE_YOUR_CALM. */
+  private controlFrame(): void {
+    if (this.controlFlood.hit())
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many control frames');
+    if (this.socket.writableNeedDrain && ++this.queuedAcks > MAX_QUEUED_ACKS) {
+      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Control frames not read by the peer');
+    }
+  }
+
+  private fail(error: unknown): void {
+    if (error instanceof ConnectionError) this.connectionError(error.code, error.message);
+    else {
+      this.options.logger.error('grpc connection failed', { error });
+      this.connectionError(ErrorCode.INTERNAL_ERROR, 'Internal error');
+    }
+  }
+
+  /** A connection error: GOAWAY `code`, every stream closed, the socket ended. */
+  private connectionError(code: number, message: string): void {
+    if (this.closed) return;
+    this.options.logger.debug('grpc connection error', { code, message });
+    this.reader.stop();
+    this.closed = true;
+    this.socket.write(encodeGoaway(this.lastStreamId, code));
+    this.socket.end();
+    for (const stream of [...this.streams.values()]) this.closeStream(stream);
+    setTimeout(() => this.socket.destroy(), ERROR_CLOSE_MS).unref();
+  }
+}
+
+const SETTINGS_ACK = (() => {
+  const out = Buffer.alloc(FRAME_HEADER_BYTES);
+  writeFrameHeader(out, 0, 0, FrameType.SETTINGS, Flag.ACK, 0);
+  return out;
+})();
+
+function ackFrame(type: number, payload: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.byteLength);
+  writeFrameHeader(out, 0, payload.byteLength, type, Flag.ACK, 0);
+  out.set(payload, FRAME_HEADER_BYTES);
+  return out;
+}

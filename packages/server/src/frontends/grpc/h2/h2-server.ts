@@ -1,0 +1,98 @@
+/**
+ * The gRPC server's listener on this server's own HTTP/2 (`grpcTransport: 'lean'`): a TCP
+ * server speaking h2c with prior knowledge, or a TLS server that negotiates h2 by ALPN
+ * (a client that does not is disconnected), one H2Connection per socket.
+ */
+import net from 'node:net';
+import type { Socket } from 'node:net';
+import tls from 'node:tls';
+import { tlsServerOptions } from '../../shared/listener-tls.js';
+import type { GrpcListener, GrpcListenerOptions } from '../grpc-listener.js';
+import { H2Connection } from './connection.js';
+
+export async function startH2Listener(options: GrpcListenerOptions): Promise<GrpcListener> {
+  const { logger } = options;
+  const connections = new Set<H2Connection>();
+  let draining = false;
+  let onIdle: (() => void) | undefined;
+
+  const serve = (socket: Socket): void => {
+    const connection = new H2Connection(socket, {
+      windowBytes: options.windowBytes,
+      maxFrameBytes: options.maxFrameBytes,
+      maxConcurrentStreams: options.maxConcurrentStreams,
+      maxHeaderListBytes: options.maxHeaderListBytes,
+      logger,
+      onStream: options.onStream,
+      onClose: () => {
+        connections.delete(connection);
+        if (connections.size === 0) onIdle?.();
+      },
+    });
+    connections.add(connection);
+    if (draining) connection.drain();
+  };
+
+  const { tls: listenerTls } = options;
+  let server: net.Server;
+  let unsubscribeTls: (() => void) | undefined;
+  if (listenerTls === undefined) {
+    server = net.createServer({ noDelay: true }, serve);
+  } else {
+    const secure = tls.createServer({ ...tlsServerOptions(listenerTls), ALPNProtocols: ['h2'] }, (socket) => {
+      if (socket.alpnProtocol !== 'h2') {
+        socket.destroy();
+        return;
+      }
+      serve(socket);
+    });
+    secure.on('tlsClientError', (error) => {
+      logger.debug('grpc tls error', { error });
+    });
+    unsubscribeTls = listenerTls.subscribe?.((context) => {
+      secure.setSecureContext(context);
+    });
+    server = secure;
+  }
+  server.maxConnections = options.maxConnections;
+  server.on('error', (error) => {
+    logger.debug('grpc listener error', { error });
+  });
+
+  const port = await new Promise<number>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      const bound = server.address();
+      resolve(typeof bound === 'object' && bound !== null ? bound.port : options.port);
+    });
+  });
+
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    close(graceMs) {
+      closing ??= new Promise<void>((resolve) => {
+        draining = true;
+        unsubscribeTls?.();
+        let listenerClosed = false;
+        const done = (): void => {
+          if (!listenerClosed || connections.size > 0) return;
+          clearTimeout(force);
+          resolve();
+        };
+        const force = setTimeout(() => {
+          logger.warn('grpc grace period over, cancelling calls', { graceMs, connections: connections.size });
+          for (const connection of connections) connection.destroy();
+        }, graceMs);
+        onIdle = done;
+        server.close(() => {
+          listenerClosed = true;
+          done();
+        });
+        for (const connection of connections) connection.drain();
+      });
+      return closing;
+    },
+  };
+}

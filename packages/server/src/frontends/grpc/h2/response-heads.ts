@@ -1,0 +1,41 @@
+/**
+ * The header blocks this server sends. The HPACK encoder is stateless (no dynamic table), so
+ * a block encodes once and can be sent on any connection: the blocks of every OK response
+ * are constants.
+ */
+import { encodeHeaderBlock } from './hpack.js';
+
+/** Response headers of every call that gets a message. */
+export const RESPONSE_HEAD = encodeHeaderBlock([
+  [':status', '200'],
+  ['content-type', 'application/grpc'],
+  ['grpc-accept-encoding', 'identity, gzip, deflate'],
+]);
+
+/** Trailers of an OK call. */
+export const OK_TRAILERS = encodeHeaderBlock([
+  ['grpc-status', '0'],
+  ['grpc-message', ''],
+]);
+
+/**
+ * A trailers-only answer: headers and status in one block. `message` is already
+ * percent-encoded; a space at either end is encoded too (peers drop a field value that
+ * starts or ends with whitespace, RFC 9113 8.2.1).
+ */
+export function trailersOnlyBlock(code: number, message: string): Uint8Array {
+  if (message.startsWith(' ')) message = `%20${message.slice(1)}`;
+  if (message.endsWith(' ')) message = `${message.slice(0, -1)}%20`;
+  return encodeHeaderBlock([
+    [':status', '200'],
+    ['content-type', 'application/grpc'],
+    ['grpc-status', String(code)],
+    ['grpc-message', message],
+  ]);
+}
+
+/** The answer to a request that is not gRPC. */
+export const UNSUPPORTED_MEDIA_TYPE = encodeHeaderBlock([
+  [':status', '415'],
+  ['content-type', 'text/plain'],
+]);

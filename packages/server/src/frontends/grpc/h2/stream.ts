@@ -1,0 +1,107 @@
+/**
+ * One HTTP/2 stream of this server's own HTTP/2 (a unary gRPC call), as the gRPC server
+ * sees it (GrpcCallStream). Its state and send queue are kept here; frames are read and
+ * written by its connection.
+ */
+import type { IncomingHttpHeaders } from 'node:http2';
+import type { GrpcCallStream } from '../call-stream.js';
+import { UNSUPPORTED_MEDIA_TYPE, trailersOnlyBlock } from './response-heads.js';
+
+/** What a stream needs of its connection (H2Connection). */
+export interface StreamConnection {
+  readonly socket: unknown;
+  /** Closed streams whose last socket writes are pending; a stream leaves it when it fires close. */
+  readonly lingering: Set<H2Stream>;
+  sendResponse(stream: H2Stream, prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void;
+  sendFinalHeaders(stream: H2Stream, block: Uint8Array): void;
+}
+
+export class H2Stream implements GrpcCallStream {
+  /** Bytes this side may still send on the stream (peer's window). */
+  sendWindow: number;
+  /** Bytes the peer may still send before we give window back. */
+  recvWindow: number;
+  /** Bytes received and not yet given back to the peer's stream window. */
+  recvUnacked = 0;
+  /** The peer has ended its side (END_STREAM). */
+  remoteEnded: boolean;
+  /** This side's last frame (END_STREAM) has been queued. */
+  localEnded = false;
+  /** Taken out of its connection: reset, done, or the connection is gone. */
+  closed = false;
+  /** Response DATA not yet sent for lack of window: views of the response's chunks. */
+  queue: Uint8Array[] = [];
+  /** Index of the first queued chunk not wholly sent, and bytes of it already sent. */
+  queueIndex = 0;
+  queueOffset = 0;
+  queuedBytes = 0;
+  /** The trailers frame to send once the queue is empty. */
+  trailers: Buffer | undefined;
+  /** Socket writes of this stream whose callback has not run: their bytes are still referenced. */
+  pendingWrites = 0;
+  dataListener: ((chunk: Buffer) => void) | undefined;
+  endListener: (() => void) | undefined;
+  private closeListener: (() => void) | undefined;
+  private closeFired = false;
+
+  constructor(
+    private readonly connection: StreamConnection,
+    readonly id: number,
+    readonly headers: IncomingHttpHeaders,
+    sendWindow: number,
+    recvWindow: number,
+    remoteEnded: boolean,
+  ) {
+    this.sendWindow = sendWindow;
+    this.recvWindow = recvWindow;
+    this.remoteEnded = remoteEnded;
+  }
+
+  get socket(): unknown {
+    return this.connection.socket;
+  }
+
+  get writable(): boolean {
+    return !this.localEnded && !this.closed;
+  }
+
+  read(onData: (chunk: Buffer) => void, onEnd: () => void): void {
+    this.dataListener = onData;
+    this.endListener = onEnd;
+  }
+
+  stopReading(): void {
+    this.dataListener = undefined;
+    this.endListener = undefined;
+  }
+
+  respond(prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void {
+    if (this.writable) this.connection.sendResponse(this, prefix, chunks, length);
+  }
+
+  respondStatus(code: number, message: string): void {
+    if (this.writable) this.connection.sendFinalHeaders(this, trailersOnlyBlock(code, message));
+  }
+
+  respondUnsupported(): void {
+    if (this.writable) this.connection.sendFinalHeaders(this, UNSUPPORTED_MEDIA_TYPE);
+  }
+
+  onClose(listener: () => void): void {
+    this.closeListener = listener;
+  }
+
+  /** The callback of this stream's socket writes. */
+  readonly written = (): void => {
+    if (--this.pendingWrites === 0 && this.closed) this.fireClose();
+  };
+
+  /** Tells the listener once, when closed and no write of it is pending. */
+  fireClose(): void {
+    if (this.closeFired) return;
+    this.closeFired = true;
+    this.queue = [];
+    this.connection.lingering.delete(this);
+    this.closeListener?.();
+  }
+}

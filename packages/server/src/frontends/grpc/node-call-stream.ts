@@ -1,0 +1,151 @@
+/**
+ * A call's stream on node:http2 (the `grpcTransport: 'node'` transport): a ServerHttp2Stream
+ * behind GrpcCallStream.
+ */
+import http2 from 'node:http2';
+import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { GrpcCallStream } from './call-stream.js';
+
+/** Bytes of a refused request message still read and dropped before its stream is reset. */
+export const DRAIN_REFUSED_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Bytes of a response message copied together with its length prefix and sent as one write.
+ * Each separate `write` on an HTTP/2 stream waits for the previous one to reach the socket (an
+ * event-loop turn each); copying up to this much costs a few microseconds.
+ */
+export const COALESCE_BYTES = 64 * 1024;
+
+/**
+ * Writes one length-prefixed message and ends the stream's data in a single turn of the
+ * event loop: a message up to COALESCE_BYTES as one buffer; a larger one as the prefix merged
+ * with the small chunks before its first large one, then the chunks as they are (tensor bytes
+ * are not copied), corked so that the stream hands them to HTTP/2 in one writev.
+ */
+export function writeMessage(
+  stream: { write(chunk: Uint8Array): unknown; end(chunk?: Uint8Array): unknown; cork(): void },
+  prefix: Uint8Array,
+  chunks: readonly Uint8Array[],
+  length: number,
+): void {
+  if (length <= COALESCE_BYTES) {
+    const out = Buffer.allocUnsafe(prefix.byteLength + length);
+    out.set(prefix, 0);
+    let at = prefix.byteLength;
+    for (const c of chunks) {
+      out.set(c, at);
+      at += c.byteLength;
+    }
+    stream.end(out);
+    return;
+  }
+  let first = 0;
+  let headLength = prefix.byteLength;
+  while (first < chunks.length && chunks[first]!.byteLength < COALESCE_BYTES - headLength) {
+    headLength += chunks[first]!.byteLength;
+    first++;
+  }
+  const head = Buffer.allocUnsafe(headLength);
+  head.set(prefix, 0);
+  let at = prefix.byteLength;
+  for (let i = 0; i < first; i++) {
+    head.set(chunks[i]!, at);
+    at += chunks[i]!.byteLength;
+  }
+  stream.cork();
+  stream.write(head);
+  for (let i = first; i < chunks.length; i++) {
+    const c = chunks[i]!;
+    if (c.byteLength > 0) stream.write(c);
+  }
+  // end() uncorks: the chunks go to the stream's writev together.
+  stream.end();
+}
+
+export class NodeCallStream implements GrpcCallStream {
+  private onData: ((chunk: Buffer) => void) | undefined;
+  private onEnd: (() => void) | undefined;
+
+  constructor(
+    private readonly stream: ServerHttp2Stream,
+    readonly headers: IncomingHttpHeaders,
+  ) {}
+
+  get socket(): unknown {
+    return this.stream.session?.socket;
+  }
+
+  get writable(): boolean {
+    return !this.stream.destroyed && !this.stream.closed;
+  }
+
+  read(onData: (chunk: Buffer) => void, onEnd: () => void): void {
+    this.onData = onData;
+    this.onEnd = onEnd;
+    this.stream.on('data', onData);
+    this.stream.on('end', onEnd);
+  }
+
+  stopReading(): void {
+    if (this.onData !== undefined) this.stream.off('data', this.onData);
+    if (this.onEnd !== undefined) this.stream.off('end', this.onEnd);
+    this.onData = this.onEnd = undefined;
+  }
+
+  respond(prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void {
+    const { stream } = this;
+    stream.respond(
+      {
+        ':status': 200,
+        'content-type': 'application/grpc',
+        'grpc-accept-encoding': 'identity, gzip, deflate',
+      },
+      { waitForTrailers: true },
+    );
+    stream.once('wantTrailers', () => {
+      stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' });
+    });
+    writeMessage(stream, prefix, chunks, length);
+  }
+
+  respondStatus(code: number, message: string): void {
+    const { stream } = this;
+    const trailers = { 'grpc-status': String(code), 'grpc-message': message };
+    if (!stream.headersSent) {
+      stream.respond(
+        { ':status': 200, 'content-type': 'application/grpc', ...trailers },
+        { endStream: true },
+      );
+    } else {
+      stream.end();
+      stream.once('wantTrailers', () => {
+        stream.sendTrailers(trailers);
+      });
+    }
+    // A client may still be sending a message we refused. Its DATA is read and dropped, up to
+    // DRAIN_REFUSED_MESSAGE_BYTES, so that the connection's receive window keeps being given
+    // back: with a reset instead (RST_STREAM NO_ERROR), the DATA already in flight is not
+    // returned to the 1 MiB connection window, and under sustained refusals the connection
+    // stalled (overload bench: RST_STREAM ENHANCE_YOUR_CALM and calls without status). Past
+    // that the stream is reset and the connection retired with GOAWAY (the client reconnects).
+    if (!stream.readableEnded) {
+      let dropped = 0;
+      stream.on('data', (chunk: Buffer) => {
+        dropped += chunk.byteLength;
+        if (dropped > DRAIN_REFUSED_MESSAGE_BYTES && !stream.closed) {
+          stream.close(http2.constants.NGHTTP2_NO_ERROR);
+          if (!stream.session?.closed) stream.session?.close();
+        }
+      });
+      stream.resume();
+    }
+  }
+
+  respondUnsupported(): void {
+    this.stream.respond({ ':status': 415, 'content-type': 'text/plain' }, { endStream: true });
+  }
+
+  onClose(listener: () => void): void {
+    this.stream.once('close', listener);
+  }
+}

@@ -1,0 +1,849 @@
+/**
+ * The gRPC server's own HTTP/2 transport (grpcTransport 'lean', frontends/grpc/h2) at the
+ * frame level, over raw sockets: protocol errors and floods end the connection with the
+ * GOAWAY code RFC 9113 asks for (and the listener keeps serving new connections), stream
+ * errors reset only their stream, flow control with tiny client windows still delivers a
+ * 34 MB response whole, DATA frames follow the client's SETTINGS_MAX_FRAME_SIZE, RST_STREAM
+ * cancels the call, the output lease is released only when the response is on the socket,
+ * and close() drains.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import http2 from 'node:http2';
+import { type Socket, connect } from 'node:net';
+import { Code, ServingError } from '@visionserve/protocol';
+import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
+import type { GrpcService } from '../src/frontends/grpc/index.js';
+import { createJsonLogger } from '../src/util/logger.js';
+import type { RequestEnd } from '../src/frontends/shared/request-observer.js';
+
+const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+const T = {
+  DATA: 0,
+  HEADERS: 1,
+  PRIORITY: 2,
+  RST_STREAM: 3,
+  SETTINGS: 4,
+  PUSH_PROMISE: 5,
+  PING: 6,
+  GOAWAY: 7,
+  WINDOW_UPDATE: 8,
+  CONTINUATION: 9,
+} as const;
+const F = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8 } as const;
+const E = {
+  NO_ERROR: 0,
+  PROTOCOL_ERROR: 1,
+  FLOW_CONTROL_ERROR: 3,
+  STREAM_CLOSED: 5,
+  FRAME_SIZE_ERROR: 6,
+  REFUSED_STREAM: 7,
+  CANCEL: 8,
+  COMPRESSION_ERROR: 9,
+  ENHANCE_YOUR_CALM: 11,
+} as const;
+
+function frame(
+  type: number,
+  flags: number,
+  stream: number,
+  payload: Uint8Array = Buffer.alloc(0),
+  declared?: number,
+): Buffer {
+  const head = Buffer.alloc(9);
+  head.writeUIntBE((declared ?? payload.byteLength) & 0xffffff, 0, 3);
+  head[3] = type;
+  head[4] = flags;
+  head.writeUInt32BE(stream >>> 0, 5);
+  return Buffer.concat([head, payload]);
+}
+
+function u32(value: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(value >>> 0, 0);
+  return b;
+}
+
+function settings(entries: readonly (readonly [number, number])[]): Buffer {
+  const payload = Buffer.alloc(entries.length * 6);
+  entries.forEach(([id, value], i) => {
+    payload.writeUInt16BE(id, i * 6);
+    payload.writeUInt32BE(value >>> 0, i * 6 + 2);
+  });
+  return frame(T.SETTINGS, 0, 0, payload);
+}
+
+function hpackInt(value: number, bits: number, high: number): number[] {
+  const max = (1 << bits) - 1;
+  if (value < max) return [high | value];
+  const out = [high | max];
+  let rest = value - max;
+  while (rest >= 128) {
+    out.push((rest % 128) + 128);
+    rest = Math.floor(rest / 128);
+  }
+  out.push(rest);
+  return out;
+}
+
+/** Header fields as literals without indexing, new names, no Huffman coding. */
+function hpack(fields: readonly (readonly [string, string])[]): Buffer {
+  const out: number[] = [];
+  for (const [name, value] of fields) {
+    const n = Buffer.from(name, 'latin1');
+    const v = Buffer.from(value, 'latin1');
+    out.push(0x00, ...hpackInt(n.length, 7, 0), ...n, ...hpackInt(v.length, 7, 0), ...v);
+  }
+  return Buffer.from(out);
+}
+
+const call = (method: string): Buffer =>
+  hpack([
+    [':method', 'POST'],
+    [':scheme', 'http'],
+    [':path', `/t.Svc/${method}`],
+    [':authority', 'x'],
+    ['content-type', 'application/grpc'],
+    ['te', 'trailers'],
+  ]);
+
+function grpcMessage(body: Uint8Array): Buffer {
+  const out = Buffer.alloc(5 + body.byteLength);
+  out.writeUInt32BE(body.byteLength, 1);
+  out.set(body, 5);
+  return out;
+}
+
+interface Frame {
+  readonly type: number;
+  readonly flags: number;
+  readonly stream: number;
+  readonly payload: Buffer;
+}
+
+/** A raw HTTP/2 client connection: writes bytes, parses the server's frames as they come. */
+class RawClient {
+  readonly frames: Frame[] = [];
+  closed = false;
+  private buffered = Buffer.alloc(0);
+  private waiters: (() => void)[] = [];
+  readonly socket: Socket;
+  onFrame: ((f: Frame) => void) | undefined;
+
+  constructor(port: number) {
+    this.socket = connect({ host: '127.0.0.1', port, noDelay: true });
+    this.socket.on('data', (chunk: Buffer) => {
+      this.buffered = Buffer.concat([this.buffered, chunk]);
+      while (this.buffered.length >= 9) {
+        const length = this.buffered.readUIntBE(0, 3);
+        if (this.buffered.length < 9 + length) break;
+        const f: Frame = {
+          type: this.buffered[3]!,
+          flags: this.buffered[4]!,
+          stream: this.buffered.readUInt32BE(5) & 0x7fffffff,
+          payload: Buffer.from(this.buffered.subarray(9, 9 + length)),
+        };
+        this.buffered = this.buffered.subarray(9 + length);
+        if (f.type !== T.DATA) this.frames.push(f);
+        this.onFrame?.(f);
+      }
+      this.wake();
+    });
+    this.socket.on('error', () => undefined);
+    this.socket.on('close', () => {
+      this.closed = true;
+      this.wake();
+    });
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+
+  write(...chunks: Buffer[]): void {
+    if (!this.socket.destroyed) this.socket.write(Buffer.concat(chunks));
+  }
+
+  /** Resolves when `test` holds (checked on every frame and at close), or rejects after `ms`. */
+  async until(test: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (!test()) {
+      if (this.closed && !test()) throw new Error(`connection closed before ${what}`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out waiting for ${what}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+  }
+
+  goawayCode(): number | undefined {
+    const g = this.frames.find((f) => f.type === T.GOAWAY);
+    return g?.payload.readUInt32BE(4);
+  }
+
+  reset(stream: number): number | undefined {
+    const r = this.frames.find((f) => f.type === T.RST_STREAM && f.stream === stream);
+    return r?.payload.readUInt32BE(0);
+  }
+
+  async goaway(): Promise<number> {
+    await this.until(() => this.goawayCode() !== undefined, 5000, 'GOAWAY');
+    await this.until(() => this.closed, 5000, 'the server closing the connection');
+    return this.goawayCode()!;
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+const BIG = 34 * 1024 * 1024;
+/** The byte at offset i of the Big response. */
+const bigByte = (i: number): number => (i * 7 + (i >>> 16)) & 0xff;
+
+describe('gRPC over our own HTTP/2 (frame level)', () => {
+  let server: RunningGrpcServer;
+  const logs: string[] = [];
+  const ends: RequestEnd[] = [];
+  const big = Buffer.alloc(BIG);
+  for (let i = 0; i < BIG; i++) big[i] = bigByte(i);
+  let holdStarted: (signal: AbortSignal) => void = () => undefined;
+  let leaseReleased = 0;
+
+  const service: GrpcService = {
+    name: 't.Svc',
+    methods: {
+      Echo: { handler: (message) => Promise.resolve([message.slice()]) },
+      Big: {
+        handler: (_message, context) => {
+          context.outputLease?.hold(() => {
+            leaseReleased++;
+          });
+          return Promise.resolve([big.subarray(0, 1024), big.subarray(1024)]);
+        },
+      },
+      Hold: {
+        handler: (_message, context) =>
+          new Promise((_resolve, reject) => {
+            context.signal.addEventListener(
+              'abort',
+              () => {
+                reject(context.signal.reason as Error);
+              },
+              {
+                once: true,
+              },
+            );
+            holdStarted(context.signal);
+          }),
+      },
+    },
+  };
+
+  before(async () => {
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      transport: 'lean',
+      logger: createJsonLogger({ level: 'warn', write: (line) => logs.push(line) }),
+      maxConcurrentStreams: 4,
+      bodyTimeoutMs: 5000,
+      observer: {
+        begin: () => (end) => {
+          ends.push(end);
+        },
+      },
+      services: [service],
+    });
+  });
+
+  after(async () => {
+    await server.close(1000);
+    assert.deepEqual(
+      logs.filter((l) => /"level":"error"/.test(l)),
+      [],
+    );
+  });
+
+  /** A well-formed call on a new connection (node's own client): echo and status 0. */
+  async function healthy(): Promise<void> {
+    const client = http2.connect(`http://127.0.0.1:${server.port}`);
+    try {
+      const answer = await new Promise<{ body: Buffer; status: string | undefined }>((resolve, reject) => {
+        const stream = client.request({
+          ':method': 'POST',
+          ':path': '/t.Svc/Echo',
+          'content-type': 'application/grpc',
+          te: 'trailers',
+        });
+        const body: Buffer[] = [];
+        let status: string | undefined;
+        stream.on('data', (c: Buffer) => body.push(c));
+        stream.on('trailers', (h: http2.IncomingHttpHeaders) => {
+          status = String(h['grpc-status']);
+        });
+        stream.on('error', reject);
+        stream.on('close', () => {
+          resolve({ body: Buffer.concat(body), status });
+        });
+        stream.end(grpcMessage(Buffer.from('ok')));
+      });
+      assert.equal(answer.status, '0');
+      assert.deepEqual(answer.body, grpcMessage(Buffer.from('ok')));
+    } finally {
+      client.close();
+    }
+  }
+
+  /** Opens a raw connection with the preface and an empty SETTINGS. */
+  function open(extra: readonly (readonly [number, number])[] = []): RawClient {
+    const c = new RawClient(server.port);
+    c.write(PREFACE, settings(extra));
+    return c;
+  }
+
+  describe('connection errors: GOAWAY with the code RFC 9113 asks for, then a new connection is served', () => {
+    const cases: [string, () => Buffer, number][] = [
+      [
+        'a preface that is not HTTP/2',
+        () => Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n'),
+        E.PROTOCOL_ERROR,
+      ],
+      [
+        'a first frame that is not SETTINGS',
+        () => Buffer.concat([PREFACE, frame(T.PING, 0, 0, Buffer.alloc(8))]),
+        E.PROTOCOL_ERROR,
+      ],
+      [
+        'a frame over SETTINGS_MAX_FRAME_SIZE',
+        () => frame(T.DATA, 0, 1, Buffer.alloc(16), 1024 * 1024 + 1),
+        E.FRAME_SIZE_ERROR,
+      ],
+      ['DATA on stream 0', () => frame(T.DATA, 0, 0, Buffer.alloc(4)), E.PROTOCOL_ERROR],
+      ['DATA on an idle stream', () => frame(T.DATA, 0, 7, Buffer.alloc(4)), E.PROTOCOL_ERROR],
+      ['HEADERS on an even stream', () => frame(T.HEADERS, F.END_HEADERS, 2, call('Echo')), E.PROTOCOL_ERROR],
+      ['HEADERS on stream 0', () => frame(T.HEADERS, F.END_HEADERS, 0, call('Echo')), E.PROTOCOL_ERROR],
+      [
+        'a stream id lower than one already used',
+        () =>
+          Buffer.concat([
+            frame(T.HEADERS, F.END_HEADERS, 5, call('Echo')),
+            frame(T.HEADERS, F.END_HEADERS, 3, call('Echo')),
+          ]),
+        E.PROTOCOL_ERROR,
+      ],
+      [
+        'SETTINGS not a multiple of 6 bytes',
+        () => frame(T.SETTINGS, 0, 0, Buffer.alloc(5)),
+        E.FRAME_SIZE_ERROR,
+      ],
+      ['SETTINGS ACK with a payload', () => frame(T.SETTINGS, F.ACK, 0, Buffer.alloc(6)), E.FRAME_SIZE_ERROR],
+      ['SETTINGS on a stream', () => frame(T.SETTINGS, 0, 1), E.PROTOCOL_ERROR],
+      ['SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1', () => settings([[4, 2 ** 31]]), E.FLOW_CONTROL_ERROR],
+      ['SETTINGS_MAX_FRAME_SIZE under 16384', () => settings([[5, 1000]]), E.PROTOCOL_ERROR],
+      ['SETTINGS_ENABLE_PUSH 2', () => settings([[2, 2]]), E.PROTOCOL_ERROR],
+      ['a PING of 7 bytes', () => frame(T.PING, 0, 0, Buffer.alloc(7)), E.FRAME_SIZE_ERROR],
+      ['a PING on a stream', () => frame(T.PING, 0, 1, Buffer.alloc(8)), E.PROTOCOL_ERROR],
+      ['WINDOW_UPDATE of 0 on the connection', () => frame(T.WINDOW_UPDATE, 0, 0, u32(0)), E.PROTOCOL_ERROR],
+      [
+        'a connection window past 2^31-1',
+        () => frame(T.WINDOW_UPDATE, 0, 0, u32(2 ** 31 - 1)),
+        E.FLOW_CONTROL_ERROR,
+      ],
+      ['WINDOW_UPDATE of 3 bytes', () => frame(T.WINDOW_UPDATE, 0, 0, Buffer.alloc(3)), E.FRAME_SIZE_ERROR],
+      ['RST_STREAM on stream 0', () => frame(T.RST_STREAM, 0, 0, u32(8)), E.PROTOCOL_ERROR],
+      ['RST_STREAM on an idle stream', () => frame(T.RST_STREAM, 0, 9, u32(8)), E.PROTOCOL_ERROR],
+      [
+        'CONTINUATION without HEADERS',
+        () => frame(T.CONTINUATION, F.END_HEADERS, 1, call('Echo')),
+        E.PROTOCOL_ERROR,
+      ],
+      [
+        'another frame inside a header block',
+        () => Buffer.concat([frame(T.HEADERS, 0, 1, call('Echo')), frame(T.PING, 0, 0, Buffer.alloc(8))]),
+        E.PROTOCOL_ERROR,
+      ],
+      [
+        'a header block that is not HPACK',
+        () => frame(T.HEADERS, F.END_HEADERS, 1, Buffer.from([0xbe])),
+        E.COMPRESSION_ERROR,
+      ],
+      [
+        'HEADERS padding longer than the frame',
+        () =>
+          frame(T.HEADERS, F.END_HEADERS | F.PADDED, 1, Buffer.concat([Buffer.from([200]), call('Echo')])),
+        E.PROTOCOL_ERROR,
+      ],
+      [
+        'DATA padding longer than the frame',
+        () =>
+          Buffer.concat([
+            frame(T.HEADERS, F.END_HEADERS, 1, call('Echo')),
+            frame(T.DATA, F.PADDED, 1, Buffer.from([250, 0, 0, 0])),
+          ]),
+        E.PROTOCOL_ERROR,
+      ],
+      ['PUSH_PROMISE from a client', () => frame(T.PUSH_PROMISE, F.END_HEADERS, 1, u32(2)), E.PROTOCOL_ERROR],
+      ['GOAWAY of 4 bytes', () => frame(T.GOAWAY, 0, 0, u32(0)), E.FRAME_SIZE_ERROR],
+      // Floods.
+      [
+        'a PING flood',
+        () => Buffer.concat(Array.from({ length: 10_001 }, () => frame(T.PING, 0, 0, Buffer.alloc(8)))),
+        E.ENHANCE_YOUR_CALM,
+      ],
+      [
+        'a SETTINGS flood',
+        () => Buffer.concat(Array.from({ length: 10_001 }, () => frame(T.SETTINGS, 0, 0))),
+        E.ENHANCE_YOUR_CALM,
+      ],
+      [
+        'rapid reset (HEADERS then RST_STREAM, 1001 times)',
+        () => {
+          const block = call('Echo');
+          const frames: Buffer[] = [];
+          for (let i = 0; i < 1001; i++) {
+            const id = 1 + 2 * i;
+            frames.push(frame(T.HEADERS, F.END_HEADERS, id, block), frame(T.RST_STREAM, 0, id, u32(8)));
+          }
+          return Buffer.concat(frames);
+        },
+        E.ENHANCE_YOUR_CALM,
+      ],
+      [
+        'a CONTINUATION flood (a header block that grows without end)',
+        () => {
+          const filler = hpack([['x-fill', 'y'.repeat(16_000)]]);
+          const frames = [frame(T.HEADERS, 0, 1, call('Echo'))];
+          for (let i = 0; i < 100; i++) frames.push(frame(T.CONTINUATION, 0, 1, filler));
+          return Buffer.concat(frames);
+        },
+        E.ENHANCE_YOUR_CALM,
+      ],
+      [
+        'empty CONTINUATION frames',
+        () =>
+          Buffer.concat([
+            frame(T.HEADERS, 0, 1, call('Echo')),
+            ...Array.from({ length: 1001 }, () => frame(T.CONTINUATION, 0, 1)),
+          ]),
+        E.ENHANCE_YOUR_CALM,
+      ],
+      [
+        'empty DATA frames',
+        () =>
+          Buffer.concat([
+            frame(T.HEADERS, F.END_HEADERS, 1, call('Echo')),
+            ...Array.from({ length: 1001 }, () => frame(T.DATA, 0, 1)),
+          ]),
+        E.ENHANCE_YOUR_CALM,
+      ],
+      [
+        'unknown frame types',
+        () => Buffer.concat(Array.from({ length: 1001 }, () => frame(0x20, 0, 0, Buffer.alloc(4)))),
+        E.ENHANCE_YOUR_CALM,
+      ],
+    ];
+    for (const [name, bytes, code] of cases) {
+      it(`${name} -> GOAWAY ${code}`, async () => {
+        const c = new RawClient(server.port);
+        const payload = bytes();
+        const raw = payload.subarray(0, PREFACE.length).equals(PREFACE) || name.includes('preface');
+        c.write(...(raw ? [payload] : [PREFACE, settings([]), payload]));
+        try {
+          assert.equal(await c.goaway(), code);
+        } finally {
+          c.close();
+        }
+        await healthy();
+      });
+    }
+  });
+
+  describe('stream errors: RST_STREAM, the connection goes on', () => {
+    it('refuses streams past SETTINGS_MAX_CONCURRENT_STREAMS with REFUSED_STREAM', async () => {
+      const c = open();
+      try {
+        const frames: Buffer[] = [];
+        for (let i = 0; i < 5; i++) frames.push(frame(T.HEADERS, F.END_HEADERS, 1 + 2 * i, call('Echo')));
+        c.write(...frames);
+        await c.until(() => c.reset(9) !== undefined, 5000, 'RST_STREAM on stream 9');
+        assert.equal(c.reset(9), E.REFUSED_STREAM);
+        assert.equal(c.reset(1), undefined);
+        // The first four still answer.
+        c.write(frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.from('a'))));
+        await c.until(() =>
+          c.frames.some((f) => f.type === T.HEADERS && f.stream === 1 && (f.flags & F.END_STREAM) !== 0),
+        );
+        assert.equal(c.goawayCode(), undefined);
+      } finally {
+        c.close();
+      }
+    });
+
+    it('WINDOW_UPDATE of 0 on a stream and a header name in upper case reset that stream only', async () => {
+      const c = open();
+      try {
+        c.write(
+          frame(T.HEADERS, F.END_HEADERS, 1, call('Echo')),
+          frame(T.WINDOW_UPDATE, 0, 1, u32(0)),
+          frame(T.HEADERS, F.END_HEADERS, 3, Buffer.concat([call('Echo'), hpack([['X-Upper', 'v']])])),
+          frame(T.HEADERS, F.END_HEADERS, 5, call('Echo')),
+          frame(T.DATA, F.END_STREAM, 5, grpcMessage(Buffer.from('b'))),
+        );
+        await c.until(() =>
+          c.frames.some((f) => f.type === T.HEADERS && f.stream === 5 && (f.flags & F.END_STREAM) !== 0),
+        );
+        assert.equal(c.reset(1), E.PROTOCOL_ERROR);
+        assert.equal(c.reset(3), E.PROTOCOL_ERROR);
+        assert.equal(c.goawayCode(), undefined);
+      } finally {
+        c.close();
+      }
+    });
+  });
+
+  /**
+   * Calls Big on a raw connection with the given settings. With `topUp` > 0 the client keeps
+   * both windows small: whenever one falls under `topUp` it grants `topUp` more; with 0 it
+   * opens the connection window to the maximum up front. Returns the DATA frame sizes, the
+   * body, and whether the server ever sent past a window.
+   */
+  async function bigCall(
+    settingsEntries: readonly (readonly [number, number])[],
+    topUp: number,
+    onData?: (received: number) => void,
+  ): Promise<{ sizes: number[]; body: Buffer; overrun: boolean }> {
+    const c = open(settingsEntries);
+    const initial = settingsEntries.find(([id]) => id === 4)?.[1] ?? 65_535;
+    const sizes: number[] = [];
+    const parts: Buffer[] = [];
+    let streamWindow = initial;
+    let connectionWindow = 65_535;
+    let overrun = false;
+    let received = 0;
+    let done = false;
+    c.onFrame = (f) => {
+      if (f.type === T.HEADERS && f.stream === 1 && (f.flags & F.END_STREAM) !== 0) done = true;
+      if (f.type !== T.DATA) return;
+      sizes.push(f.payload.byteLength);
+      parts.push(f.payload);
+      streamWindow -= f.payload.byteLength;
+      connectionWindow -= f.payload.byteLength;
+      if (streamWindow < 0 || connectionWindow < 0) overrun = true;
+      received += f.payload.byteLength;
+      onData?.(received);
+      if (topUp > 0 && streamWindow < topUp) {
+        c.write(frame(T.WINDOW_UPDATE, 0, 1, u32(topUp)));
+        streamWindow += topUp;
+      }
+      if (topUp > 0 && connectionWindow < topUp) {
+        c.write(frame(T.WINDOW_UPDATE, 0, 0, u32(topUp)));
+        connectionWindow += topUp;
+      }
+    };
+    try {
+      if (topUp === 0) {
+        c.write(frame(T.WINDOW_UPDATE, 0, 0, u32(2 ** 31 - 1 - 65_535)));
+        connectionWindow = 2 ** 31 - 1;
+      }
+      c.write(
+        frame(T.HEADERS, F.END_HEADERS, 1, call('Big')),
+        frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
+      );
+      await c.until(() => done, 60_000, 'the end of the Big response');
+      return { sizes, body: Buffer.concat(parts), overrun };
+    } finally {
+      c.close();
+    }
+  }
+
+  function checkBig(body: Buffer): void {
+    assert.equal(body.byteLength, 5 + BIG);
+    assert.equal(body.readUInt32BE(1), BIG);
+    for (let i = 0; i < BIG; i += 4099) assert.equal(body[5 + i], bigByte(i), `byte ${i}`);
+    assert.equal(body[5 + BIG - 1], bigByte(BIG - 1));
+  }
+
+  it('sends a 34 MB response whole and in order to a client with tiny windows (1,000 B initial, 16 KiB grants)', async () => {
+    const { body, overrun, sizes } = await bigCall([[4, 1000]], 16_384);
+    checkBig(body);
+    assert.equal(overrun, false, 'the server sent past a window');
+    assert.ok(sizes.every((s) => s <= 2 * 16_384));
+  });
+
+  it('honours the client SETTINGS_MAX_FRAME_SIZE: 16 KiB by default, 20,000 and 1 MiB when asked', async () => {
+    const open16 = await bigCall([[4, 2 ** 31 - 1]], 0);
+    checkBig(open16.body);
+    assert.equal(open16.overrun, false);
+    assert.equal(Math.max(...open16.sizes), 16_384);
+    const at20k = await bigCall(
+      [
+        [4, 2 ** 31 - 1],
+        [5, 20_000],
+      ],
+      0,
+    );
+    checkBig(at20k.body);
+    assert.equal(Math.max(...at20k.sizes), 20_000);
+    const at1m = await bigCall(
+      [
+        [4, 2 ** 31 - 1],
+        [5, 1024 * 1024],
+      ],
+      0,
+    );
+    checkBig(at1m.body);
+    assert.equal(Math.max(...at1m.sizes), 1024 * 1024);
+    assert.ok(at1m.sizes.length < 40, `${at1m.sizes.length} frames`);
+  });
+
+  it('node:http2 clients with small windows get the 34 MB response too', async () => {
+    const client = http2.connect(`http://127.0.0.1:${server.port}`, {
+      settings: { initialWindowSize: 16_384 },
+    });
+    try {
+      const body = await new Promise<Buffer>((resolve, reject) => {
+        const stream = client.request({
+          ':method': 'POST',
+          ':path': '/t.Svc/Big',
+          'content-type': 'application/grpc',
+          te: 'trailers',
+        });
+        const parts: Buffer[] = [];
+        stream.on('data', (c: Buffer) => parts.push(c));
+        stream.on('error', reject);
+        stream.on('close', () => {
+          resolve(Buffer.concat(parts));
+        });
+        stream.end(grpcMessage(Buffer.alloc(0)));
+      });
+      checkBig(body);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('releases the output lease only once the response bytes are all handed to the socket', async () => {
+    const before = leaseReleased;
+    let releasedEarly = false;
+    const { body } = await bigCall([[4, 65_535]], 65_535, (received) => {
+      if (received < 5 + BIG - 1024 * 1024 && leaseReleased > before) releasedEarly = true;
+    });
+    checkBig(body);
+    assert.equal(releasedEarly, false, 'lease released while the response still waited for window');
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(leaseReleased, before + 1);
+  });
+
+  it('RST_STREAM from the client aborts the call (CANCELLED), mid-message and while the handler runs', async () => {
+    const c = open();
+    try {
+      // Mid-message: half a message, then a reset.
+      const message = grpcMessage(Buffer.alloc(1000));
+      const endsBefore = ends.length;
+      c.write(
+        frame(T.HEADERS, F.END_HEADERS, 1, call('Echo')),
+        frame(T.DATA, 0, 1, message.subarray(0, 500)),
+      );
+      c.write(frame(T.RST_STREAM, 0, 1, u32(E.CANCEL)));
+      await waitFor(() => ends.length > endsBefore);
+      assert.equal(ends.at(-1)!.code, Code.CANCELLED);
+      // While the handler runs.
+      const started = new Promise<AbortSignal>((resolve) => {
+        holdStarted = resolve;
+      });
+      c.write(
+        frame(T.HEADERS, F.END_HEADERS, 3, call('Hold')),
+        frame(T.DATA, F.END_STREAM, 3, grpcMessage(Buffer.alloc(0))),
+      );
+      const signal = await started;
+      assert.equal(signal.aborted, false);
+      c.write(frame(T.RST_STREAM, 0, 3, u32(E.CANCEL)));
+      await waitFor(() => signal.aborted);
+      assert.ok(signal.reason instanceof ServingError);
+      assert.equal(signal.reason.code, Code.CANCELLED);
+      // The connection goes on.
+      c.write(
+        frame(T.HEADERS, F.END_HEADERS, 5, call('Echo')),
+        frame(T.DATA, F.END_STREAM, 5, grpcMessage(Buffer.from('c'))),
+      );
+      await c.until(() =>
+        c.frames.some((f) => f.type === T.HEADERS && f.stream === 5 && (f.flags & F.END_STREAM) !== 0),
+      );
+      assert.equal(c.goawayCode(), undefined);
+    } finally {
+      c.close();
+    }
+  });
+
+  it('answers metadata over 64 KiB with RESOURCE_EXHAUSTED and keeps the connection', async () => {
+    const c = open();
+    try {
+      c.write(
+        frame(
+          T.HEADERS,
+          F.END_HEADERS,
+          1,
+          Buffer.concat([call('Echo'), hpack([['x-big', 'v'.repeat(70_000)]])]),
+        ),
+        frame(T.HEADERS, F.END_HEADERS, 3, call('Echo')),
+        frame(T.DATA, F.END_STREAM, 3, grpcMessage(Buffer.from('d'))),
+      );
+      await c.until(() =>
+        c.frames.some((f) => f.type === T.HEADERS && f.stream === 3 && (f.flags & F.END_STREAM) !== 0),
+      );
+      const refused = c.frames.find((f) => f.type === T.HEADERS && f.stream === 1);
+      assert.ok(refused !== undefined && (refused.flags & F.END_STREAM) !== 0);
+      // The block is literal text: grpc-status 8 is in it.
+      assert.match(refused.payload.toString('latin1'), /grpc-status.8/);
+      assert.equal(c.goawayCode(), undefined);
+    } finally {
+      c.close();
+    }
+  });
+
+  it('answers a PING with its payload and a SETTINGS with an ACK', async () => {
+    const c = open();
+    try {
+      c.write(frame(T.PING, 0, 0, Buffer.from('12345678')));
+      await c.until(() => c.frames.some((f) => f.type === T.PING));
+      const ping = c.frames.find((f) => f.type === T.PING)!;
+      assert.equal(ping.flags & F.ACK, F.ACK);
+      assert.equal(ping.payload.toString(), '12345678');
+      assert.ok(c.frames.some((f) => f.type === T.SETTINGS && (f.flags & F.ACK) !== 0));
+    } finally {
+      c.close();
+    }
+  });
+});
+
+async function waitFor(test: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!test()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+describe('gRPC over our own HTTP/2: drain', () => {
+  let release: () => void = () => undefined;
+  let started: () => void = () => undefined;
+  let aborted: unknown;
+  const makeServer = (): Promise<RunningGrpcServer> =>
+    startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      transport: 'lean',
+      logger: createJsonLogger({ level: 'error', write: () => undefined }),
+      services: [
+        {
+          name: 't.Svc',
+          methods: {
+            Hold: {
+              handler: (_m, context) =>
+                new Promise((resolve, reject) => {
+                  release = () => {
+                    resolve([Buffer.from('done')]);
+                  };
+                  context.signal.addEventListener(
+                    'abort',
+                    () => {
+                      aborted = context.signal.reason;
+                      reject(context.signal.reason as Error);
+                    },
+                    { once: true },
+                  );
+                  started();
+                }),
+            },
+          },
+        },
+      ],
+    });
+
+  function holdCall(port: number): {
+    client: http2.ClientHttp2Session;
+    result: Promise<{ status?: string; body: Buffer }>;
+    goaway: Promise<void>;
+  } {
+    const client = http2.connect(`http://127.0.0.1:${port}`);
+    client.on('error', () => undefined);
+    const goaway = new Promise<void>((resolve) =>
+      client.once('goaway', () => {
+        resolve();
+      }),
+    );
+    const result = new Promise<{ status?: string; body: Buffer }>((resolve) => {
+      const stream = client.request({
+        ':method': 'POST',
+        ':path': '/t.Svc/Hold',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      });
+      const parts: Buffer[] = [];
+      let status: string | undefined;
+      stream.on('data', (c: Buffer) => parts.push(c));
+      stream.on('trailers', (h: http2.IncomingHttpHeaders) => {
+        status = String(h['grpc-status']);
+      });
+      stream.on('error', () => undefined);
+      stream.on('close', () => {
+        resolve({ ...(status === undefined ? {} : { status }), body: Buffer.concat(parts) });
+      });
+      stream.end(grpcMessage(Buffer.alloc(0)));
+    });
+    return { client, result, goaway };
+  }
+
+  it('close(graceMs) sends GOAWAY, lets the open call finish, then closes; new connections are refused', async () => {
+    const server = await makeServer();
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const { client, result, goaway } = holdCall(server.port);
+    await running;
+    const closed = server.close(10_000);
+    await goaway;
+    release();
+    const answer = await result;
+    assert.equal(answer.status, '0');
+    assert.deepEqual(answer.body, grpcMessage(Buffer.from('done')));
+    client.close();
+    await closed;
+    await assert.rejects(
+      new Promise((resolve, reject) => {
+        const s = connect({ host: '127.0.0.1', port: server.port });
+        s.once('connect', () => {
+          s.destroy();
+          resolve(undefined);
+        });
+        s.once('error', reject);
+      }),
+    );
+  });
+
+  it('at the end of the grace period the connections are destroyed and open calls cancelled', async () => {
+    const server = await makeServer();
+    aborted = undefined;
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const { client, result } = holdCall(server.port);
+    await running;
+    const t0 = Date.now();
+    await server.close(300);
+    assert.ok(Date.now() - t0 < 5000);
+    const answer = await result;
+    assert.equal(answer.status, undefined);
+    await waitFor(() => aborted !== undefined);
+    assert.ok(aborted instanceof ServingError);
+    client.destroy();
+  });
+});
