@@ -4,9 +4,9 @@
  * Pauses and incremental marking steps are thread time the collector took from JavaScript;
  * V8's concurrent marking and sweeping on its own threads show up only in the server's CPU.
  * Memory-reducer collections (`Mark-Compact (reduce)`: V8 shrinking the heap of an isolate it
- * sees as idle, e.g. an inference worker of a model the block does not call, some seconds after
- * start-up) are not caused by the requests' garbage: they are counted apart. (A reduce-memory
- * collection forced by external memory pressure is counted as the requests'.)
+ * sees allocating slowly, e.g. the main thread some seconds after start-up; inference workers
+ * start without the reducer) are not caused by the requests' garbage: they are counted apart.
+ * (A reduce-memory collection forced by external memory pressure is counted as the requests'.)
  */
 
 /** Cumulative GC figures of one server process. */
