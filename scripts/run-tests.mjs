@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Runs every compiled test file with node's test runner, then the Python compatibility suite,
-// then the deploy/ manifest validation (Go, deploy/validate/run.sh).
+// Runs every compiled test file with node's test runner, then the Python compatibility suite and
+// the peers benchmark's report tests, then the deploy/ manifest validation (Go, deploy/validate/run.sh).
 // Usage: node scripts/run-tests.mjs [--only-node | --only-deploy] [filter]
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync, existsSync } from 'node:fs';
@@ -50,6 +50,16 @@ let status = node.status ?? 1;
 if (!onlyNode && !filter) {
   const py = spawnSync('bash', [join(root, 'compat', 'run.sh')], { stdio: 'inherit', cwd: root });
   if ((py.status ?? 1) !== 0) status = py.status ?? 1;
+  // The peers benchmark's report (standard library only; the benchmark itself runs on demand).
+  const peers = spawnSync(
+    'python3',
+    ['-m', 'unittest', 'discover', '-s', join(root, 'bench', 'peers'), '-p', 'test_*.py'],
+    {
+      stdio: 'inherit',
+      cwd: root,
+    },
+  );
+  if ((peers.status ?? 1) !== 0) status = peers.status ?? 1;
   const deploy = runDeployValidation();
   if (deploy !== 0) status = deploy;
 }

@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--intra-op-threads", type=int, default=1)
     ap.add_argument("--ref-out")
+    ap.add_argument("--start-at", type=float, help="epoch seconds at which the timed loop starts (after loading)")
     a = ap.parse_args()
     x, _ = load_tensor(a.tensor)
     t0 = time.perf_counter()
@@ -48,13 +49,18 @@ def main():
     for _ in range(3):
         s.run(None, {a.input_name: x})
     load0 = loadavg()[0]
+    if a.start_at:
+        # a two-process ceiling: every process starts its timed loop at the same moment
+        time.sleep(max(0.0, a.start_at - time.time()))
     lat = []
     c0 = time.process_time()
-    end = time.perf_counter() + a.seconds
+    t0 = time.perf_counter()
+    end = t0 + a.seconds
     while time.perf_counter() < end or len(lat) < 20:
         t = time.perf_counter()
         s.run(None, {a.input_name: x})
         lat.append(time.perf_counter() - t)
+    elapsed = time.perf_counter() - t0
     cpu = time.process_time() - c0
     if a.ref_out:
         np.save(a.ref_out, out.astype(np.float32))
@@ -62,6 +68,7 @@ def main():
         "onnxruntime": ort.__version__,
         "intra_op_threads": a.intra_op_threads,
         "runs": len(lat),
+        "runs_per_s": round(len(lat) / elapsed, 2),
         "p50_ms": percentile_ms(lat, 50),
         "p90_ms": percentile_ms(lat, 90),
         "p99_ms": percentile_ms(lat, 99),

@@ -104,6 +104,10 @@ def main_table(results):
     lines.append(_row("gRPC c=1 p99 (ms)", cells(lambda s: _num(s["grpc1_p99_ms"]))))
     lines.append(_row(f"gRPC c={hc} throughput (req/s)", cells(
         lambda s: _num(s["grpc8_rps"]) + _errors(s["phases"]["grpc8"]))))
+    ceiling = _mean([c["runs_per_s"] for c in results.get("ceilings", []) if c and "error" not in c])
+    if ceiling:
+        lines.append(_row(f"gRPC c={hc} throughput / measured two-process ceiling ({_num(ceiling)} runs/s)", cells(
+            lambda s: "–" if not s["grpc8_rps"] else f"{s['grpc8_rps'] / ceiling:.2f}×")))
     lines.append(_row(f"server CPU per request at c={hc} (ms; floor ≈ {_num(all_floor_cpu)})",
                       cells(lambda s: _num(s["grpc8_cpu_ms"]))))
     lines.append(_row("server CPU per request at c=1 (ms)", cells(
@@ -151,6 +155,20 @@ def detail_table(results):
     return "\n".join(lines)
 
 
+def ceiling_table(results):
+    lines = ["| two-process ceiling measured | runs/s (sum) | p50 ms per process | CPU ms/run per process |",
+             "|---|---:|---|---|"]
+    for c in results.get("ceilings", []):
+        if not c:
+            continue
+        if "error" in c:
+            lines.append(f"| {c['when']} | failed: {c['error'][:60]} | | |")
+            continue
+        lines.append(f"| {c['when']} | {_num(c['runs_per_s'])} | {' / '.join(_num(v) for v in c['p50_ms'])} | "
+                     f"{' / '.join(_num(v) for v in c['cpu_ms_per_run'])} |")
+    return "\n".join(lines)
+
+
 def floor_table(results):
     lines = ["| floor measured | runs | p50 ms | p99 ms | CPU ms/run | load (1 min) |", "|---|---:|---:|---:|---:|---|"]
     for f in results.get("floors", []):
@@ -175,7 +193,10 @@ def markdown(results):
         f"REST JSON body {req['rest_json_bytes']:,} B). Each block: {st['warmup']} s untimed, then {st['seconds']} s "
         f"timed, closed loop; floor {st['floor_seconds']} s before every server and after the last.",
     ]
-    return "\n\n".join([" ".join(cond), main_table(results), detail_table(results), floor_table(results)]) + "\n"
+    tables = [" ".join(cond), main_table(results), detail_table(results), floor_table(results)]
+    if results.get("ceilings"):
+        tables.append(ceiling_table(results))
+    return "\n\n".join(tables) + "\n"
 
 
 if __name__ == "__main__":

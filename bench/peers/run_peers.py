@@ -193,6 +193,27 @@ def run_floor(a, when, ref_out=None):
     return r
 
 
+def run_ceiling(a, when, processes=2):
+    """The measured ceiling: `processes` floors at once, each in its own process and session (one
+    session per core on this box), timed loops started together; their runs per second summed. It
+    is what the cores give when nothing but onnxruntime runs on them (shared caches and memory
+    bandwidth included), the throughput a server at high concurrency is held against."""
+    start_at = time.time() + 3.0  # after every process has loaded its session
+    cmd = [sys.executable, os.path.join(HERE, "floor.py"), "--model", a.model_path, "--tensor", a.tensor,
+           "--seconds", str(a.floor_seconds), "--start-at", str(start_at)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+             for _ in range(processes)]
+    outs = [p.communicate() for p in procs]
+    if any(p.returncode != 0 for p in procs):
+        return {"when": when, "error": " ".join(err.strip()[-200:] for _, err in outs)}
+    each = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    r = {"when": when, "processes": processes, "runs_per_s": round(sum(e["runs_per_s"] for e in each), 2),
+         "p50_ms": [e["p50_ms"] for e in each], "cpu_ms_per_run": [e["cpu_ms_per_run"] for e in each],
+         "loadavg_1m": each[0]["loadavg_1m"]}
+    print(f"  ceiling {when} ({processes} processes): {r['runs_per_s']} runs/s, p50 {r['p50_ms']} ms", flush=True)
+    return r
+
+
 def wait_for_load(a):
     """With --max-load: wait (at most --max-load-wait s) until the 1-minute load average is at most it."""
     if a.max_load is None:
@@ -302,9 +323,12 @@ def main():
                                           for k in loadgen.GRPC_KINDS},
                         rest_json_bytes=len(loadgen.rest_body("input", x))),
         "floors": [],
+        "ceilings": [],
         "servers": [],
     }
     ref_path = os.path.join(a.out, "floor-output.npy")
+    wait_for_load(a)
+    results["ceilings"].append(run_ceiling(a, "before the first server"))
     for i, name in enumerate(names):
         wait_for_load(a)
         results["floors"].append(run_floor(a, f"before {name}", ref_path if i == 0 else None))
@@ -312,6 +336,7 @@ def main():
         results["servers"].append(bench_server(a, name, x, ref, model_dir, a.out))
         time.sleep(1)
     results["floors"].append(run_floor(a, "after the last server"))
+    results["ceilings"].append(run_ceiling(a, "after the last server"))
     results["host"]["loadavg_end"] = loadgen.loadavg()
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)

@@ -76,6 +76,23 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| kserve | ", md)
         self.assertIn("| after | 100 | 20.0 | 40.0 | 12.0 | 1.0 → 1.5 |", md)
 
+    def test_throughput_is_held_against_the_measured_ceiling(self):
+        r = results()
+        self.assertNotIn("ceiling", report.main_table(r))  # older results have none
+        r["ceilings"] = [
+            {"when": "before", "processes": 2, "runs_per_s": 150.0, "p50_ms": [13.0, 13.4],
+             "cpu_ms_per_run": [12.9, 13.1], "loadavg_1m": [1.0, 1.2]},
+            {"when": "after", "processes": 2, "runs_per_s": 130.0, "p50_ms": [15.0, 15.2],
+             "cpu_ms_per_run": [14.9, 15.0], "loadavg_1m": [1.0, 1.2]},
+            {"when": "broken", "error": "no onnxruntime"},
+        ]
+        t = report.main_table(r)
+        # 140 req/s against the mean of the two measured ceilings (140 runs/s)
+        self.assertIn("| gRPC c=8 throughput / measured two-process ceiling (140.0 runs/s) | 1.00× |", t)
+        md = report.markdown(r)
+        self.assertIn("| before | 150.0 | 13.0 / 13.4 | 12.9 / 13.1 |", md)
+        self.assertIn("| broken | failed: no onnxruntime | | |", md)
+
 
 if __name__ == "__main__":
     unittest.main()
