@@ -97,7 +97,10 @@ export class H2Connection implements FrameSink, StreamConnection {
   private readonly blocked = new Set<H2Stream>();
   private prefaceFill = 0;
   private gotSettings = false;
+  /** The last stream id processed (opened or answered): what a GOAWAY names. */
   private lastStreamId = 0;
+  /** The highest stream id any HEADERS used, refused ones included: streams up to it are not idle. */
+  private highestStreamId = 0;
   /** Peer settings. */
   private peerInitialWindow = DEFAULT_WINDOW;
   private peerMaxFrame = DEFAULT_FRAME_SIZE;
@@ -249,7 +252,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     const stream = this.streams.get(streamId);
     this.dataStream = undefined;
     if (stream === undefined) {
-      if (streamId > this.lastStreamId)
+      if (streamId > this.highestStreamId)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
       return; // closed: dropped
     }
@@ -406,7 +409,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     const stream = this.streams.get(streamId);
     if (stream === undefined) {
-      if (streamId > this.lastStreamId)
+      if (streamId > this.highestStreamId)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
       return;
     }
@@ -428,7 +431,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
     const stream = this.streams.get(streamId);
     if (stream === undefined) {
-      if (streamId > this.lastStreamId)
+      if (streamId > this.highestStreamId)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
       return;
     }
@@ -528,8 +531,9 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     if (streamId % 2 === 0)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Even stream id from a client');
-    if (streamId <= this.lastStreamId)
+    if (streamId <= this.highestStreamId)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS with a stream id not above the last one');
+    this.highestStreamId = streamId;
     if (this.goawaySent) {
       this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM));
       return;
