@@ -548,17 +548,7 @@ export class H2Connection implements FrameSink, StreamConnection {
           Code.RESOURCE_EXHAUSTED,
           `Request metadata larger than ${this.options.maxHeaderListBytes} bytes`,
         );
-        const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + block.byteLength);
-        writeFrameHeader(
-          out,
-          0,
-          block.byteLength,
-          FrameType.HEADERS,
-          Flag.END_HEADERS | Flag.END_STREAM,
-          streamId,
-        );
-        out.set(block, FRAME_HEADER_BYTES);
-        this.socket.write(out);
+        this.socket.write(this.finalHeaderFrames(streamId, block));
         if ((flags & Flag.END_STREAM) === 0) {
           this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.NO_ERROR));
         }
@@ -638,20 +628,31 @@ export class H2Connection implements FrameSink, StreamConnection {
   /** A HEADERS frame with END_STREAM: a trailers-only or non-gRPC answer. */
   sendFinalHeaders(stream: H2Stream, block: Uint8Array): void {
     stream.localEnded = true;
-    const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + block.byteLength);
-    writeFrameHeader(
-      out,
-      0,
-      block.byteLength,
-      FrameType.HEADERS,
-      Flag.END_HEADERS | Flag.END_STREAM,
-      stream.id,
-    );
-    out.set(block, FRAME_HEADER_BYTES);
+    const out = this.finalHeaderFrames(stream.id, block);
     this.socket.cork();
     this.writeFor(stream, out);
     this.localDone(stream);
     this.socket.uncork();
+  }
+
+  /**
+   * A header block with END_STREAM as one buffer: a HEADERS frame, followed by CONTINUATION
+   * frames when the block is larger than the peer's SETTINGS_MAX_FRAME_SIZE.
+   */
+  private finalHeaderFrames(streamId: number, block: Uint8Array): Buffer {
+    const max = this.peerMaxFrame;
+    const frames = Math.max(1, Math.ceil(block.byteLength / max));
+    const out = Buffer.allocUnsafe(frames * FRAME_HEADER_BYTES + block.byteLength);
+    let at = 0;
+    for (let i = 0, from = 0; i < frames; i++, from += max) {
+      const length = Math.min(max, block.byteLength - from);
+      const last = i === frames - 1 ? Flag.END_HEADERS : 0;
+      const type = i === 0 ? FrameType.HEADERS : FrameType.CONTINUATION;
+      writeFrameHeader(out, at, length, type, last | (i === 0 ? Flag.END_STREAM : 0), streamId);
+      out.set(block.subarray(from, from + length), at + FRAME_HEADER_BYTES);
+      at += FRAME_HEADER_BYTES + length;
+    }
+    return out;
   }
 
   /** Response headers, one DATA message (prefix + chunks) and OK trailers. */

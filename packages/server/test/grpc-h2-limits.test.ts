@@ -1,0 +1,297 @@
+/**
+ * Limits of the gRPC server's own HTTP/2 transport against peers that are slow, stuck or
+ * hostile, over raw sockets: status header blocks larger than the peer's frame size go out
+ * as HEADERS + CONTINUATION, grpc-message stays small whatever the path, SETTINGS frames full
+ * of INITIAL_WINDOW_SIZE entries cost one pass over the streams, and responses the peer never
+ * lets through are given up (stream reset, resources released) instead of held for ever.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import http2 from 'node:http2';
+import { type Socket, connect } from 'node:net';
+import { Code } from '@visionserve/protocol';
+import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
+import { startH2Listener } from '../src/frontends/grpc/h2/h2-server.js';
+import { createHpackDecoder } from '../src/frontends/grpc/h2/hpack.js';
+import type { GrpcListener } from '../src/frontends/grpc/grpc-listener.js';
+import { createJsonLogger } from '../src/util/logger.js';
+
+const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+const T = {
+  DATA: 0,
+  HEADERS: 1,
+  RST_STREAM: 3,
+  SETTINGS: 4,
+  PING: 6,
+  GOAWAY: 7,
+  WINDOW_UPDATE: 8,
+  CONTINUATION: 9,
+};
+const F = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4 };
+
+function frame(type: number, flags: number, stream: number, payload: Uint8Array = Buffer.alloc(0)): Buffer {
+  const head = Buffer.alloc(9);
+  head.writeUIntBE(payload.byteLength, 0, 3);
+  head[3] = type;
+  head[4] = flags;
+  head.writeUInt32BE(stream >>> 0, 5);
+  return Buffer.concat([head, payload]);
+}
+
+function settings(entries: readonly (readonly [number, number])[]): Buffer {
+  const payload = Buffer.alloc(entries.length * 6);
+  entries.forEach(([id, value], i) => {
+    payload.writeUInt16BE(id, i * 6);
+    payload.writeUInt32BE(value >>> 0, i * 6 + 2);
+  });
+  return frame(T.SETTINGS, 0, 0, payload);
+}
+
+function hpackLength(value: number): number[] {
+  if (value < 127) return [value];
+  const out = [127];
+  let rest = value - 127;
+  while (rest >= 128) {
+    out.push((rest % 128) + 128);
+    rest = Math.floor(rest / 128);
+  }
+  out.push(rest);
+  return out;
+}
+
+/** Header fields as literals without indexing, new names, no Huffman coding. */
+function hpack(fields: readonly (readonly [string, string])[]): Buffer {
+  const out: number[] = [];
+  for (const [name, value] of fields) {
+    const n = Buffer.from(name, 'latin1');
+    const v = Buffer.from(value, 'latin1');
+    out.push(0x00, ...hpackLength(n.length), ...n, ...hpackLength(v.length), ...v);
+  }
+  return Buffer.from(out);
+}
+
+const request = (path: string): Buffer =>
+  hpack([
+    [':method', 'POST'],
+    [':scheme', 'http'],
+    [':path', path],
+    [':authority', 'x'],
+    ['content-type', 'application/grpc'],
+    ['te', 'trailers'],
+  ]);
+
+function grpcMessage(body: Uint8Array): Buffer {
+  const out = Buffer.alloc(5 + body.byteLength);
+  out.writeUInt32BE(body.byteLength, 1);
+  out.set(body, 5);
+  return out;
+}
+
+interface Frame {
+  readonly type: number;
+  readonly flags: number;
+  readonly stream: number;
+  readonly payload: Buffer;
+}
+
+/** A raw HTTP/2 client connection that keeps every frame the server sends. */
+class RawClient {
+  readonly frames: Frame[] = [];
+  closed = false;
+  private buffered = Buffer.alloc(0);
+  readonly socket: Socket;
+
+  constructor(port: number) {
+    this.socket = connect({ host: '127.0.0.1', port, noDelay: true });
+    this.socket.on('data', (chunk: Buffer) => {
+      this.buffered = Buffer.concat([this.buffered, chunk]);
+      while (this.buffered.length >= 9) {
+        const length = this.buffered.readUIntBE(0, 3);
+        if (this.buffered.length < 9 + length) break;
+        this.frames.push({
+          type: this.buffered[3]!,
+          flags: this.buffered[4]!,
+          stream: this.buffered.readUInt32BE(5) & 0x7fffffff,
+          payload: Buffer.from(this.buffered.subarray(9, 9 + length)),
+        });
+        this.buffered = this.buffered.subarray(9 + length);
+      }
+    });
+    this.socket.on('error', () => undefined);
+    this.socket.on('close', () => {
+      this.closed = true;
+    });
+  }
+
+  write(...chunks: Buffer[]): void {
+    if (!this.socket.destroyed) this.socket.write(Buffer.concat(chunks));
+  }
+
+  on(stream: number): Frame[] {
+    return this.frames.filter((f) => f.stream === stream);
+  }
+
+  /** The header block of the stream's last HEADERS (+ CONTINUATION) frames, decoded. */
+  headerFields(stream: number): Map<string, string> {
+    const frames = this.on(stream).filter((f) => f.type === T.HEADERS || f.type === T.CONTINUATION);
+    const block = Buffer.concat(frames.map((f) => f.payload));
+    const fields = new Map<string, string>();
+    createHpackDecoder().decode(block, (name, value) => fields.set(name, value));
+    return fields;
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+async function waitFor(test: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!test()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const quiet = createJsonLogger({ level: 'error', write: () => undefined });
+
+describe('gRPC over our own HTTP/2: status header blocks', () => {
+  let listener: GrpcListener;
+  const long = 'x'.repeat(30_000);
+
+  before(async () => {
+    listener = await startH2Listener({
+      host: '127.0.0.1',
+      port: 0,
+      logger: quiet,
+      windowBytes: 1 << 20,
+      maxFrameBytes: 1 << 20,
+      maxConcurrentStreams: 100,
+      maxHeaderListBytes: 64 * 1024,
+      maxConnections: 100,
+      tls: undefined,
+      onStream: (stream) => {
+        stream.respondStatus(Code.UNIMPLEMENTED, long);
+      },
+    });
+  });
+
+  after(async () => {
+    await listener.close(1000);
+  });
+
+  it('a block larger than the peer SETTINGS_MAX_FRAME_SIZE goes out as HEADERS + CONTINUATION frames', async () => {
+    const c = new RawClient(listener.port);
+    try {
+      c.write(PREFACE, settings([]), frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, request('/a.B/C')));
+      await waitFor(
+        () => c.on(1).some((f) => (f.flags & F.END_HEADERS) !== 0),
+        5000,
+        'the end of the header block',
+      );
+      const frames = c.on(1);
+      assert.ok(frames.length >= 2);
+      assert.equal(frames[0]!.type, T.HEADERS);
+      assert.equal(frames[0]!.flags, F.END_STREAM);
+      for (const f of frames.slice(1)) assert.equal(f.type, T.CONTINUATION);
+      assert.equal(frames.at(-1)!.flags, F.END_HEADERS);
+      for (const f of frames) assert.ok(f.payload.byteLength <= 16384);
+      const fields = c.headerFields(1);
+      assert.equal(fields.get('grpc-status'), String(Code.UNIMPLEMENTED));
+      assert.equal(fields.get('grpc-message'), long);
+    } finally {
+      c.close();
+    }
+  });
+
+  it('node:http2 clients read such a block', async () => {
+    const client = http2.connect(`http://127.0.0.1:${listener.port}`);
+    client.on('error', () => undefined);
+    try {
+      const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        const stream = client.request({
+          ':method': 'POST',
+          ':path': '/a.B/C',
+          'content-type': 'application/grpc',
+        });
+        stream.on('response', resolve);
+        stream.on('error', reject);
+        stream.on('close', () => {
+          reject(new Error('stream closed without response headers'));
+        });
+        stream.end();
+      });
+      assert.equal(headers['grpc-status'], String(Code.UNIMPLEMENTED));
+      assert.equal(headers['grpc-message'], long);
+    } finally {
+      client.close();
+    }
+  });
+});
+
+describe('gRPC over our own HTTP/2: grpc-message length', () => {
+  let server: RunningGrpcServer;
+
+  before(async () => {
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      transport: 'lean',
+      logger: quiet,
+      services: [{ name: 't.Svc', methods: { Echo: { handler: (m) => Promise.resolve([m.slice()]) } } }],
+    });
+  });
+
+  after(async () => {
+    await server.close(1000);
+  });
+
+  it('a 30 KB unknown path: UNIMPLEMENTED with a cut message, in frames of at most 16 KiB', async () => {
+    const client = http2.connect(`http://127.0.0.1:${server.port}`);
+    client.on('error', () => undefined);
+    try {
+      const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        const stream = client.request({
+          ':method': 'POST',
+          ':path': `/t.Svc/${'y'.repeat(30_000)}`,
+          'content-type': 'application/grpc',
+        });
+        stream.on('response', resolve);
+        stream.on('error', reject);
+        stream.on('close', () => {
+          reject(new Error('stream closed without response headers'));
+        });
+        stream.end(grpcMessage(Buffer.alloc(0)));
+      });
+      assert.equal(headers['grpc-status'], String(Code.UNIMPLEMENTED));
+      const message = String(headers['grpc-message']);
+      assert.match(message, /^Method not found: \/t\.Svc\/y+/);
+      assert.ok(message.length <= 4096, `${message.length} characters`);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('a path of non-ASCII bytes: the percent-encoded message is cut to 4096 characters between escapes', async () => {
+    const c = new RawClient(server.port);
+    try {
+      c.write(
+        PREFACE,
+        settings([]),
+        frame(T.HEADERS, F.END_HEADERS, 1, request(`/t.Svc/${'\u00e9'.repeat(20_000)}`)),
+        frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
+      );
+      await waitFor(() => c.on(1).some((f) => (f.flags & F.END_HEADERS) !== 0), 5000, 'the status');
+      for (const f of c.on(1)) assert.ok(f.payload.byteLength <= 16384);
+      const fields = c.headerFields(1);
+      assert.equal(fields.get('grpc-status'), String(Code.UNIMPLEMENTED));
+      const message = fields.get('grpc-message')!;
+      assert.ok(message.length <= 4096, `${message.length} characters`);
+      assert.ok(message.length > 4000, `${message.length} characters`);
+      // Whole escapes of whole characters: it decodes.
+      assert.match(decodeURIComponent(message), /^Method not found: \/t\.Svc\/\u00e9+$/);
+    } finally {
+      c.close();
+    }
+  });
+});
