@@ -358,6 +358,8 @@ export class H2Connection implements FrameSink, StreamConnection {
     if (payload.byteLength % 6 !== 0)
       throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS length not a multiple of 6');
     this.gotSettings = true;
+    /** The frame's last INITIAL_WINDOW_SIZE, applied once after the loop (a frame may hold thousands). */
+    let initialWindow = -1;
     for (let at = 0; at < payload.byteLength; at += 6) {
       const id = payload.readUInt16BE(at);
       const value = payload.readUInt32BE(at + 2);
@@ -366,19 +368,11 @@ export class H2Connection implements FrameSink, StreamConnection {
           if (value > 1)
             throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_ENABLE_PUSH not 0 or 1');
           break;
-        case Setting.INITIAL_WINDOW_SIZE: {
+        case Setting.INITIAL_WINDOW_SIZE:
           if (value > MAX_WINDOW)
             throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE too large');
-          const delta = value - this.peerInitialWindow;
-          this.peerInitialWindow = value;
-          for (const stream of this.streams.values()) {
-            stream.sendWindow += delta;
-            if (stream.sendWindow > MAX_WINDOW) {
-              throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'Stream window past 2^31-1');
-            }
-          }
+          initialWindow = value;
           break;
-        }
         case Setting.MAX_FRAME_SIZE:
           if (value < DEFAULT_FRAME_SIZE || value > MAX_FRAME_SIZE_LIMIT) {
             throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
@@ -388,6 +382,16 @@ export class H2Connection implements FrameSink, StreamConnection {
         default:
         // HEADER_TABLE_SIZE: the encoder uses no dynamic table; MAX_CONCURRENT_STREAMS: no pushes;
         // MAX_HEADER_LIST_SIZE: our header blocks are small; unknown ones are ignored.
+      }
+    }
+    if (initialWindow >= 0 && initialWindow !== this.peerInitialWindow) {
+      const delta = initialWindow - this.peerInitialWindow;
+      this.peerInitialWindow = initialWindow;
+      for (const stream of this.streams.values()) {
+        stream.sendWindow += delta;
+        if (stream.sendWindow > MAX_WINDOW) {
+          throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'Stream window past 2^31-1');
+        }
       }
     }
     this.controlFrame();
