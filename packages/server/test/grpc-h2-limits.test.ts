@@ -15,6 +15,7 @@ import { startH2Listener } from '../src/frontends/grpc/h2/h2-server.js';
 import { createHpackDecoder } from '../src/frontends/grpc/h2/hpack.js';
 import type { GrpcListener } from '../src/frontends/grpc/grpc-listener.js';
 import { createJsonLogger } from '../src/util/logger.js';
+import type { RequestEnd } from '../src/frontends/shared/request-observer.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const T = {
@@ -29,6 +30,7 @@ const T = {
 };
 const F = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4 };
 const INITIAL_WINDOW_SIZE = 4;
+const E = { CANCEL: 8 };
 
 function frame(type: number, flags: number, stream: number, payload: Uint8Array = Buffer.alloc(0)): Buffer {
   const head = Buffer.alloc(9);
@@ -363,6 +365,88 @@ describe('gRPC over our own HTTP/2: SETTINGS_INITIAL_WINDOW_SIZE', () => {
         c.frames.find((f) => f.type === T.GOAWAY),
         undefined,
       );
+    } finally {
+      c.close();
+    }
+  });
+});
+
+describe('gRPC over our own HTTP/2: responses the client does not let through', () => {
+  let server: RunningGrpcServer;
+  const ends: RequestEnd[] = [];
+  const big = Buffer.alloc(32 * 1024 * 1024, 5);
+
+  before(async () => {
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      transport: 'lean',
+      logger: quiet,
+      sendStallTimeoutMs: 300,
+      observer: {
+        begin: () => (end) => {
+          ends.push(end);
+        },
+      },
+      services: [
+        {
+          name: 't.Svc',
+          methods: { Big: { handler: () => Promise.resolve([big]) } },
+        },
+      ],
+    });
+  });
+
+  after(async () => {
+    await server.close(1000);
+  });
+
+  it('a client with SETTINGS_INITIAL_WINDOW_SIZE 0: the stream is reset with CANCEL and the call released', async () => {
+    const c = new RawClient(server.port);
+    try {
+      const before = ends.length;
+      c.write(
+        PREFACE,
+        settings([[INITIAL_WINDOW_SIZE, 0]]),
+        frame(T.HEADERS, F.END_HEADERS, 1, request('/t.Svc/Big')),
+        frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
+      );
+      await waitFor(() => c.on(1).some((f) => f.type === T.HEADERS), 5000, 'the response headers');
+      const t0 = Date.now();
+      await waitFor(() => c.on(1).some((f) => f.type === T.RST_STREAM), 5000, 'RST_STREAM');
+      assert.ok(Date.now() - t0 >= 150, `${Date.now() - t0} ms`);
+      assert.equal(
+        c
+          .on(1)
+          .find((f) => f.type === T.RST_STREAM)!
+          .payload.readUInt32BE(0),
+        E.CANCEL,
+      );
+      await waitFor(() => server.inFlight === 0 && ends.length === before + 1, 5000, 'the call to end');
+      assert.equal(
+        c.frames.find((f) => f.type === T.GOAWAY),
+        undefined,
+      );
+    } finally {
+      c.close();
+    }
+  });
+
+  it('a client that stops reading its socket: the connection is closed and the call released', async () => {
+    const c = new RawClient(server.port);
+    try {
+      c.write(
+        PREFACE,
+        settings([[INITIAL_WINDOW_SIZE, 0x7fffffff]]),
+        frame(T.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)),
+        frame(T.HEADERS, F.END_HEADERS, 1, request('/t.Svc/Big')),
+        frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
+      );
+      await waitFor(() => c.on(1).some((f) => f.type === T.HEADERS), 5000, 'the response headers');
+      c.socket.pause();
+      await waitFor(() => server.inFlight === 0, 10_000, 'the call to be released');
+      c.socket.resume();
+      await waitFor(() => c.closed, 10_000, 'the server to close the connection');
     } finally {
       c.close();
     }

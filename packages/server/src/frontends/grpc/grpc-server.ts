@@ -58,6 +58,13 @@ export interface GrpcServerOptions {
    * 16384 to 16777215. Default 1 MiB (DEFAULT_MAX_FRAME_BYTES).
    */
   readonly maxFrameBytes?: number | undefined;
+  /**
+   * Lean transport: a response that the client's HTTP/2 flow control holds back with no
+   * progress for this long (a window of 0, a client that stopped reading) is reset with
+   * CANCEL and its resources released; a connection whose socket writes make no progress
+   * for this long is closed. In ms. Default 30000.
+   */
+  readonly sendStallTimeoutMs?: number | undefined;
   /** A request whose message has not fully arrived this long after its headers is cancelled, in ms. Default 60000. */
   readonly bodyTimeoutMs?: number | undefined;
   /** Most connections at once; further ones are refused by the kernel backlog. Default 4096. */
@@ -563,6 +570,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
     maxHeaderListBytes: 64 * 1024,
     maxConnections: options.maxConnections ?? 4096,
+    sendStallMs: options.sendStallTimeoutMs,
     tls: options.tls,
     onStream: handleStream,
   };

@@ -39,6 +39,12 @@ export interface H2ConnectionOptions {
   readonly maxConcurrentStreams: number;
   /** SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce, bytes. */
   readonly maxHeaderListBytes: number;
+  /**
+   * A response whose queued DATA gets no window for this long is reset (RST_STREAM CANCEL)
+   * and released; a socket whose written bytes make no progress (no write completes) for
+   * this long is destroyed. In ms.
+   */
+  readonly sendStallMs: number;
   /** Called synchronously for each new stream; the stream's DATA follows. */
   readonly onStream: (stream: H2Stream) => void;
   /** Called once when the socket has closed. */
@@ -65,6 +71,8 @@ const MAX_QUEUED_ACKS = 10_000;
  * Clients that read are never held up by it for long: their windows bound what they send.
  */
 const WRITE_HIGH_WATER = 16 * 1024 * 1024;
+/** Default of H2ConnectionOptions.sendStallMs, ms. */
+export const DEFAULT_SEND_STALL_MS = 30_000;
 /** After a GOAWAY for an error, the socket is destroyed if the peer has not closed it by then, ms. */
 const ERROR_CLOSE_MS = 1000;
 
@@ -116,6 +124,14 @@ export class H2Connection implements FrameSink, StreamConnection {
   private goawaySent = false;
   private closed = false;
   private queuedAcks = 0;
+  /** Runs while streams are blocked or bytes wait to reach the socket (checkStalls). */
+  private stallTimer: NodeJS.Timeout | undefined;
+  /** Since when bytes have waited to reach the socket with no write completing (0: none seen). */
+  private writeStallSince = 0;
+  /** DATA bytes sent from stream queues, and their count and time at the last stall check. */
+  private queuedBytesSent = 0;
+  private checkedBytesSent = 0;
+  private sendProgressAt = 0;
   /** Reading is paused while more than WRITE_HIGH_WATER bytes wait to reach the socket. */
   private paused = false;
   private readonly controlFlood = new FloodGuard(MAX_CONTROL_FRAMES, FLOOD_WINDOW_MS);
@@ -156,6 +172,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     });
     socket.on('drain', () => {
       this.queuedAcks = 0;
+      this.writeStallSince = 0;
       if (this.paused && !this.closed) {
         this.paused = false;
         socket.resume();
@@ -163,6 +180,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     });
     socket.once('close', () => {
       this.closed = true;
+      if (this.stallTimer !== undefined) clearTimeout(this.stallTimer);
       this.reader.stop();
       for (const stream of this.streams.values()) {
         stream.closed = true;
@@ -227,6 +245,49 @@ export class H2Connection implements FrameSink, StreamConnection {
     } finally {
       this.socket.uncork();
     }
+  };
+
+  /** Called when one of the streams' socket writes completes. */
+  writeProgress(): void {
+    this.writeStallSince = 0;
+  }
+
+  private armStallTimer(): void {
+    if (this.stallTimer !== undefined || this.closed) return;
+    this.stallTimer = setTimeout(this.checkStalls, Math.max(10, this.options.sendStallMs / 4));
+    this.stallTimer.unref();
+  }
+
+  /** Resets streams blocked for sendStallMs and destroys a socket whose writes stall that long. */
+  private readonly checkStalls = (): void => {
+    this.stallTimer = undefined;
+    if (this.closed) return;
+    const now = Date.now();
+    const limit = this.options.sendStallMs;
+    if (this.queuedBytesSent !== this.checkedBytesSent || this.sendProgressAt === 0) {
+      this.checkedBytesSent = this.queuedBytesSent;
+      this.sendProgressAt = now;
+    }
+    for (const stream of this.blocked) {
+      // A stream waiting only for the connection window waits while the connection sends.
+      const waiting = stream.sendWindow > 0 && now - this.sendProgressAt < limit;
+      if (!waiting && now - stream.sendProgressAt >= limit) {
+        this.options.logger.debug('grpc response stalled by flow control, stream reset', {
+          stream: stream.id,
+        });
+        this.resetStream(stream, ErrorCode.CANCEL);
+      }
+    }
+    if (this.socket.writableLength === 0) this.writeStallSince = 0;
+    else if (this.writeStallSince === 0) this.writeStallSince = now;
+    else if (now - this.writeStallSince >= limit) {
+      this.options.logger.debug('grpc connection writes stalled, socket destroyed', {
+        pendingBytes: this.socket.writableLength,
+      });
+      this.socket.destroy();
+      return;
+    }
+    if (this.blocked.size > 0 || this.socket.writableLength > 0) this.armStallTimer();
   };
 
   // --- FrameSink
@@ -757,6 +818,8 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.sendWindow -= n;
       stream.sendWindow -= n;
       stream.queuedBytes -= n;
+      stream.sendProgressAt = 0;
+      this.queuedBytesSent += n;
     }
     stream.queueIndex = index;
     stream.queueOffset = offset;
@@ -767,7 +830,11 @@ export class H2Connection implements FrameSink, StreamConnection {
       stream.queue = [];
       done = true;
       this.blocked.delete(stream);
-    } else if (stream.queuedBytes > 0) this.blocked.add(stream);
+    } else if (stream.queuedBytes > 0) {
+      this.blocked.add(stream);
+      if (stream.sendProgressAt === 0) stream.sendProgressAt = Date.now();
+      this.armStallTimer();
+    }
     if (out.length === 0) return;
     this.socket.cork();
     const last = out.length - 1;
@@ -779,6 +846,7 @@ export class H2Connection implements FrameSink, StreamConnection {
   }
 
   private checkHighWater(): void {
+    if (this.socket.writableLength > 0) this.armStallTimer();
     if (!this.paused && this.socket.writableLength > WRITE_HIGH_WATER) {
       this.paused = true;
       this.socket.pause();
