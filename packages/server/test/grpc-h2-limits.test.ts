@@ -303,6 +303,31 @@ describe('gRPC over our own HTTP/2: grpc-message length', () => {
       c.close();
     }
   });
+  it('client trailers on a stream answered and reset early are ignored; the connection goes on', async () => {
+    const c = new RawClient(server.port);
+    try {
+      c.write(PREFACE, settings([]), frame(T.HEADERS, F.END_HEADERS, 1, request('/t.Svc/Nope')));
+      await waitFor(() => c.on(1).some((f) => f.type === T.RST_STREAM), 5000, 'RST_STREAM on stream 1');
+      c.write(
+        frame(T.DATA, 0, 1, grpcMessage(Buffer.alloc(10))),
+        frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack([['x-trailer', '1']])),
+        frame(T.HEADERS, F.END_HEADERS, 3, request('/t.Svc/Echo')),
+        frame(T.DATA, F.END_STREAM, 3, grpcMessage(Buffer.from('hi'))),
+      );
+      await waitFor(
+        () => c.on(3).some((f) => (f.flags & F.END_STREAM) !== 0),
+        5000,
+        'the answer on stream 3',
+      );
+      assert.equal(c.headerFields(3).get('grpc-status'), '0');
+      assert.equal(
+        c.frames.find((f) => f.type === T.GOAWAY),
+        undefined,
+      );
+    } finally {
+      c.close();
+    }
+  });
 });
 
 describe('gRPC over our own HTTP/2: SETTINGS_INITIAL_WINDOW_SIZE', () => {

@@ -71,6 +71,8 @@ const MAX_QUEUED_ACKS = 10_000;
  * Clients that read are never held up by it for long: their windows bound what they send.
  */
 const WRITE_HIGH_WATER = 16 * 1024 * 1024;
+/** Streams reset by this side whose late HEADERS are still recognised and ignored. */
+const RESET_MEMORY = 1024;
 /** Default of H2ConnectionOptions.sendStallMs, ms. */
 export const DEFAULT_SEND_STALL_MS = 30_000;
 /** After a GOAWAY for an error, the socket is destroyed if the peer has not closed it by then, ms. */
@@ -109,6 +111,8 @@ export class H2Connection implements FrameSink, StreamConnection {
   private lastStreamId = 0;
   /** The highest stream id any HEADERS used, refused ones included: streams up to it are not idle. */
   private highestStreamId = 0;
+  /** Streams this side reset, the most recent RESET_MEMORY (sendReset). */
+  private readonly resetIds = new Set<number>();
   /** Peer settings. */
   private peerInitialWindow = DEFAULT_WINDOW;
   private peerMaxFrame = DEFAULT_FRAME_SIZE;
@@ -596,11 +600,13 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     if (streamId % 2 === 0)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Even stream id from a client');
+    // Trailers (or a late HEADERS) on a stream we reset: ignored, the block is decoded above.
+    if (this.resetIds.has(streamId)) return;
     if (streamId <= this.highestStreamId)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS with a stream id not above the last one');
     this.highestStreamId = streamId;
     if (this.goawaySent) {
-      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM));
+      this.sendReset(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
     this.lastStreamId = streamId;
@@ -615,17 +621,17 @@ export class H2Connection implements FrameSink, StreamConnection {
         );
         this.socket.write(this.finalHeaderFrames(streamId, block));
         if ((flags & Flag.END_STREAM) === 0) {
-          this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.NO_ERROR));
+          this.sendReset(streamId, ErrorCode.NO_ERROR);
         }
         return;
       }
-      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.PROTOCOL_ERROR));
+      this.sendReset(streamId, ErrorCode.PROTOCOL_ERROR);
       return;
     }
     if (this.streams.size >= this.options.maxConcurrentStreams) {
       if (this.refusedFlood.hit())
         throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many refused streams');
-      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM));
+      this.sendReset(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
@@ -654,9 +660,24 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
   }
 
+  /**
+   * Writes RST_STREAM `code` and remembers the stream (the last RESET_MEMORY of them): frames
+   * the peer sent before it saw the reset, trailers included, are then ignored (RFC 9113 §5.1).
+   */
+  private sendReset(streamId: number, code: number): void {
+    this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, code));
+    this.resetIds.add(streamId);
+    if (this.resetIds.size > RESET_MEMORY) {
+      for (const id of this.resetIds) {
+        this.resetIds.delete(id);
+        break;
+      }
+    }
+  }
+
   /** Ends a stream with RST_STREAM `code` (a stream error); the connection goes on. */
   private resetStream(stream: H2Stream, code: number): void {
-    this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, code));
+    this.sendReset(stream.id, code);
     this.closeStream(stream);
   }
 
@@ -678,7 +699,7 @@ export class H2Connection implements FrameSink, StreamConnection {
   /** After this side's last frame is queued: the stream closes (reset first if the client is still sending). */
   private localDone(stream: H2Stream): void {
     if (!stream.remoteEnded) {
-      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, ErrorCode.NO_ERROR));
+      this.sendReset(stream.id, ErrorCode.NO_ERROR);
     }
     this.closeStream(stream);
   }
