@@ -477,3 +477,20 @@ describe('gRPC over our own HTTP/2: responses the client does not let through', 
     }
   });
 });
+
+describe('gRPC server options', () => {
+  for (const [name, value] of [
+    ['receiveWindowBytes', 1000],
+    ['receiveWindowBytes', 2 ** 31],
+    ['maxFrameBytes', 16_383],
+    ['maxFrameBytes', 16_777_216],
+    ['maxFrameBytes', 20_000.5],
+  ] as const) {
+    it(`${name} ${value} is refused at start with a clear error`, async () => {
+      await assert.rejects(
+        startGrpcServer({ host: '127.0.0.1', port: 0, logger: quiet, services: [], [name]: value }),
+        new RegExp(`${name} must be an integer from`),
+      );
+    });
+  }
+});

@@ -180,11 +180,21 @@ function isGrpcContentType(value: string | undefined): boolean {
   );
 }
 
+/** Throws unless `value` is an integer in [min, max] (HTTP/2's limits for the setting). */
+function checkRange(name: string, value: number, min: number, max: number): void {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new Error(`gRPC server option ${name} must be an integer from ${min} to ${max}, got ${value}`);
+  }
+}
+
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningGrpcServer> {
   const { logger } = options;
   const host = options.host ?? '0.0.0.0';
   const maxMessageBytes = options.maxMessageBytes ?? MAX_GRPC_MESSAGE_BYTES;
   const windowBytes = options.receiveWindowBytes ?? DEFAULT_RECEIVE_WINDOW_BYTES;
+  const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  checkRange('receiveWindowBytes', windowBytes, 65_535, 2 ** 31 - 1);
+  checkRange('maxFrameBytes', maxFrameBytes, 16_384, 16_777_215);
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 60_000;
   const methods = new Map<string, GrpcMethod>();
   /** Observer hook: API and method labels by path. */
@@ -566,7 +576,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     port: options.port ?? 8500,
     logger,
     windowBytes,
-    maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+    maxFrameBytes,
     maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
     maxHeaderListBytes: 64 * 1024,
     maxConnections: options.maxConnections ?? 4096,
