@@ -328,6 +328,51 @@ describe('gRPC over our own HTTP/2: grpc-message length', () => {
       c.close();
     }
   });
+  it('malformed requests (a repeated or missing pseudo-header, CR/LF/NUL in a value) reset their stream only', async () => {
+    const base: [string, string][] = [
+      [':method', 'POST'],
+      [':scheme', 'http'],
+      [':path', '/t.Svc/Echo'],
+      [':authority', 'x'],
+      ['content-type', 'application/grpc'],
+    ];
+    const bad: [string, string][][] = [
+      [...base.slice(0, 3), [':path', '/t.Svc/Echo'], ...base.slice(3)],
+      [...base.slice(0, 2), [':method', 'POST'], ...base.slice(2)],
+      base.filter(([n]) => n !== ':scheme'),
+      base.filter(([n]) => n !== ':method'),
+      [...base, ['x-a', 'a\r\nb']],
+      [...base, ['x-a', 'a\nb']],
+      [...base, ['x-a', 'a\u0000b']],
+    ];
+    const c = new RawClient(server.port);
+    try {
+      c.write(PREFACE, settings([]));
+      bad.forEach((fields, i) => {
+        c.write(
+          frame(T.HEADERS, F.END_HEADERS, 1 + 2 * i, hpack(fields)),
+          frame(T.DATA, F.END_STREAM, 1 + 2 * i, grpcMessage(Buffer.from('hi'))),
+        );
+      });
+      const good = 1 + 2 * bad.length;
+      c.write(
+        frame(T.HEADERS, F.END_HEADERS, good, hpack(base)),
+        frame(T.DATA, F.END_STREAM, good, grpcMessage(Buffer.from('hi'))),
+      );
+      await waitFor(() => c.on(good).some((f) => (f.flags & F.END_STREAM) !== 0), 5000, 'the good call');
+      assert.equal(c.headerFields(good).get('grpc-status'), '0');
+      bad.forEach((_, i) => {
+        const reset = c.on(1 + 2 * i).find((f) => f.type === T.RST_STREAM);
+        assert.equal(reset?.payload.readUInt32BE(0), 1, `request ${i}`);
+      });
+      assert.equal(
+        c.frames.find((f) => f.type === T.GOAWAY),
+        undefined,
+      );
+    } finally {
+      c.close();
+    }
+  });
 });
 
 describe('gRPC over our own HTTP/2: SETTINGS_INITIAL_WINDOW_SIZE', () => {

@@ -86,6 +86,25 @@ const CONNECTION_HEADERS = new Set([
   'upgrade',
 ]);
 
+/** Request pseudo-headers, one bit each; :method, :scheme and :path are required (:authority is not). */
+const PSEUDO_HEADER_BITS: Readonly<Record<string, number>> = Object.assign(Object.create(null) as object, {
+  ':method': 1,
+  ':scheme': 2,
+  ':path': 4,
+  ':authority': 8,
+});
+const REQUIRED_PSEUDO_HEADERS = 1 | 2 | 4;
+/** NUL, CR and LF are never valid in a field value (RFC 9113 §8.2.1). */
+const FORBIDDEN_VALUE_CHARS = /[\0\r\n]/;
+
+function hasUpperCase(name: string): boolean {
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c >= 0x41 && c <= 0x5a) return true;
+  }
+  return false;
+}
+
 /** A protocol violation that ends the connection with GOAWAY `code`. */
 class ConnectionError extends Error {
   constructor(
@@ -563,25 +582,21 @@ export class H2Connection implements FrameSink, StreamConnection {
     let tooLarge = false;
     let malformed = (flags & 0x100) !== 0;
     let regular = false;
+    let pseudo = 0;
     try {
       this.decoder.decode(block, (name, value) => {
         if (name.charCodeAt(0) === 0x3a) {
-          if (
-            regular ||
-            (name !== ':method' && name !== ':path' && name !== ':scheme' && name !== ':authority')
-          ) {
-            malformed = true;
-          }
+          const bit = PSEUDO_HEADER_BITS[name] ?? 0;
+          // Unknown, repeated, or after a regular field: malformed (RFC 9113 §8.3).
+          if (regular || bit === 0 || (pseudo & bit) !== 0) malformed = true;
+          pseudo |= bit;
         } else {
           regular = true;
-          if (
-            name !== name.toLowerCase() ||
-            CONNECTION_HEADERS.has(name) ||
-            (name === 'te' && value !== 'trailers')
-          ) {
+          if (hasUpperCase(name) || CONNECTION_HEADERS.has(name) || (name === 'te' && value !== 'trailers')) {
             malformed = true;
           }
         }
+        if (FORBIDDEN_VALUE_CHARS.test(value)) malformed = true;
         const had = headers[name];
         headers[name] = had === undefined ? value : `${had}, ${value}`;
       });
@@ -610,7 +625,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       return;
     }
     this.lastStreamId = streamId;
-    if (tooLarge || malformed || headers[':method'] === undefined || headers[':path'] === undefined) {
+    if (tooLarge || malformed || (pseudo & REQUIRED_PSEUDO_HEADERS) !== REQUIRED_PSEUDO_HEADERS) {
       if (this.refusedFlood.hit())
         throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
       if (tooLarge && !malformed) {
