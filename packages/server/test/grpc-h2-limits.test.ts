@@ -179,6 +179,7 @@ describe('gRPC over our own HTTP/2: status header blocks', () => {
       maxHeaderListBytes: 64 * 1024,
       maxConnections: 100,
       tls: undefined,
+      headerTimeoutMs: 300,
       onStream: (stream) => {
         stream.respondStatus(Code.UNIMPLEMENTED, long);
       },
@@ -234,6 +235,30 @@ describe('gRPC over our own HTTP/2: status header blocks', () => {
       assert.equal(headers['grpc-message'], long);
     } finally {
       client.close();
+    }
+  });
+  it('a connection without preface and SETTINGS, or with a header block left unfinished, is closed after headerTimeoutMs', async () => {
+    const silent = new RawClient(listener.port);
+    const half = new RawClient(listener.port);
+    const unfinished = new RawClient(listener.port);
+    const idle = new RawClient(listener.port);
+    try {
+      half.write(PREFACE.subarray(0, 10));
+      unfinished.write(PREFACE, settings([]), frame(T.HEADERS, 0, 1, request('/a.B/C')));
+      idle.write(PREFACE, settings([]));
+      const t0 = Date.now();
+      await waitFor(
+        () => silent.closed && half.closed && unfinished.closed,
+        5000,
+        'the connections to close',
+      );
+      assert.ok(Date.now() - t0 >= 150, `${Date.now() - t0} ms`);
+      const goaway = unfinished.frames.find((f) => f.type === T.GOAWAY);
+      assert.equal(goaway?.payload.readUInt32BE(4), 1);
+      // A connection that finished its handshake and has no header block open stays.
+      assert.equal(idle.closed, false);
+    } finally {
+      for (const c of [silent, half, unfinished, idle]) c.close();
     }
   });
 });

@@ -19,6 +19,12 @@ export interface GrpcListenerOptions {
    * destroyed, ms. Default 30000 (DEFAULT_SEND_STALL_MS). The node transport ignores it.
    */
   readonly sendStallMs?: number | undefined;
+  /**
+   * Lean transport: a connection without preface and SETTINGS this long after it opened, or
+   * with a header block unfinished this long, is closed, ms. Default 10000
+   * (DEFAULT_HEADER_TIMEOUT_MS). The node transport ignores it.
+   */
+  readonly headerTimeoutMs?: number | undefined;
   readonly tls: ListenerTls | undefined;
   /** Called synchronously for every new stream. */
   readonly onStream: (stream: GrpcCallStream) => void;

@@ -45,6 +45,11 @@ export interface H2ConnectionOptions {
    * this long is destroyed. In ms.
    */
   readonly sendStallMs: number;
+  /**
+   * A connection that has not sent its preface and SETTINGS this long after it opened, or
+   * leaves a header block (HEADERS without END_HEADERS) unfinished this long, is closed, ms.
+   */
+  readonly headerTimeoutMs: number;
   /** Called synchronously for each new stream; the stream's DATA follows. */
   readonly onStream: (stream: H2Stream) => void;
   /** Called once when the socket has closed. */
@@ -73,6 +78,8 @@ const MAX_QUEUED_ACKS = 10_000;
 const WRITE_HIGH_WATER = 16 * 1024 * 1024;
 /** Streams reset by this side whose late HEADERS are still recognised and ignored. */
 const RESET_MEMORY = 1024;
+/** Default of H2ConnectionOptions.headerTimeoutMs, ms. */
+export const DEFAULT_HEADER_TIMEOUT_MS = 10_000;
 /** Default of H2ConnectionOptions.sendStallMs, ms. */
 export const DEFAULT_SEND_STALL_MS = 30_000;
 /** After a GOAWAY for an error, the socket is destroyed if the peer has not closed it by then, ms. */
@@ -147,6 +154,8 @@ export class H2Connection implements FrameSink, StreamConnection {
   private goawaySent = false;
   private closed = false;
   private queuedAcks = 0;
+  /** Runs while the handshake or a header block is unfinished (headerTimeoutMs). */
+  private headerTimer: NodeJS.Timeout | undefined;
   /** Runs while streams are blocked or bytes wait to reach the socket (checkStalls). */
   private stallTimer: NodeJS.Timeout | undefined;
   /** Since when bytes have waited to reach the socket with no write completing (0: none seen). */
@@ -190,6 +199,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.recvWindow = options.windowBytes;
     socket.uncork();
     socket.on('data', this.onSocketData);
+    this.armHeaderTimer();
     socket.on('error', (error) => {
       options.logger.debug('grpc connection error', { error });
     });
@@ -204,6 +214,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     socket.once('close', () => {
       this.closed = true;
       if (this.stallTimer !== undefined) clearTimeout(this.stallTimer);
+      if (this.headerTimer !== undefined) clearTimeout(this.headerTimer);
       this.reader.stop();
       for (const stream of this.streams.values()) {
         stream.closed = true;
@@ -269,6 +280,23 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.socket.uncork();
     }
   };
+
+  private armHeaderTimer(): void {
+    if (this.headerTimer !== undefined) clearTimeout(this.headerTimer);
+    this.headerTimer = setTimeout(() => {
+      this.headerTimer = undefined;
+      if (this.gotSettings)
+        this.connectionError(ErrorCode.PROTOCOL_ERROR, 'Header block not finished in time');
+      else this.socket.destroy();
+    }, this.options.headerTimeoutMs);
+    this.headerTimer.unref();
+  }
+
+  private clearHeaderTimer(): void {
+    if (this.headerTimer === undefined) return;
+    clearTimeout(this.headerTimer);
+    this.headerTimer = undefined;
+  }
 
   /** Called when one of the streams' socket writes completes. */
   writeProgress(): void {
@@ -441,7 +469,10 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     if (payload.byteLength % 6 !== 0)
       throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS length not a multiple of 6');
-    this.gotSettings = true;
+    if (!this.gotSettings) {
+      this.gotSettings = true;
+      this.clearHeaderTimer();
+    }
     /** The frame's last INITIAL_WINDOW_SIZE, applied once after the loop (a frame may hold thousands). */
     let initialWindow = -1;
     for (let at = 0; at < payload.byteLength; at += 6) {
@@ -553,6 +584,7 @@ export class H2Connection implements FrameSink, StreamConnection {
         throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
       }
       this.continuation = { streamId, flags, parts: [Buffer.from(fragment)], bytes: fragment.byteLength };
+      this.armHeaderTimer();
       return;
     }
     this.onHeaderBlock(streamId, flags, fragment);
@@ -573,6 +605,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     c.parts.push(Buffer.from(payload));
     if ((flags & Flag.END_HEADERS) === 0) return;
     this.continuation = undefined;
+    this.clearHeaderTimer();
     this.onHeaderBlock(streamId, c.flags, Buffer.concat(c.parts, c.bytes));
   }
 
