@@ -829,6 +829,52 @@ describe('gRPC over our own HTTP/2: drain', () => {
     );
   });
 
+  it('a stream opened after our GOAWAY is refused, and its DATA, WINDOW_UPDATE and RST_STREAM do not end the connection', async () => {
+    const server = await makeServer();
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const c = new RawClient(server.port);
+    c.write(PREFACE, settings([]));
+    c.write(
+      frame(T.HEADERS, F.END_HEADERS, 1, call('Hold')),
+      frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
+    );
+    await running;
+    const closed = server.close(10_000);
+    await c.until(() => c.goawayCode() !== undefined, 5000, 'GOAWAY');
+    assert.equal(c.goawayCode(), E.NO_ERROR);
+    assert.equal(c.frames.find((f) => f.type === T.GOAWAY)!.payload.readUInt32BE(0), 1);
+    c.write(
+      frame(T.HEADERS, F.END_HEADERS, 3, call('Hold')),
+      frame(T.DATA, 0, 3, grpcMessage(Buffer.alloc(3))),
+      frame(T.WINDOW_UPDATE, 0, 3, u32(100)),
+      frame(T.DATA, F.END_STREAM, 3, Buffer.alloc(0)),
+      frame(T.RST_STREAM, 0, 3, u32(E.CANCEL)),
+    );
+    await c.until(() => c.reset(3) !== undefined, 5000, 'RST_STREAM on stream 3');
+    assert.equal(c.reset(3), E.REFUSED_STREAM);
+    // A PING round trip: every frame above has been processed.
+    c.write(frame(T.PING, 0, 0, Buffer.alloc(8)));
+    await c.until(() => c.frames.some((f) => f.type === T.PING), 5000, 'PING ack');
+    release();
+    await c.until(
+      () => c.frames.some((f) => f.type === T.HEADERS && f.stream === 1 && (f.flags & F.END_STREAM) !== 0),
+      5000,
+      'the trailers of stream 1',
+    );
+    const trailers = c.frames.find(
+      (f) => f.type === T.HEADERS && f.stream === 1 && (f.flags & F.END_STREAM) !== 0,
+    )!;
+    assert.match(trailers.payload.toString('latin1'), /grpc-status.0/);
+    assert.deepEqual(
+      c.frames.filter((f) => f.type === T.GOAWAY).map((f) => f.payload.readUInt32BE(4)),
+      [E.NO_ERROR],
+    );
+    await closed;
+    c.close();
+  });
+
   it('at the end of the grace period the connections are destroyed and open calls cancelled', async () => {
     const server = await makeServer();
     aborted = undefined;

@@ -13,6 +13,18 @@ export interface GrpcListenerOptions {
   /** SETTINGS_MAX_HEADER_LIST_SIZE, bytes. */
   readonly maxHeaderListBytes: number;
   readonly maxConnections: number;
+  /**
+   * Lean transport: a response the peer's flow control holds back with no progress for this
+   * long is reset (CANCEL) and released, and a socket whose writes stall this long is
+   * destroyed, ms. Default 30000 (DEFAULT_SEND_STALL_MS). The node transport ignores it.
+   */
+  readonly sendStallMs?: number | undefined;
+  /**
+   * Lean transport: a connection without preface and SETTINGS this long after it opened, or
+   * with a header block unfinished this long, is closed, ms. Default 10000
+   * (DEFAULT_HEADER_TIMEOUT_MS). The node transport ignores it.
+   */
+  readonly headerTimeoutMs?: number | undefined;
   readonly tls: ListenerTls | undefined;
   /** Called synchronously for every new stream. */
   readonly onStream: (stream: GrpcCallStream) => void;

@@ -58,6 +58,13 @@ export interface GrpcServerOptions {
    * 16384 to 16777215. Default 1 MiB (DEFAULT_MAX_FRAME_BYTES).
    */
   readonly maxFrameBytes?: number | undefined;
+  /**
+   * Lean transport: a response that the client's HTTP/2 flow control holds back with no
+   * progress for this long (a window of 0, a client that stopped reading) is reset with
+   * CANCEL and its resources released; a connection whose socket writes make no progress
+   * for this long is closed. In ms. Default 30000.
+   */
+  readonly sendStallTimeoutMs?: number | undefined;
   /** A request whose message has not fully arrived this long after its headers is cancelled, in ms. Default 60000. */
   readonly bodyTimeoutMs?: number | undefined;
   /** Most connections at once; further ones are refused by the kernel backlog. Default 4096. */
@@ -173,11 +180,21 @@ function isGrpcContentType(value: string | undefined): boolean {
   );
 }
 
+/** Throws unless `value` is an integer in [min, max] (HTTP/2's limits for the setting). */
+function checkRange(name: string, value: number, min: number, max: number): void {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new Error(`gRPC server option ${name} must be an integer from ${min} to ${max}, got ${value}`);
+  }
+}
+
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningGrpcServer> {
   const { logger } = options;
   const host = options.host ?? '0.0.0.0';
   const maxMessageBytes = options.maxMessageBytes ?? MAX_GRPC_MESSAGE_BYTES;
   const windowBytes = options.receiveWindowBytes ?? DEFAULT_RECEIVE_WINDOW_BYTES;
+  const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  checkRange('receiveWindowBytes', windowBytes, 65_535, 2 ** 31 - 1);
+  checkRange('maxFrameBytes', maxFrameBytes, 16_384, 16_777_215);
   const bodyTimeoutMs = options.bodyTimeoutMs ?? 60_000;
   const methods = new Map<string, GrpcMethod>();
   /** Observer hook: API and method labels by path. */
@@ -559,10 +576,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     port: options.port ?? 8500,
     logger,
     windowBytes,
-    maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+    maxFrameBytes,
     maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
     maxHeaderListBytes: 64 * 1024,
     maxConnections: options.maxConnections ?? 4096,
+    sendStallMs: options.sendStallTimeoutMs,
     tls: options.tls,
     onStream: handleStream,
   };

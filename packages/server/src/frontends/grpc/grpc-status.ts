@@ -13,8 +13,16 @@ export function statusOf(error: unknown): GrpcStatus {
 }
 
 /**
+ * Most characters of an encoded `grpc-message`: the ServingError text is already cut to
+ * 1024 characters (statusOf), but percent-encoding can make that up to 9x longer; the cap
+ * keeps every status header block small (well under a 16 KiB HTTP/2 frame).
+ */
+export const MAX_GRPC_MESSAGE_CHARS = 4096;
+
+/**
  * `grpc-message` is percent-encoded: bytes outside printable ASCII, and '%' itself, as
- * %XX of their UTF-8 encoding (the gRPC HTTP/2 protocol).
+ * %XX of their UTF-8 encoding (the gRPC HTTP/2 protocol); cut to MAX_GRPC_MESSAGE_CHARS
+ * at a character boundary (never inside an escape or a character's UTF-8 bytes).
  */
 export function encodeGrpcMessage(message: string): string {
   let plain = true;
@@ -25,13 +33,20 @@ export function encodeGrpcMessage(message: string): string {
       break;
     }
   }
-  if (plain) return message;
+  if (plain)
+    return message.length > MAX_GRPC_MESSAGE_CHARS ? message.slice(0, MAX_GRPC_MESSAGE_CHARS) : message;
   let out = '';
-  for (const byte of Buffer.from(message, 'utf8')) {
-    out +=
-      byte < 0x20 || byte > 0x7e || byte === 0x25
-        ? `%${byte.toString(16).toUpperCase().padStart(2, '0')}`
-        : String.fromCharCode(byte);
+  for (const char of message) {
+    const c = char.charCodeAt(0);
+    let encoded = char;
+    if (c < 0x20 || c > 0x7e || c === 0x25) {
+      encoded = '';
+      for (const byte of Buffer.from(char, 'utf8')) {
+        encoded += `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+      }
+    }
+    if (out.length + encoded.length > MAX_GRPC_MESSAGE_CHARS) break;
+    out += encoded;
   }
   return out;
 }

@@ -39,6 +39,17 @@ export interface H2ConnectionOptions {
   readonly maxConcurrentStreams: number;
   /** SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce, bytes. */
   readonly maxHeaderListBytes: number;
+  /**
+   * A response whose queued DATA gets no window for this long is reset (RST_STREAM CANCEL)
+   * and released; a socket whose written bytes make no progress (no write completes) for
+   * this long is destroyed. In ms.
+   */
+  readonly sendStallMs: number;
+  /**
+   * A connection that has not sent its preface and SETTINGS this long after it opened, or
+   * leaves a header block (HEADERS without END_HEADERS) unfinished this long, is closed, ms.
+   */
+  readonly headerTimeoutMs: number;
   /** Called synchronously for each new stream; the stream's DATA follows. */
   readonly onStream: (stream: H2Stream) => void;
   /** Called once when the socket has closed. */
@@ -65,6 +76,12 @@ const MAX_QUEUED_ACKS = 10_000;
  * Clients that read are never held up by it for long: their windows bound what they send.
  */
 const WRITE_HIGH_WATER = 16 * 1024 * 1024;
+/** Streams reset by this side whose late HEADERS are still recognised and ignored. */
+const RESET_MEMORY = 1024;
+/** Default of H2ConnectionOptions.headerTimeoutMs, ms. */
+export const DEFAULT_HEADER_TIMEOUT_MS = 10_000;
+/** Default of H2ConnectionOptions.sendStallMs, ms. */
+export const DEFAULT_SEND_STALL_MS = 30_000;
 /** After a GOAWAY for an error, the socket is destroyed if the peer has not closed it by then, ms. */
 const ERROR_CLOSE_MS = 1000;
 
@@ -75,6 +92,25 @@ const CONNECTION_HEADERS = new Set([
   'transfer-encoding',
   'upgrade',
 ]);
+
+/** Request pseudo-headers, one bit each; :method, :scheme and :path are required (:authority is not). */
+const PSEUDO_HEADER_BITS: Readonly<Record<string, number>> = Object.assign(Object.create(null) as object, {
+  ':method': 1,
+  ':scheme': 2,
+  ':path': 4,
+  ':authority': 8,
+});
+const REQUIRED_PSEUDO_HEADERS = 1 | 2 | 4;
+/** NUL, CR and LF are never valid in a field value (RFC 9113 §8.2.1). */
+const FORBIDDEN_VALUE_CHARS = /[\0\r\n]/;
+
+function hasUpperCase(name: string): boolean {
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c >= 0x41 && c <= 0x5a) return true;
+  }
+  return false;
+}
 
 /** A protocol violation that ends the connection with GOAWAY `code`. */
 class ConnectionError extends Error {
@@ -97,7 +133,12 @@ export class H2Connection implements FrameSink, StreamConnection {
   private readonly blocked = new Set<H2Stream>();
   private prefaceFill = 0;
   private gotSettings = false;
+  /** The last stream id processed (opened or answered): what a GOAWAY names. */
   private lastStreamId = 0;
+  /** The highest stream id any HEADERS used, refused ones included: streams up to it are not idle. */
+  private highestStreamId = 0;
+  /** Streams this side reset, the most recent RESET_MEMORY (sendReset). */
+  private readonly resetIds = new Set<number>();
   /** Peer settings. */
   private peerInitialWindow = DEFAULT_WINDOW;
   private peerMaxFrame = DEFAULT_FRAME_SIZE;
@@ -113,6 +154,16 @@ export class H2Connection implements FrameSink, StreamConnection {
   private goawaySent = false;
   private closed = false;
   private queuedAcks = 0;
+  /** Runs while the handshake or a header block is unfinished (headerTimeoutMs). */
+  private headerTimer: NodeJS.Timeout | undefined;
+  /** Runs while streams are blocked or bytes wait to reach the socket (checkStalls). */
+  private stallTimer: NodeJS.Timeout | undefined;
+  /** Since when bytes have waited to reach the socket with no write completing (0: none seen). */
+  private writeStallSince = 0;
+  /** DATA bytes sent from stream queues, and their count and time at the last stall check. */
+  private queuedBytesSent = 0;
+  private checkedBytesSent = 0;
+  private sendProgressAt = 0;
   /** Reading is paused while more than WRITE_HIGH_WATER bytes wait to reach the socket. */
   private paused = false;
   private readonly controlFlood = new FloodGuard(MAX_CONTROL_FRAMES, FLOOD_WINDOW_MS);
@@ -148,11 +199,13 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.recvWindow = options.windowBytes;
     socket.uncork();
     socket.on('data', this.onSocketData);
+    this.armHeaderTimer();
     socket.on('error', (error) => {
       options.logger.debug('grpc connection error', { error });
     });
     socket.on('drain', () => {
       this.queuedAcks = 0;
+      this.writeStallSince = 0;
       if (this.paused && !this.closed) {
         this.paused = false;
         socket.resume();
@@ -160,6 +213,8 @@ export class H2Connection implements FrameSink, StreamConnection {
     });
     socket.once('close', () => {
       this.closed = true;
+      if (this.stallTimer !== undefined) clearTimeout(this.stallTimer);
+      if (this.headerTimer !== undefined) clearTimeout(this.headerTimer);
       this.reader.stop();
       for (const stream of this.streams.values()) {
         stream.closed = true;
@@ -226,6 +281,66 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
   };
 
+  private armHeaderTimer(): void {
+    if (this.headerTimer !== undefined) clearTimeout(this.headerTimer);
+    this.headerTimer = setTimeout(() => {
+      this.headerTimer = undefined;
+      if (this.gotSettings)
+        this.connectionError(ErrorCode.PROTOCOL_ERROR, 'Header block not finished in time');
+      else this.socket.destroy();
+    }, this.options.headerTimeoutMs);
+    this.headerTimer.unref();
+  }
+
+  private clearHeaderTimer(): void {
+    if (this.headerTimer === undefined) return;
+    clearTimeout(this.headerTimer);
+    this.headerTimer = undefined;
+  }
+
+  /** Called when one of the streams' socket writes completes. */
+  writeProgress(): void {
+    this.writeStallSince = 0;
+  }
+
+  private armStallTimer(): void {
+    if (this.stallTimer !== undefined || this.closed) return;
+    this.stallTimer = setTimeout(this.checkStalls, Math.max(10, this.options.sendStallMs / 4));
+    this.stallTimer.unref();
+  }
+
+  /** Resets streams blocked for sendStallMs and destroys a socket whose writes stall that long. */
+  private readonly checkStalls = (): void => {
+    this.stallTimer = undefined;
+    if (this.closed) return;
+    const now = Date.now();
+    const limit = this.options.sendStallMs;
+    if (this.queuedBytesSent !== this.checkedBytesSent || this.sendProgressAt === 0) {
+      this.checkedBytesSent = this.queuedBytesSent;
+      this.sendProgressAt = now;
+    }
+    for (const stream of this.blocked) {
+      // A stream waiting only for the connection window waits while the connection sends.
+      const waiting = stream.sendWindow > 0 && now - this.sendProgressAt < limit;
+      if (!waiting && now - stream.sendProgressAt >= limit) {
+        this.options.logger.debug('grpc response stalled by flow control, stream reset', {
+          stream: stream.id,
+        });
+        this.resetStream(stream, ErrorCode.CANCEL);
+      }
+    }
+    if (this.socket.writableLength === 0) this.writeStallSince = 0;
+    else if (this.writeStallSince === 0) this.writeStallSince = now;
+    else if (now - this.writeStallSince >= limit) {
+      this.options.logger.debug('grpc connection writes stalled, socket destroyed', {
+        pendingBytes: this.socket.writableLength,
+      });
+      this.socket.destroy();
+      return;
+    }
+    if (this.blocked.size > 0 || this.socket.writableLength > 0) this.armStallTimer();
+  };
+
   // --- FrameSink
 
   onFrameError(code: number, message: string): void {
@@ -249,7 +364,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     const stream = this.streams.get(streamId);
     this.dataStream = undefined;
     if (stream === undefined) {
-      if (streamId > this.lastStreamId)
+      if (streamId > this.highestStreamId)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
       return; // closed: dropped
     }
@@ -354,7 +469,12 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     if (payload.byteLength % 6 !== 0)
       throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS length not a multiple of 6');
-    this.gotSettings = true;
+    if (!this.gotSettings) {
+      this.gotSettings = true;
+      this.clearHeaderTimer();
+    }
+    /** The frame's last INITIAL_WINDOW_SIZE, applied once after the loop (a frame may hold thousands). */
+    let initialWindow = -1;
     for (let at = 0; at < payload.byteLength; at += 6) {
       const id = payload.readUInt16BE(at);
       const value = payload.readUInt32BE(at + 2);
@@ -363,19 +483,11 @@ export class H2Connection implements FrameSink, StreamConnection {
           if (value > 1)
             throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_ENABLE_PUSH not 0 or 1');
           break;
-        case Setting.INITIAL_WINDOW_SIZE: {
+        case Setting.INITIAL_WINDOW_SIZE:
           if (value > MAX_WINDOW)
             throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE too large');
-          const delta = value - this.peerInitialWindow;
-          this.peerInitialWindow = value;
-          for (const stream of this.streams.values()) {
-            stream.sendWindow += delta;
-            if (stream.sendWindow > MAX_WINDOW) {
-              throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'Stream window past 2^31-1');
-            }
-          }
+          initialWindow = value;
           break;
-        }
         case Setting.MAX_FRAME_SIZE:
           if (value < DEFAULT_FRAME_SIZE || value > MAX_FRAME_SIZE_LIMIT) {
             throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
@@ -385,6 +497,16 @@ export class H2Connection implements FrameSink, StreamConnection {
         default:
         // HEADER_TABLE_SIZE: the encoder uses no dynamic table; MAX_CONCURRENT_STREAMS: no pushes;
         // MAX_HEADER_LIST_SIZE: our header blocks are small; unknown ones are ignored.
+      }
+    }
+    if (initialWindow >= 0 && initialWindow !== this.peerInitialWindow) {
+      const delta = initialWindow - this.peerInitialWindow;
+      this.peerInitialWindow = initialWindow;
+      for (const stream of this.streams.values()) {
+        stream.sendWindow += delta;
+        if (stream.sendWindow > MAX_WINDOW) {
+          throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'Stream window past 2^31-1');
+        }
       }
     }
     this.controlFrame();
@@ -406,7 +528,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     const stream = this.streams.get(streamId);
     if (stream === undefined) {
-      if (streamId > this.lastStreamId)
+      if (streamId > this.highestStreamId)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
       return;
     }
@@ -428,7 +550,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
     const stream = this.streams.get(streamId);
     if (stream === undefined) {
-      if (streamId > this.lastStreamId)
+      if (streamId > this.highestStreamId)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
       return;
     }
@@ -462,6 +584,7 @@ export class H2Connection implements FrameSink, StreamConnection {
         throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
       }
       this.continuation = { streamId, flags, parts: [Buffer.from(fragment)], bytes: fragment.byteLength };
+      this.armHeaderTimer();
       return;
     }
     this.onHeaderBlock(streamId, flags, fragment);
@@ -482,6 +605,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     c.parts.push(Buffer.from(payload));
     if ((flags & Flag.END_HEADERS) === 0) return;
     this.continuation = undefined;
+    this.clearHeaderTimer();
     this.onHeaderBlock(streamId, c.flags, Buffer.concat(c.parts, c.bytes));
   }
 
@@ -491,25 +615,21 @@ export class H2Connection implements FrameSink, StreamConnection {
     let tooLarge = false;
     let malformed = (flags & 0x100) !== 0;
     let regular = false;
+    let pseudo = 0;
     try {
       this.decoder.decode(block, (name, value) => {
         if (name.charCodeAt(0) === 0x3a) {
-          if (
-            regular ||
-            (name !== ':method' && name !== ':path' && name !== ':scheme' && name !== ':authority')
-          ) {
-            malformed = true;
-          }
+          const bit = PSEUDO_HEADER_BITS[name] ?? 0;
+          // Unknown, repeated, or after a regular field: malformed (RFC 9113 §8.3).
+          if (regular || bit === 0 || (pseudo & bit) !== 0) malformed = true;
+          pseudo |= bit;
         } else {
           regular = true;
-          if (
-            name !== name.toLowerCase() ||
-            CONNECTION_HEADERS.has(name) ||
-            (name === 'te' && value !== 'trailers')
-          ) {
+          if (hasUpperCase(name) || CONNECTION_HEADERS.has(name) || (name === 'te' && value !== 'trailers')) {
             malformed = true;
           }
         }
+        if (FORBIDDEN_VALUE_CHARS.test(value)) malformed = true;
         const had = headers[name];
         headers[name] = had === undefined ? value : `${had}, ${value}`;
       });
@@ -528,14 +648,17 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     if (streamId % 2 === 0)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Even stream id from a client');
-    if (streamId <= this.lastStreamId)
+    // Trailers (or a late HEADERS) on a stream we reset: ignored, the block is decoded above.
+    if (this.resetIds.has(streamId)) return;
+    if (streamId <= this.highestStreamId)
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS with a stream id not above the last one');
+    this.highestStreamId = streamId;
     if (this.goawaySent) {
-      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM));
+      this.sendReset(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
     this.lastStreamId = streamId;
-    if (tooLarge || malformed || headers[':method'] === undefined || headers[':path'] === undefined) {
+    if (tooLarge || malformed || (pseudo & REQUIRED_PSEUDO_HEADERS) !== REQUIRED_PSEUDO_HEADERS) {
       if (this.refusedFlood.hit())
         throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
       if (tooLarge && !malformed) {
@@ -544,29 +667,19 @@ export class H2Connection implements FrameSink, StreamConnection {
           Code.RESOURCE_EXHAUSTED,
           `Request metadata larger than ${this.options.maxHeaderListBytes} bytes`,
         );
-        const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + block.byteLength);
-        writeFrameHeader(
-          out,
-          0,
-          block.byteLength,
-          FrameType.HEADERS,
-          Flag.END_HEADERS | Flag.END_STREAM,
-          streamId,
-        );
-        out.set(block, FRAME_HEADER_BYTES);
-        this.socket.write(out);
+        this.socket.write(this.finalHeaderFrames(streamId, block));
         if ((flags & Flag.END_STREAM) === 0) {
-          this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.NO_ERROR));
+          this.sendReset(streamId, ErrorCode.NO_ERROR);
         }
         return;
       }
-      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.PROTOCOL_ERROR));
+      this.sendReset(streamId, ErrorCode.PROTOCOL_ERROR);
       return;
     }
     if (this.streams.size >= this.options.maxConcurrentStreams) {
       if (this.refusedFlood.hit())
         throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many refused streams');
-      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, ErrorCode.REFUSED_STREAM));
+      this.sendReset(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
@@ -595,9 +708,24 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
   }
 
+  /**
+   * Writes RST_STREAM `code` and remembers the stream (the last RESET_MEMORY of them): frames
+   * the peer sent before it saw the reset, trailers included, are then ignored (RFC 9113 §5.1).
+   */
+  private sendReset(streamId: number, code: number): void {
+    this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, code));
+    this.resetIds.add(streamId);
+    if (this.resetIds.size > RESET_MEMORY) {
+      for (const id of this.resetIds) {
+        this.resetIds.delete(id);
+        break;
+      }
+    }
+  }
+
   /** Ends a stream with RST_STREAM `code` (a stream error); the connection goes on. */
   private resetStream(stream: H2Stream, code: number): void {
-    this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, code));
+    this.sendReset(stream.id, code);
     this.closeStream(stream);
   }
 
@@ -619,7 +747,7 @@ export class H2Connection implements FrameSink, StreamConnection {
   /** After this side's last frame is queued: the stream closes (reset first if the client is still sending). */
   private localDone(stream: H2Stream): void {
     if (!stream.remoteEnded) {
-      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, ErrorCode.NO_ERROR));
+      this.sendReset(stream.id, ErrorCode.NO_ERROR);
     }
     this.closeStream(stream);
   }
@@ -634,20 +762,31 @@ export class H2Connection implements FrameSink, StreamConnection {
   /** A HEADERS frame with END_STREAM: a trailers-only or non-gRPC answer. */
   sendFinalHeaders(stream: H2Stream, block: Uint8Array): void {
     stream.localEnded = true;
-    const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + block.byteLength);
-    writeFrameHeader(
-      out,
-      0,
-      block.byteLength,
-      FrameType.HEADERS,
-      Flag.END_HEADERS | Flag.END_STREAM,
-      stream.id,
-    );
-    out.set(block, FRAME_HEADER_BYTES);
+    const out = this.finalHeaderFrames(stream.id, block);
     this.socket.cork();
     this.writeFor(stream, out);
     this.localDone(stream);
     this.socket.uncork();
+  }
+
+  /**
+   * A header block with END_STREAM as one buffer: a HEADERS frame, followed by CONTINUATION
+   * frames when the block is larger than the peer's SETTINGS_MAX_FRAME_SIZE.
+   */
+  private finalHeaderFrames(streamId: number, block: Uint8Array): Buffer {
+    const max = this.peerMaxFrame;
+    const frames = Math.max(1, Math.ceil(block.byteLength / max));
+    const out = Buffer.allocUnsafe(frames * FRAME_HEADER_BYTES + block.byteLength);
+    let at = 0;
+    for (let i = 0, from = 0; i < frames; i++, from += max) {
+      const length = Math.min(max, block.byteLength - from);
+      const last = i === frames - 1 ? Flag.END_HEADERS : 0;
+      const type = i === 0 ? FrameType.HEADERS : FrameType.CONTINUATION;
+      writeFrameHeader(out, at, length, type, last | (i === 0 ? Flag.END_STREAM : 0), streamId);
+      out.set(block.subarray(from, from + length), at + FRAME_HEADER_BYTES);
+      at += FRAME_HEADER_BYTES + length;
+    }
+    return out;
   }
 
   /** Response headers, one DATA message (prefix + chunks) and OK trailers. */
@@ -748,6 +887,8 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.sendWindow -= n;
       stream.sendWindow -= n;
       stream.queuedBytes -= n;
+      stream.sendProgressAt = 0;
+      this.queuedBytesSent += n;
     }
     stream.queueIndex = index;
     stream.queueOffset = offset;
@@ -758,7 +899,11 @@ export class H2Connection implements FrameSink, StreamConnection {
       stream.queue = [];
       done = true;
       this.blocked.delete(stream);
-    } else if (stream.queuedBytes > 0) this.blocked.add(stream);
+    } else if (stream.queuedBytes > 0) {
+      this.blocked.add(stream);
+      if (stream.sendProgressAt === 0) stream.sendProgressAt = Date.now();
+      this.armStallTimer();
+    }
     if (out.length === 0) return;
     this.socket.cork();
     const last = out.length - 1;
@@ -770,6 +915,7 @@ export class H2Connection implements FrameSink, StreamConnection {
   }
 
   private checkHighWater(): void {
+    if (this.socket.writableLength > 0) this.armStallTimer();
     if (!this.paused && this.socket.writableLength > WRITE_HIGH_WATER) {
       this.paused = true;
       this.socket.pause();

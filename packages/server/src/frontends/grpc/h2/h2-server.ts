@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import { tlsServerOptions } from '../../shared/listener-tls.js';
 import type { GrpcListener, GrpcListenerOptions } from '../grpc-listener.js';
-import { H2Connection } from './connection.js';
+import { DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_SEND_STALL_MS, H2Connection } from './connection.js';
 
 export async function startH2Listener(options: GrpcListenerOptions): Promise<GrpcListener> {
   const { logger } = options;
@@ -22,6 +22,8 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
       maxFrameBytes: options.maxFrameBytes,
       maxConcurrentStreams: options.maxConcurrentStreams,
       maxHeaderListBytes: options.maxHeaderListBytes,
+      sendStallMs: options.sendStallMs ?? DEFAULT_SEND_STALL_MS,
+      headerTimeoutMs: options.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
       logger,
       onStream: options.onStream,
       onClose: () => {

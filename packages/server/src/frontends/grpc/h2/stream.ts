@@ -14,6 +14,8 @@ export interface StreamConnection {
   readonly lingering: Set<H2Stream>;
   sendResponse(stream: H2Stream, prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void;
   sendFinalHeaders(stream: H2Stream, block: Uint8Array): void;
+  /** Called when a socket write of a stream completes. */
+  writeProgress(): void;
 }
 
 export class H2Stream implements GrpcCallStream {
@@ -35,6 +37,8 @@ export class H2Stream implements GrpcCallStream {
   queueIndex = 0;
   queueOffset = 0;
   queuedBytes = 0;
+  /** When the queued DATA last got window (Date.now()); 0 while it is sending. */
+  sendProgressAt = 0;
   /** The trailers frame to send once the queue is empty. */
   trailers: Buffer | undefined;
   /** Socket writes of this stream whose callback has not run: their bytes are still referenced. */
@@ -93,6 +97,7 @@ export class H2Stream implements GrpcCallStream {
 
   /** The callback of this stream's socket writes. */
   readonly written = (): void => {
+    this.connection.writeProgress();
     if (--this.pendingWrites === 0 && this.closed) this.fireClose();
   };
 

@@ -1,0 +1,566 @@
+/**
+ * Limits of the gRPC server's own HTTP/2 transport against peers that are slow, stuck or
+ * hostile, over raw sockets: status header blocks larger than the peer's frame size go out
+ * as HEADERS + CONTINUATION, grpc-message stays small whatever the path, SETTINGS frames full
+ * of INITIAL_WINDOW_SIZE entries cost one pass over the streams, and responses the peer never
+ * lets through are given up (stream reset, resources released) instead of held for ever.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import http2 from 'node:http2';
+import { type Socket, connect } from 'node:net';
+import { Code } from '@visionserve/protocol';
+import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
+import { startH2Listener } from '../src/frontends/grpc/h2/h2-server.js';
+import { createHpackDecoder } from '../src/frontends/grpc/h2/hpack.js';
+import type { GrpcListener } from '../src/frontends/grpc/grpc-listener.js';
+import { createJsonLogger } from '../src/util/logger.js';
+import type { RequestEnd } from '../src/frontends/shared/request-observer.js';
+
+const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+const T = {
+  DATA: 0,
+  HEADERS: 1,
+  RST_STREAM: 3,
+  SETTINGS: 4,
+  PING: 6,
+  GOAWAY: 7,
+  WINDOW_UPDATE: 8,
+  CONTINUATION: 9,
+};
+const F = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4 };
+const INITIAL_WINDOW_SIZE = 4;
+const E = { CANCEL: 8 };
+
+function frame(type: number, flags: number, stream: number, payload: Uint8Array = Buffer.alloc(0)): Buffer {
+  const head = Buffer.alloc(9);
+  head.writeUIntBE(payload.byteLength, 0, 3);
+  head[3] = type;
+  head[4] = flags;
+  head.writeUInt32BE(stream >>> 0, 5);
+  return Buffer.concat([head, payload]);
+}
+
+function settings(entries: readonly (readonly [number, number])[]): Buffer {
+  const payload = Buffer.alloc(entries.length * 6);
+  entries.forEach(([id, value], i) => {
+    payload.writeUInt16BE(id, i * 6);
+    payload.writeUInt32BE(value >>> 0, i * 6 + 2);
+  });
+  return frame(T.SETTINGS, 0, 0, payload);
+}
+
+function u32(value: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(value >>> 0, 0);
+  return b;
+}
+
+function hpackLength(value: number): number[] {
+  if (value < 127) return [value];
+  const out = [127];
+  let rest = value - 127;
+  while (rest >= 128) {
+    out.push((rest % 128) + 128);
+    rest = Math.floor(rest / 128);
+  }
+  out.push(rest);
+  return out;
+}
+
+/** Header fields as literals without indexing, new names, no Huffman coding. */
+function hpack(fields: readonly (readonly [string, string])[]): Buffer {
+  const out: number[] = [];
+  for (const [name, value] of fields) {
+    const n = Buffer.from(name, 'latin1');
+    const v = Buffer.from(value, 'latin1');
+    out.push(0x00, ...hpackLength(n.length), ...n, ...hpackLength(v.length), ...v);
+  }
+  return Buffer.from(out);
+}
+
+const request = (path: string): Buffer =>
+  hpack([
+    [':method', 'POST'],
+    [':scheme', 'http'],
+    [':path', path],
+    [':authority', 'x'],
+    ['content-type', 'application/grpc'],
+    ['te', 'trailers'],
+  ]);
+
+function grpcMessage(body: Uint8Array): Buffer {
+  const out = Buffer.alloc(5 + body.byteLength);
+  out.writeUInt32BE(body.byteLength, 1);
+  out.set(body, 5);
+  return out;
+}
+
+interface Frame {
+  readonly type: number;
+  readonly flags: number;
+  readonly stream: number;
+  readonly payload: Buffer;
+}
+
+/** A raw HTTP/2 client connection that keeps every frame the server sends. */
+class RawClient {
+  readonly frames: Frame[] = [];
+  closed = false;
+  private buffered = Buffer.alloc(0);
+  readonly socket: Socket;
+
+  constructor(port: number) {
+    this.socket = connect({ host: '127.0.0.1', port, noDelay: true });
+    this.socket.on('data', (chunk: Buffer) => {
+      this.buffered = Buffer.concat([this.buffered, chunk]);
+      while (this.buffered.length >= 9) {
+        const length = this.buffered.readUIntBE(0, 3);
+        if (this.buffered.length < 9 + length) break;
+        this.frames.push({
+          type: this.buffered[3]!,
+          flags: this.buffered[4]!,
+          stream: this.buffered.readUInt32BE(5) & 0x7fffffff,
+          payload: Buffer.from(this.buffered.subarray(9, 9 + length)),
+        });
+        this.buffered = this.buffered.subarray(9 + length);
+      }
+    });
+    this.socket.on('error', () => undefined);
+    this.socket.on('close', () => {
+      this.closed = true;
+    });
+  }
+
+  write(...chunks: Buffer[]): void {
+    if (!this.socket.destroyed) this.socket.write(Buffer.concat(chunks));
+  }
+
+  on(stream: number): Frame[] {
+    return this.frames.filter((f) => f.stream === stream);
+  }
+
+  /** The header block of the stream's last HEADERS (+ CONTINUATION) frames, decoded. */
+  headerFields(stream: number): Map<string, string> {
+    const frames = this.on(stream).filter((f) => f.type === T.HEADERS || f.type === T.CONTINUATION);
+    const block = Buffer.concat(frames.map((f) => f.payload));
+    const fields = new Map<string, string>();
+    createHpackDecoder().decode(block, (name, value) => fields.set(name, value));
+    return fields;
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+async function waitFor(test: () => boolean, ms = 5000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!test()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const quiet = createJsonLogger({ level: 'error', write: () => undefined });
+
+describe('gRPC over our own HTTP/2: status header blocks', () => {
+  let listener: GrpcListener;
+  const long = 'x'.repeat(30_000);
+
+  before(async () => {
+    listener = await startH2Listener({
+      host: '127.0.0.1',
+      port: 0,
+      logger: quiet,
+      windowBytes: 1 << 20,
+      maxFrameBytes: 1 << 20,
+      maxConcurrentStreams: 100,
+      maxHeaderListBytes: 64 * 1024,
+      maxConnections: 100,
+      tls: undefined,
+      headerTimeoutMs: 300,
+      onStream: (stream) => {
+        stream.respondStatus(Code.UNIMPLEMENTED, long);
+      },
+    });
+  });
+
+  after(async () => {
+    await listener.close(1000);
+  });
+
+  it('a block larger than the peer SETTINGS_MAX_FRAME_SIZE goes out as HEADERS + CONTINUATION frames', async () => {
+    const c = new RawClient(listener.port);
+    try {
+      c.write(PREFACE, settings([]), frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, request('/a.B/C')));
+      await waitFor(
+        () => c.on(1).some((f) => (f.flags & F.END_HEADERS) !== 0),
+        5000,
+        'the end of the header block',
+      );
+      const frames = c.on(1);
+      assert.ok(frames.length >= 2);
+      assert.equal(frames[0]!.type, T.HEADERS);
+      assert.equal(frames[0]!.flags, F.END_STREAM);
+      for (const f of frames.slice(1)) assert.equal(f.type, T.CONTINUATION);
+      assert.equal(frames.at(-1)!.flags, F.END_HEADERS);
+      for (const f of frames) assert.ok(f.payload.byteLength <= 16384);
+      const fields = c.headerFields(1);
+      assert.equal(fields.get('grpc-status'), String(Code.UNIMPLEMENTED));
+      assert.equal(fields.get('grpc-message'), long);
+    } finally {
+      c.close();
+    }
+  });
+
+  it('node:http2 clients read such a block', async () => {
+    const client = http2.connect(`http://127.0.0.1:${listener.port}`);
+    client.on('error', () => undefined);
+    try {
+      const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        const stream = client.request({
+          ':method': 'POST',
+          ':path': '/a.B/C',
+          'content-type': 'application/grpc',
+        });
+        stream.on('response', resolve);
+        stream.on('error', reject);
+        stream.on('close', () => {
+          reject(new Error('stream closed without response headers'));
+        });
+        stream.end();
+      });
+      assert.equal(headers['grpc-status'], String(Code.UNIMPLEMENTED));
+      assert.equal(headers['grpc-message'], long);
+    } finally {
+      client.close();
+    }
+  });
+  it('a connection without preface and SETTINGS, or with a header block left unfinished, is closed after headerTimeoutMs', async () => {
+    const silent = new RawClient(listener.port);
+    const half = new RawClient(listener.port);
+    const unfinished = new RawClient(listener.port);
+    const idle = new RawClient(listener.port);
+    try {
+      half.write(PREFACE.subarray(0, 10));
+      unfinished.write(PREFACE, settings([]), frame(T.HEADERS, 0, 1, request('/a.B/C')));
+      idle.write(PREFACE, settings([]));
+      const t0 = Date.now();
+      await waitFor(
+        () => silent.closed && half.closed && unfinished.closed,
+        5000,
+        'the connections to close',
+      );
+      assert.ok(Date.now() - t0 >= 150, `${Date.now() - t0} ms`);
+      const goaway = unfinished.frames.find((f) => f.type === T.GOAWAY);
+      assert.equal(goaway?.payload.readUInt32BE(4), 1);
+      // A connection that finished its handshake and has no header block open stays.
+      assert.equal(idle.closed, false);
+    } finally {
+      for (const c of [silent, half, unfinished, idle]) c.close();
+    }
+  });
+});
+
+describe('gRPC over our own HTTP/2: grpc-message length', () => {
+  let server: RunningGrpcServer;
+
+  before(async () => {
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      transport: 'lean',
+      logger: quiet,
+      services: [{ name: 't.Svc', methods: { Echo: { handler: (m) => Promise.resolve([m.slice()]) } } }],
+    });
+  });
+
+  after(async () => {
+    await server.close(1000);
+  });
+
+  it('a 30 KB unknown path: UNIMPLEMENTED with a cut message, in frames of at most 16 KiB', async () => {
+    const client = http2.connect(`http://127.0.0.1:${server.port}`);
+    client.on('error', () => undefined);
+    try {
+      const headers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
+        const stream = client.request({
+          ':method': 'POST',
+          ':path': `/t.Svc/${'y'.repeat(30_000)}`,
+          'content-type': 'application/grpc',
+        });
+        stream.on('response', resolve);
+        stream.on('error', reject);
+        stream.on('close', () => {
+          reject(new Error('stream closed without response headers'));
+        });
+        stream.end(grpcMessage(Buffer.alloc(0)));
+      });
+      assert.equal(headers['grpc-status'], String(Code.UNIMPLEMENTED));
+      const message = String(headers['grpc-message']);
+      assert.match(message, /^Method not found: \/t\.Svc\/y+/);
+      assert.ok(message.length <= 4096, `${message.length} characters`);
+    } finally {
+      client.close();
+    }
+  });
+
+  it('a path of non-ASCII bytes: the percent-encoded message is cut to 4096 characters between escapes', async () => {
+    const c = new RawClient(server.port);
+    try {
+      c.write(
+        PREFACE,
+        settings([]),
+        frame(T.HEADERS, F.END_HEADERS, 1, request(`/t.Svc/${'\u00e9'.repeat(20_000)}`)),
+        frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
+      );
+      await waitFor(() => c.on(1).some((f) => (f.flags & F.END_HEADERS) !== 0), 5000, 'the status');
+      for (const f of c.on(1)) assert.ok(f.payload.byteLength <= 16384);
+      const fields = c.headerFields(1);
+      assert.equal(fields.get('grpc-status'), String(Code.UNIMPLEMENTED));
+      const message = fields.get('grpc-message')!;
+      assert.ok(message.length <= 4096, `${message.length} characters`);
+      assert.ok(message.length > 4000, `${message.length} characters`);
+      // Whole escapes of whole characters: it decodes.
+      assert.match(decodeURIComponent(message), /^Method not found: \/t\.Svc\/\u00e9+$/);
+    } finally {
+      c.close();
+    }
+  });
+  it('client trailers on a stream answered and reset early are ignored; the connection goes on', async () => {
+    const c = new RawClient(server.port);
+    try {
+      c.write(PREFACE, settings([]), frame(T.HEADERS, F.END_HEADERS, 1, request('/t.Svc/Nope')));
+      await waitFor(() => c.on(1).some((f) => f.type === T.RST_STREAM), 5000, 'RST_STREAM on stream 1');
+      c.write(
+        frame(T.DATA, 0, 1, grpcMessage(Buffer.alloc(10))),
+        frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, hpack([['x-trailer', '1']])),
+        frame(T.HEADERS, F.END_HEADERS, 3, request('/t.Svc/Echo')),
+        frame(T.DATA, F.END_STREAM, 3, grpcMessage(Buffer.from('hi'))),
+      );
+      await waitFor(
+        () => c.on(3).some((f) => (f.flags & F.END_STREAM) !== 0),
+        5000,
+        'the answer on stream 3',
+      );
+      assert.equal(c.headerFields(3).get('grpc-status'), '0');
+      assert.equal(
+        c.frames.find((f) => f.type === T.GOAWAY),
+        undefined,
+      );
+    } finally {
+      c.close();
+    }
+  });
+  it('malformed requests (a repeated or missing pseudo-header, CR/LF/NUL in a value) reset their stream only', async () => {
+    const base: [string, string][] = [
+      [':method', 'POST'],
+      [':scheme', 'http'],
+      [':path', '/t.Svc/Echo'],
+      [':authority', 'x'],
+      ['content-type', 'application/grpc'],
+    ];
+    const bad: [string, string][][] = [
+      [...base.slice(0, 3), [':path', '/t.Svc/Echo'], ...base.slice(3)],
+      [...base.slice(0, 2), [':method', 'POST'], ...base.slice(2)],
+      base.filter(([n]) => n !== ':scheme'),
+      base.filter(([n]) => n !== ':method'),
+      [...base, ['x-a', 'a\r\nb']],
+      [...base, ['x-a', 'a\nb']],
+      [...base, ['x-a', 'a\u0000b']],
+    ];
+    const c = new RawClient(server.port);
+    try {
+      c.write(PREFACE, settings([]));
+      bad.forEach((fields, i) => {
+        c.write(
+          frame(T.HEADERS, F.END_HEADERS, 1 + 2 * i, hpack(fields)),
+          frame(T.DATA, F.END_STREAM, 1 + 2 * i, grpcMessage(Buffer.from('hi'))),
+        );
+      });
+      const good = 1 + 2 * bad.length;
+      c.write(
+        frame(T.HEADERS, F.END_HEADERS, good, hpack(base)),
+        frame(T.DATA, F.END_STREAM, good, grpcMessage(Buffer.from('hi'))),
+      );
+      await waitFor(() => c.on(good).some((f) => (f.flags & F.END_STREAM) !== 0), 5000, 'the good call');
+      assert.equal(c.headerFields(good).get('grpc-status'), '0');
+      bad.forEach((_, i) => {
+        const reset = c.on(1 + 2 * i).find((f) => f.type === T.RST_STREAM);
+        assert.equal(reset?.payload.readUInt32BE(0), 1, `request ${i}`);
+      });
+      assert.equal(
+        c.frames.find((f) => f.type === T.GOAWAY),
+        undefined,
+      );
+    } finally {
+      c.close();
+    }
+  });
+});
+
+describe('gRPC over our own HTTP/2: SETTINGS_INITIAL_WINDOW_SIZE', () => {
+  let server: RunningGrpcServer;
+
+  before(async () => {
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      transport: 'lean',
+      logger: quiet,
+      services: [{ name: 't.Svc', methods: { Echo: { handler: (m) => Promise.resolve([m.slice()]) } } }],
+    });
+  });
+
+  after(async () => {
+    await server.close(1000);
+  });
+
+  it('frames of 2,730 entries with 1,000 open streams are cheap, and the last value of a frame applies', async () => {
+    const STREAMS = 1000;
+    const FRAMES = 300;
+    const c = new RawClient(server.port);
+    try {
+      c.write(PREFACE, settings([]));
+      const heads: Buffer[] = [];
+      for (let i = 0; i < STREAMS; i++)
+        heads.push(frame(T.HEADERS, F.END_HEADERS, 1 + 2 * i, request('/t.Svc/Echo')));
+      c.write(...heads);
+      // A PING round trip: the streams are open.
+      c.write(frame(T.PING, 0, 0, Buffer.alloc(8)));
+      await waitFor(() => c.frames.some((f) => f.type === T.PING), 5000, 'PING ack');
+      const entries: [number, number][] = [];
+      for (let i = 0; i < 2729; i++) entries.push([INITIAL_WINDOW_SIZE, 65_535 + (i % 1000)]);
+      entries.push([INITIAL_WINDOW_SIZE, 10]);
+      const flood = settings(entries);
+      const acks = (): number => c.frames.filter((f) => f.type === T.SETTINGS && f.flags === F.ACK).length;
+      const before = acks();
+      const t0 = Date.now();
+      for (let i = 0; i < FRAMES; i++) c.write(flood);
+      await waitFor(() => acks() === before + FRAMES, 30_000, 'the SETTINGS acks');
+      const ms = Date.now() - t0;
+      // 819,000 entries x 1,000 streams took 4-5 s when each entry walked the streams.
+      assert.ok(ms < 2500, `${ms} ms for ${FRAMES} frames`);
+      // Every stream's window is now 10 bytes: a 105-byte answer on stream 1 sends 10 of them.
+      c.write(frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(100, 1))));
+      await waitFor(() => c.on(1).some((f) => f.type === T.DATA), 5000, 'DATA on stream 1');
+      c.write(frame(T.PING, 0, 0, Buffer.alloc(8)));
+      await waitFor(() => c.frames.filter((f) => f.type === T.PING).length === 2, 5000, 'PING ack');
+      const sent = (): number =>
+        c
+          .on(1)
+          .filter((f) => f.type === T.DATA)
+          .reduce((n, f) => n + f.payload.byteLength, 0);
+      assert.equal(sent(), 10);
+      c.write(frame(T.WINDOW_UPDATE, 0, 1, u32(1000)));
+      await waitFor(() => c.on(1).some((f) => (f.flags & F.END_STREAM) !== 0), 5000, 'the trailers');
+      assert.equal(sent(), 105);
+      assert.equal(
+        c.frames.find((f) => f.type === T.GOAWAY),
+        undefined,
+      );
+    } finally {
+      c.close();
+    }
+  });
+});
+
+describe('gRPC over our own HTTP/2: responses the client does not let through', () => {
+  let server: RunningGrpcServer;
+  const ends: RequestEnd[] = [];
+  const big = Buffer.alloc(32 * 1024 * 1024, 5);
+
+  before(async () => {
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      transport: 'lean',
+      logger: quiet,
+      sendStallTimeoutMs: 300,
+      observer: {
+        begin: () => (end) => {
+          ends.push(end);
+        },
+      },
+      services: [
+        {
+          name: 't.Svc',
+          methods: { Big: { handler: () => Promise.resolve([big]) } },
+        },
+      ],
+    });
+  });
+
+  after(async () => {
+    await server.close(1000);
+  });
+
+  it('a client with SETTINGS_INITIAL_WINDOW_SIZE 0: the stream is reset with CANCEL and the call released', async () => {
+    const c = new RawClient(server.port);
+    try {
+      const before = ends.length;
+      c.write(
+        PREFACE,
+        settings([[INITIAL_WINDOW_SIZE, 0]]),
+        frame(T.HEADERS, F.END_HEADERS, 1, request('/t.Svc/Big')),
+        frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
+      );
+      await waitFor(() => c.on(1).some((f) => f.type === T.HEADERS), 5000, 'the response headers');
+      const t0 = Date.now();
+      await waitFor(() => c.on(1).some((f) => f.type === T.RST_STREAM), 5000, 'RST_STREAM');
+      assert.ok(Date.now() - t0 >= 150, `${Date.now() - t0} ms`);
+      assert.equal(
+        c
+          .on(1)
+          .find((f) => f.type === T.RST_STREAM)!
+          .payload.readUInt32BE(0),
+        E.CANCEL,
+      );
+      await waitFor(() => server.inFlight === 0 && ends.length === before + 1, 5000, 'the call to end');
+      assert.equal(
+        c.frames.find((f) => f.type === T.GOAWAY),
+        undefined,
+      );
+    } finally {
+      c.close();
+    }
+  });
+
+  it('a client that stops reading its socket: the connection is closed and the call released', async () => {
+    const c = new RawClient(server.port);
+    try {
+      c.write(
+        PREFACE,
+        settings([[INITIAL_WINDOW_SIZE, 0x7fffffff]]),
+        frame(T.WINDOW_UPDATE, 0, 0, u32(0x7fffffff - 65_535)),
+        frame(T.HEADERS, F.END_HEADERS, 1, request('/t.Svc/Big')),
+        frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
+      );
+      await waitFor(() => c.on(1).some((f) => f.type === T.HEADERS), 5000, 'the response headers');
+      c.socket.pause();
+      await waitFor(() => server.inFlight === 0, 10_000, 'the call to be released');
+      c.socket.resume();
+      await waitFor(() => c.closed, 10_000, 'the server to close the connection');
+    } finally {
+      c.close();
+    }
+  });
+});
+
+describe('gRPC server options', () => {
+  for (const [name, value] of [
+    ['receiveWindowBytes', 1000],
+    ['receiveWindowBytes', 2 ** 31],
+    ['maxFrameBytes', 16_383],
+    ['maxFrameBytes', 16_777_216],
+    ['maxFrameBytes', 20_000.5],
+  ] as const) {
+    it(`${name} ${value} is refused at start with a clear error`, async () => {
+      await assert.rejects(
+        startGrpcServer({ host: '127.0.0.1', port: 0, logger: quiet, services: [], [name]: value }),
+        new RegExp(`${name} must be an integer from`),
+      );
+    });
+  }
+});
