@@ -31,6 +31,8 @@ export class H2Stream implements GrpcCallStream {
   localEnded = false;
   /** Taken out of its connection: reset, done, or the connection is gone. */
   closed = false;
+  /** Request DATA read and dropped after this side answered while the client was still sending. */
+  droppedBytes = 0;
   /** Response DATA not yet sent for lack of window: views of the response's chunks. */
   queue: Uint8Array[] = [];
   /** Index of the first queued chunk not wholly sent, and bytes of it already sent. */
