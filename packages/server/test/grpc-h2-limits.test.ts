@@ -30,7 +30,7 @@ const T = {
 };
 const F = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4 };
 const INITIAL_WINDOW_SIZE = 4;
-const E = { CANCEL: 8 };
+const E = { NO_ERROR: 0, CANCEL: 8 };
 
 function frame(type: number, flags: number, stream: number, payload: Uint8Array = Buffer.alloc(0)): Buffer {
   const head = Buffer.alloc(9);
@@ -532,6 +532,38 @@ describe('gRPC over our own HTTP/2: responses the client does not let through', 
         c.frames.find((f) => f.type === T.GOAWAY),
         undefined,
       );
+    } finally {
+      c.close();
+    }
+  });
+
+  it('a client that stops sending a message this side answered early: the stream is reset (NO_ERROR) and the call released', async () => {
+    const c = new RawClient(server.port);
+    try {
+      const before = ends.length;
+      // An unknown method is answered at the headers; the client sends part of a message, then nothing.
+      c.write(
+        PREFACE,
+        settings([]),
+        frame(T.HEADERS, F.END_HEADERS, 1, request('/t.Svc/Nope')),
+        frame(T.DATA, 0, 1, grpcMessage(Buffer.alloc(100)).subarray(0, 50)),
+      );
+      await waitFor(
+        () => c.on(1).some((f) => f.type === T.HEADERS && (f.flags & F.END_STREAM) !== 0),
+        5000,
+        'the trailers-only answer',
+      );
+      const t0 = Date.now();
+      await waitFor(() => c.on(1).some((f) => f.type === T.RST_STREAM), 5000, 'RST_STREAM');
+      assert.ok(Date.now() - t0 >= 150, `${Date.now() - t0} ms`);
+      assert.equal(
+        c
+          .on(1)
+          .find((f) => f.type === T.RST_STREAM)!
+          .payload.readUInt32BE(0),
+        E.NO_ERROR,
+      );
+      await waitFor(() => server.inFlight === 0 && ends.length === before + 1, 5000, 'the call to end');
     } finally {
       c.close();
     }

@@ -42,7 +42,8 @@ export interface H2ConnectionOptions {
   /**
    * A response whose queued DATA gets no window for this long is reset (RST_STREAM CANCEL)
    * and released; a socket whose written bytes make no progress (no write completes) for
-   * this long is destroyed. In ms.
+   * this long is destroyed; a stream answered early whose client sends no more of its
+   * message for this long is reset (NO_ERROR). In ms.
    */
   readonly sendStallMs: number;
   /**
@@ -136,6 +137,8 @@ export class H2Connection implements FrameSink, StreamConnection {
   readonly lingering = new Set<H2Stream>();
   /** Streams with response DATA waiting for window. */
   private readonly blocked = new Set<H2Stream>();
+  /** Streams answered while the client still sends: their DATA is dropped until END_STREAM. */
+  private readonly draining = new Set<H2Stream>();
   private prefaceFill = 0;
   private gotSettings = false;
   /** The last stream id processed (opened or answered): what a GOAWAY names. */
@@ -334,6 +337,11 @@ export class H2Connection implements FrameSink, StreamConnection {
         this.resetStream(stream, ErrorCode.CANCEL);
       }
     }
+    // A client that stops sending a message this side already answered holds the stream (and
+    // what the call reserved) until it is reset.
+    for (const stream of this.draining) {
+      if (now - stream.drainProgressAt >= limit) this.resetStream(stream, ErrorCode.NO_ERROR);
+    }
     if (this.socket.writableLength === 0) this.writeStallSince = 0;
     else if (this.writeStallSince === 0) this.writeStallSince = now;
     else if (now - this.writeStallSince >= limit) {
@@ -343,7 +351,8 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.socket.destroy();
       return;
     }
-    if (this.blocked.size > 0 || this.socket.writableLength > 0) this.armStallTimer();
+    if (this.blocked.size > 0 || this.draining.size > 0 || this.socket.writableLength > 0)
+      this.armStallTimer();
   };
 
   // --- FrameSink
@@ -385,6 +394,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     stream.recvUnacked += length;
     if (stream.localEnded) {
       stream.droppedBytes += length;
+      stream.drainProgressAt = Date.now();
       if (stream.droppedBytes > DRAIN_ANSWERED_BYTES) {
         this.resetStream(stream, ErrorCode.NO_ERROR);
         return;
@@ -750,6 +760,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     stream.trailers = undefined;
     this.streams.delete(stream.id);
     this.blocked.delete(stream);
+    this.draining.delete(stream);
     if (this.dataStream === stream) this.dataStream = undefined;
     if (stream.pendingWrites === 0) stream.fireClose();
     else this.lingering.add(stream);
@@ -767,6 +778,9 @@ export class H2Connection implements FrameSink, StreamConnection {
   private localDone(stream: H2Stream): void {
     if (!stream.remoteEnded) {
       stream.stopReading();
+      stream.drainProgressAt = Date.now();
+      this.draining.add(stream);
+      this.armStallTimer();
       return;
     }
     this.closeStream(stream);

@@ -33,6 +33,8 @@ export class H2Stream implements GrpcCallStream {
   closed = false;
   /** Request DATA read and dropped after this side answered while the client was still sending. */
   droppedBytes = 0;
+  /** While answered and the client still sends: when its last DATA (or the answer) came (Date.now()). */
+  drainProgressAt = 0;
   /** Response DATA not yet sent for lack of window: views of the response's chunks. */
   queue: Uint8Array[] = [];
   /** Index of the first queued chunk not wholly sent, and bytes of it already sent. */
