@@ -15,6 +15,7 @@ import { startH2Listener } from '../src/frontends/grpc/h2/h2-server.js';
 import { createHpackDecoder } from '../src/frontends/grpc/h2/hpack.js';
 import type { GrpcListener } from '../src/frontends/grpc/grpc-listener.js';
 import { createJsonLogger } from '../src/util/logger.js';
+import { frame, hpack, settings, u32 } from './h2-wire.js';
 import type { RequestEnd } from '../src/frontends/shared/request-observer.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
@@ -31,53 +32,6 @@ const T = {
 const F = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4 };
 const INITIAL_WINDOW_SIZE = 4;
 const E = { NO_ERROR: 0, CANCEL: 8 };
-
-function frame(type: number, flags: number, stream: number, payload: Uint8Array = Buffer.alloc(0)): Buffer {
-  const head = Buffer.alloc(9);
-  head.writeUIntBE(payload.byteLength, 0, 3);
-  head[3] = type;
-  head[4] = flags;
-  head.writeUInt32BE(stream >>> 0, 5);
-  return Buffer.concat([head, payload]);
-}
-
-function settings(entries: readonly (readonly [number, number])[]): Buffer {
-  const payload = Buffer.alloc(entries.length * 6);
-  entries.forEach(([id, value], i) => {
-    payload.writeUInt16BE(id, i * 6);
-    payload.writeUInt32BE(value >>> 0, i * 6 + 2);
-  });
-  return frame(T.SETTINGS, 0, 0, payload);
-}
-
-function u32(value: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(value >>> 0, 0);
-  return b;
-}
-
-function hpackLength(value: number): number[] {
-  if (value < 127) return [value];
-  const out = [127];
-  let rest = value - 127;
-  while (rest >= 128) {
-    out.push((rest % 128) + 128);
-    rest = Math.floor(rest / 128);
-  }
-  out.push(rest);
-  return out;
-}
-
-/** Header fields as literals without indexing, new names, no Huffman coding. */
-function hpack(fields: readonly (readonly [string, string])[]): Buffer {
-  const out: number[] = [];
-  for (const [name, value] of fields) {
-    const n = Buffer.from(name, 'latin1');
-    const v = Buffer.from(value, 'latin1');
-    out.push(0x00, ...hpackLength(n.length), ...n, ...hpackLength(v.length), ...v);
-  }
-  return Buffer.from(out);
-}
 
 const request = (path: string): Buffer =>
   hpack([

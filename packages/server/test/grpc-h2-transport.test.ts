@@ -15,6 +15,7 @@ import { Code, ServingError } from '@visionserve/protocol';
 import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
 import type { GrpcService } from '../src/frontends/grpc/index.js';
 import { createJsonLogger } from '../src/util/logger.js';
+import { frame, hpack, settings, u32 } from './h2-wire.js';
 import type { RequestEnd } from '../src/frontends/shared/request-observer.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
@@ -42,60 +43,6 @@ const E = {
   COMPRESSION_ERROR: 9,
   ENHANCE_YOUR_CALM: 11,
 } as const;
-
-function frame(
-  type: number,
-  flags: number,
-  stream: number,
-  payload: Uint8Array = Buffer.alloc(0),
-  declared?: number,
-): Buffer {
-  const head = Buffer.alloc(9);
-  head.writeUIntBE((declared ?? payload.byteLength) & 0xffffff, 0, 3);
-  head[3] = type;
-  head[4] = flags;
-  head.writeUInt32BE(stream >>> 0, 5);
-  return Buffer.concat([head, payload]);
-}
-
-function u32(value: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(value >>> 0, 0);
-  return b;
-}
-
-function settings(entries: readonly (readonly [number, number])[]): Buffer {
-  const payload = Buffer.alloc(entries.length * 6);
-  entries.forEach(([id, value], i) => {
-    payload.writeUInt16BE(id, i * 6);
-    payload.writeUInt32BE(value >>> 0, i * 6 + 2);
-  });
-  return frame(T.SETTINGS, 0, 0, payload);
-}
-
-function hpackInt(value: number, bits: number, high: number): number[] {
-  const max = (1 << bits) - 1;
-  if (value < max) return [high | value];
-  const out = [high | max];
-  let rest = value - max;
-  while (rest >= 128) {
-    out.push((rest % 128) + 128);
-    rest = Math.floor(rest / 128);
-  }
-  out.push(rest);
-  return out;
-}
-
-/** Header fields as literals without indexing, new names, no Huffman coding. */
-function hpack(fields: readonly (readonly [string, string])[]): Buffer {
-  const out: number[] = [];
-  for (const [name, value] of fields) {
-    const n = Buffer.from(name, 'latin1');
-    const v = Buffer.from(value, 'latin1');
-    out.push(0x00, ...hpackInt(n.length, 7, 0), ...n, ...hpackInt(v.length, 7, 0), ...v);
-  }
-  return Buffer.from(out);
-}
 
 const call = (method: string): Buffer =>
   hpack([
