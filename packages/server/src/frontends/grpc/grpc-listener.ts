@@ -1,3 +1,4 @@
+import type { Server } from 'node:net';
 import type { Logger } from '../../util/logger.js';
 import type { ListenerTls } from '../shared/listener-tls.js';
 import type { GrpcCallStream } from './call-stream.js';
@@ -37,4 +38,16 @@ export interface GrpcListener {
    * closed, destroying what is left after graceMs.
    */
   close(graceMs: number): Promise<void>;
+}
+
+/** Binds `server` (either transport's) and resolves with the bound port (the chosen one for 0). */
+export function listenOn(server: Server, port: number, host: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      const bound = server.address();
+      resolve(typeof bound === 'object' && bound !== null ? bound.port : port);
+    });
+  });
 }

@@ -6,7 +6,7 @@ import http2 from 'node:http2';
 import type { Http2Server, Http2Session } from 'node:http2';
 import type { Socket } from 'node:net';
 import { tlsServerOptions } from '../shared/listener-tls.js';
-import type { GrpcListener, GrpcListenerOptions } from './grpc-listener.js';
+import { type GrpcListener, type GrpcListenerOptions, listenOn } from './grpc-listener.js';
 import { NodeCallStream } from './node-call-stream.js';
 
 export async function startNodeListener(options: GrpcListenerOptions): Promise<GrpcListener> {
@@ -67,14 +67,7 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
     options.onStream(new NodeCallStream(stream, headers));
   });
 
-  const port = await new Promise<number>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      const bound = server.address();
-      resolve(typeof bound === 'object' && bound !== null ? bound.port : options.port);
-    });
-  });
+  const port = await listenOn(server, options.port, options.host);
 
   let closing: Promise<void> | undefined;
   return {

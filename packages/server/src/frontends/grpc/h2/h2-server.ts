@@ -7,7 +7,7 @@ import net from 'node:net';
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import { tlsServerOptions } from '../../shared/listener-tls.js';
-import type { GrpcListener, GrpcListenerOptions } from '../grpc-listener.js';
+import { type GrpcListener, type GrpcListenerOptions, listenOn } from '../grpc-listener.js';
 import { DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_SEND_STALL_MS, H2Connection } from './connection.js';
 
 export async function startH2Listener(options: GrpcListenerOptions): Promise<GrpcListener> {
@@ -61,14 +61,7 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
     logger.debug('grpc listener error', { error });
   });
 
-  const port = await new Promise<number>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      const bound = server.address();
-      resolve(typeof bound === 'object' && bound !== null ? bound.port : options.port);
-    });
-  });
+  const port = await listenOn(server, options.port, options.host);
 
   let closing: Promise<void> | undefined;
   return {
