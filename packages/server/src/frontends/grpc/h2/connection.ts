@@ -107,6 +107,16 @@ const PSEUDO_HEADER_BITS: Readonly<Record<string, number>> = Object.assign(Objec
   ':authority': 8,
 });
 const REQUIRED_PSEUDO_HEADERS = 1 | 2 | 4;
+const PATH_BIT = 4;
+/** parseContentLength's answer for a content-length that is not one decimal number. */
+const INVALID_LENGTH = -2;
+
+/** A request's content-length: -1 when absent, INVALID_LENGTH when not a decimal number. */
+function parseContentLength(value: string | undefined): number {
+  if (value === undefined) return -1;
+  if (!/^[0-9]{1,15}$/.test(value)) return INVALID_LENGTH;
+  return Number(value);
+}
 /** NUL, CR and LF are never valid in a field value (RFC 9113 §8.2.1). */
 const FORBIDDEN_VALUE_CHARS = /[\0\r\n]/;
 
@@ -380,7 +390,14 @@ export class H2Connection implements FrameSink, StreamConnection {
     if (stream === undefined) {
       if (streamId > this.highestStreamId)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
-      return; // closed: dropped
+      // Closed. After this side's reset the peer may not have seen it yet: dropped. Otherwise the
+      // peer had ended the stream, or reset it: STREAM_CLOSED (RFC 9113 §6.1), once per stream.
+      if (!this.resetIds.has(streamId)) {
+        if (this.refusedFlood.hit())
+          throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many frames on closed streams');
+        this.sendReset(streamId, ErrorCode.STREAM_CLOSED);
+      }
+      return;
     }
     if (stream.remoteEnded) {
       this.resetStream(stream, ErrorCode.STREAM_CLOSED);
@@ -392,6 +409,12 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     stream.recvWindow -= length;
     stream.recvUnacked += length;
+    stream.receivedBytes += length;
+    if (stream.declaredLength >= 0 && stream.receivedBytes > stream.declaredLength) {
+      // More than content-length: malformed (RFC 9113 §8.1.1).
+      this.resetStream(stream, ErrorCode.PROTOCOL_ERROR);
+      return;
+    }
     if (stream.localEnded) {
       stream.droppedBytes += length;
       stream.drainProgressAt = Date.now();
@@ -452,14 +475,13 @@ export class H2Connection implements FrameSink, StreamConnection {
         this.onResetStream(streamId, payload);
         return;
       case FrameType.PRIORITY:
+        // Priorities are not used, but a malformed PRIORITY is still a stream error (RFC 9113 §6.3, §5.3.1).
         if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
-        if (payload.byteLength !== 5) {
-          const stream = this.streams.get(streamId);
-          if (stream !== undefined) this.resetStream(stream, ErrorCode.FRAME_SIZE_ERROR);
-          return;
-        }
         if (this.emptyFlood.hit())
           throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many PRIORITY frames');
+        if (payload.byteLength !== 5) this.streamError(streamId, ErrorCode.FRAME_SIZE_ERROR);
+        else if ((payload.readUInt32BE(0) & 0x7fffffff) === streamId)
+          this.streamError(streamId, ErrorCode.PROTOCOL_ERROR);
         return;
       case FrameType.GOAWAY:
         if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
@@ -644,6 +666,8 @@ export class H2Connection implements FrameSink, StreamConnection {
           const bit = PSEUDO_HEADER_BITS[name] ?? 0;
           // Unknown, repeated, or after a regular field: malformed (RFC 9113 §8.3).
           if (regular || bit === 0 || (pseudo & bit) !== 0) malformed = true;
+          // An empty :path is malformed too (RFC 9113 §8.3.1).
+          if (bit === PATH_BIT && value.length === 0) malformed = true;
           pseudo |= bit;
         } else {
           regular = true;
@@ -705,6 +729,13 @@ export class H2Connection implements FrameSink, StreamConnection {
       return;
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
+    const declaredLength = parseContentLength(headers['content-length']);
+    if (declaredLength === INVALID_LENGTH || (endStream && declaredLength > 0)) {
+      if (this.refusedFlood.hit())
+        throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
+      this.sendReset(streamId, ErrorCode.PROTOCOL_ERROR);
+      return;
+    }
     const stream = new H2Stream(
       this,
       streamId,
@@ -713,6 +744,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.options.windowBytes,
       endStream,
     );
+    stream.declaredLength = declaredLength;
     this.streams.set(streamId, stream);
     this.options.onStream(stream);
     if (endStream && !stream.closed) stream.endListener?.();
@@ -721,6 +753,10 @@ export class H2Connection implements FrameSink, StreamConnection {
   // --- stream life
 
   private endRemote(stream: H2Stream): void {
+    if (stream.declaredLength >= 0 && stream.receivedBytes !== stream.declaredLength) {
+      this.resetStream(stream, ErrorCode.PROTOCOL_ERROR);
+      return;
+    }
     stream.remoteEnded = true;
     const end = stream.endListener;
     stream.stopReading();
@@ -749,6 +785,16 @@ export class H2Connection implements FrameSink, StreamConnection {
   private resetStream(stream: H2Stream, code: number): void {
     this.sendReset(stream.id, code);
     this.closeStream(stream);
+  }
+
+  /**
+   * A stream error on `streamId` whatever its state: the stream, if open, is reset; otherwise a
+   * bare RST_STREAM is written (not remembered, so a later HEADERS on an idle id still opens it).
+   */
+  private streamError(streamId: number, code: number): void {
+    const stream = this.streams.get(streamId);
+    if (stream !== undefined) this.resetStream(stream, code);
+    else this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, code));
   }
 
   private closeStream(stream: H2Stream): void {
@@ -801,6 +847,22 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.writeFor(stream, out);
     this.localDone(stream);
     this.socket.uncork();
+  }
+
+  /** A non-gRPC answer: `head` (status, content-type), then `body` as DATA, then an empty DATA ending the stream. */
+  sendPlain(stream: H2Stream, head: Uint8Array, body: Uint8Array): void {
+    stream.localEnded = true;
+    const headFrame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + head.byteLength);
+    writeFrameHeader(headFrame, 0, head.byteLength, FrameType.HEADERS, Flag.END_HEADERS, stream.id);
+    headFrame.set(head, FRAME_HEADER_BYTES);
+    const end = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+    writeFrameHeader(end, 0, 0, FrameType.DATA, Flag.END_STREAM, stream.id);
+    stream.queue = body.byteLength > 0 ? [body] : [];
+    stream.queueIndex = 0;
+    stream.queueOffset = 0;
+    stream.queuedBytes = body.byteLength;
+    stream.trailers = end;
+    this.flushStream(stream, headFrame);
   }
 
   /**

@@ -3,6 +3,7 @@
  * a block encodes once and can be sent on any connection: the blocks of every OK response
  * are constants.
  */
+import { NOT_GRPC_TEXT } from '../call-stream.js';
 import { encodeHeaderBlock } from './hpack.js';
 
 /** Response headers of every call that gets a message. */
@@ -39,3 +40,6 @@ export const UNSUPPORTED_MEDIA_TYPE = encodeHeaderBlock([
   [':status', '415'],
   ['content-type', 'text/plain'],
 ]);
+
+/** Its body. */
+export const NOT_GRPC_BODY: Uint8Array = Buffer.from(NOT_GRPC_TEXT);
