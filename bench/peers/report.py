@@ -58,6 +58,7 @@ def summarize(results, index):
         "cold_start_s": (s.get("cold_start") or {}).get("first_answer_s"),
         "loadavg": [s.get("loadavg_before"), s.get("loadavg_after")],
         "phases": {"grpc1": g1, "grpc8": g8, "rest1": r1},
+        "grpc_by_concurrency": {p["concurrency"]: p for p in s.get("phases", []) if p["kind"] != "rest-json"},
     }
 
 
@@ -108,6 +109,20 @@ def main_table(results):
     if ceiling:
         lines.append(_row(f"gRPC c={hc} throughput / measured two-process ceiling ({_num(ceiling)} runs/s)", cells(
             lambda s: "–" if not s["grpc8_rps"] else f"{s['grpc8_rps'] / ceiling:.2f}×")))
+    levels = sorted({p["concurrency"] for s in servers for p in s.get("phases", [])
+                     if p["kind"] != "rest-json" and p["concurrency"] > 1})
+    if len(levels) > 1:
+        def sweep(s):
+            parts = []
+            for c in levels:
+                p = s["grpc_by_concurrency"].get(c)
+                if p is None:
+                    parts.append("–")
+                else:
+                    parts.append(_num(p["rps"]) + (f" ({p['rps'] / ceiling:.2f}×)" if ceiling else "") + _errors(p))
+            return " / ".join(parts)
+        label = "/".join(f"c={c}" for c in levels)
+        lines.append(_row(f"gRPC throughput at {label} (req/s{', × ceiling' if ceiling else ''})", cells(sweep)))
     lines.append(_row(f"server CPU per request at c={hc} (ms; floor ≈ {_num(all_floor_cpu)})",
                       cells(lambda s: _num(s["grpc8_cpu_ms"]))))
     lines.append(_row("server CPU per request at c=1 (ms)", cells(

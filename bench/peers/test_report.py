@@ -89,9 +89,22 @@ class ReportTest(unittest.TestCase):
         t = report.main_table(r)
         # 140 req/s against the mean of the two measured ceilings (140 runs/s)
         self.assertIn("| gRPC c=8 throughput / measured two-process ceiling (140.0 runs/s) | 1.00× |", t)
+        self.assertNotIn("gRPC throughput at", t)  # one level above c=1: no sweep row
         md = report.markdown(r)
         self.assertIn("| before | 150.0 | 13.0 / 13.4 | 12.9 / 13.1 |", md)
         self.assertIn("| broken | failed: no onnxruntime | | |", md)
+
+    def test_sweep_row_lists_every_grpc_concurrency_against_the_ceiling(self):
+        r = results()
+        r["servers"][0]["phases"] += [phase("tfs-grpc", 4, 30.0, 60.0, 126.0, 14.0),
+                                      phase("tfs-grpc", 16, 99.0, 150.0, 133.0, 14.5, errors=1)]
+        t = report.main_table(r)
+        self.assertIn("| gRPC throughput at c=4/c=8/c=16 (req/s) | 126.0 / 140.0 / 133.0 (1 errors) |", t)
+        r["ceilings"] = [{"when": "before", "processes": 2, "runs_per_s": 140.0, "p50_ms": [13.0, 13.4],
+                          "cpu_ms_per_run": [12.9, 13.1], "loadavg_1m": [1.0, 1.2]}]
+        t = report.main_table(r)
+        self.assertIn("| gRPC throughput at c=4/c=8/c=16 (req/s, × ceiling) | 126.0 (0.90×) / 140.0 (1.00×) / "
+                      "133.0 (0.95×) (1 errors) |", t)
 
 
 if __name__ == "__main__":
