@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // h2spec (the HTTP/2 conformance tester, pinned in go.mod here) against the gRPC port of a real
-// visionserve process on its default transport: every generic, HTTP/2 and HPACK case, strict
+// visionserve process on its default transport, in plaintext (h2c) and over TLS (ALPN h2, a
+// self-signed certificate made with openssl): every generic, HTTP/2 and HPACK case, strict
 // ones included, must pass. One case, http2/4.2/3 (a HEADERS frame over SETTINGS_MAX_FRAME_SIZE),
 // is built by h2spec for the 16 KiB default; this server advertises 1 MiB, so the case is run
 // again on its own with headers large enough to exceed that, and must pass there.
@@ -9,7 +10,7 @@
 // downloads a few MB and compiles in about 10 s. Part of `npm test` (scripts/run-tests.mjs);
 // needs the built CLI (`npm run build`). Usage: node compat/h2spec/run.mjs [serve flags]
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -101,66 +102,113 @@ function h2spec(port, args, report) {
   return { cases, failed, skipped, output: run.stdout };
 }
 
-build();
-const port = await freePort();
-const work = mkdtempSync(join(tmpdir(), 'visionserve-h2spec-'));
-const logs = [];
-const server = spawn(
-  process.execPath,
-  [
-    join(root, 'packages', 'cli', 'bin', 'visionserve.js'),
-    'serve',
-    '--host=127.0.0.1',
-    `--port=${port}`,
-    '--rest_api_port=-1',
-    '--sagemaker_port=-1',
-    '--log_level=warn',
-    // Extra serve flags, e.g. --grpc_transport=node to see how node:http2 fares.
-    ...process.argv.slice(2),
-  ],
-  { stdio: ['ignore', 'ignore', 'pipe'] },
-);
-server.stderr.on('data', (chunk) => logs.push(String(chunk)));
-let status = 0;
-try {
-  await waitForPort(port, server, 30_000);
-  const all = h2spec(port, [], join(work, 'all.xml'));
-  const unexpected = all.failed.filter((name) => name !== FRAME_SIZE_CASE_NAME);
-  const frameSize = h2spec(
-    port,
-    ['--max-header-length', FRAME_SIZE_HEADER_LENGTH, FRAME_SIZE_CASE],
-    join(work, 'frame-size.xml'),
+/** Starts `visionserve serve` with the gRPC port only, runs h2spec against it; returns 0 when all is as expected. */
+async function check(label, serveArgs, h2specArgs) {
+  const port = await freePort();
+  const logs = [];
+  const server = spawn(
+    process.execPath,
+    [
+      join(root, 'packages', 'cli', 'bin', 'visionserve.js'),
+      'serve',
+      '--host=127.0.0.1',
+      `--port=${port}`,
+      '--rest_api_port=-1',
+      '--sagemaker_port=-1',
+      '--log_level=warn',
+      ...serveArgs,
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
   );
-  console.log(
-    `h2spec: ${all.cases} cases, ${all.failed.length} failed (${all.skipped} skipped); ` +
-      `${FRAME_SIZE_CASE} with headers over 1 MiB: ${frameSize.failed.length === 0 && frameSize.cases === 1 ? 'passed' : 'FAILED'}`,
-  );
-  if (unexpected.length > 0 || all.skipped > 0 || all.cases < 140) {
+  server.stderr.on('data', (chunk) => logs.push(String(chunk)));
+  let status = 0;
+  try {
+    await waitForPort(port, server, 30_000);
+    const all = h2spec(port, h2specArgs, join(work, `${label}-all.xml`));
+    const unexpected = all.failed.filter((name) => name !== FRAME_SIZE_CASE_NAME);
+    const frameSize = h2spec(
+      port,
+      [...h2specArgs, '--max-header-length', FRAME_SIZE_HEADER_LENGTH, FRAME_SIZE_CASE],
+      join(work, `${label}-frame-size.xml`),
+    );
+    console.log(
+      `h2spec (${label}): ${all.cases} cases, ${all.failed.length} failed (${all.skipped} skipped); ` +
+        `${FRAME_SIZE_CASE} with headers over 1 MiB: ${frameSize.failed.length === 0 && frameSize.cases === 1 ? 'passed' : 'FAILED'}`,
+    );
+    if (unexpected.length > 0 || all.skipped > 0 || all.cases < 140) {
+      status = 1;
+      console.error(all.output);
+      console.error(`h2spec (${label}): unexpected failures or skips:\n  ${unexpected.join('\n  ')}`);
+    }
+    if (frameSize.cases !== 1 || frameSize.failed.length > 0) {
+      status = 1;
+      console.error(frameSize.output);
+    }
+    if (server.exitCode !== null) {
+      status = 1;
+      console.error(`the server exited during h2spec (${server.exitCode})`);
+    }
+    const errors = logs
+      .join('')
+      .split('\n')
+      .filter((line) => /"level":"(error|fatal)"/.test(line));
+    if (errors.length > 0) {
+      status = 1;
+      console.error(`server logged errors:\n${errors.join('\n')}`);
+    }
+  } catch (error) {
     status = 1;
-    console.error(all.output);
-    console.error(`h2spec: unexpected failures or skips:\n  ${unexpected.join('\n  ')}`);
+    console.error(error instanceof Error ? error.message : error);
+    console.error(logs.join(''));
+  } finally {
+    server.kill('SIGTERM');
   }
-  if (frameSize.cases !== 1 || frameSize.failed.length > 0) {
-    status = 1;
-    console.error(frameSize.output);
-  }
-  if (server.exitCode !== null) {
-    status = 1;
-    console.error(`the server exited during h2spec (${server.exitCode})`);
-  }
-  const errors = logs
-    .join('')
-    .split('\n')
-    .filter((line) => /"level":"(error|fatal)"/.test(line));
-  if (errors.length > 0) {
-    status = 1;
-    console.error(`server logged errors:\n${errors.join('\n')}`);
-  }
-} catch (error) {
-  status = 1;
-  console.error(error instanceof Error ? error.message : error);
-  console.error(logs.join(''));
-} finally {
-  server.kill('SIGTERM');
+  return status;
 }
+
+/** A self-signed certificate (openssl) in a TF Serving SSLConfig file; undefined without openssl. */
+function sslConfig() {
+  const made = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'key.pem',
+      '-out',
+      'cert.pem',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=127.0.0.1',
+    ],
+    { cwd: work, stdio: 'ignore' },
+  );
+  if (made.error !== undefined || made.status !== 0) return undefined;
+  const key = readFileSync(join(work, 'key.pem'), 'utf8');
+  const cert = readFileSync(join(work, 'cert.pem'), 'utf8');
+  const file = join(work, 'ssl.pbtxt');
+  writeFileSync(
+    file,
+    `server_key: ${JSON.stringify(key)}\nserver_cert: ${JSON.stringify(cert)}\nclient_verify: false\n`,
+  );
+  return file;
+}
+
+build();
+const work = mkdtempSync(join(tmpdir(), 'visionserve-h2spec-'));
+// Extra serve flags from the command line, e.g. --grpc_transport=node to see how node:http2 fares.
+const extra = process.argv.slice(2);
+let status = await check('h2c', extra, []);
+const ssl = sslConfig();
+if (ssl === undefined) {
+  console.error('h2spec (TLS): openssl is required to make a test certificate');
+  status = 1;
+} else {
+  status |= await check('TLS', [...extra, `--ssl_config_file=${ssl}`], ['-t', '-k']);
+}
+rmSync(work, { recursive: true, force: true });
 process.exit(status);
