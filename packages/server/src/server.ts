@@ -17,6 +17,7 @@ import {
 } from './batching/batching-parameters.js';
 import { createBatchingSessionFactory } from './batching/batching-session-factory.js';
 import { type BatchingStats, createBatchingStats } from './batching/batching-stats.js';
+import { APPLIED_GRPC_ARGUMENTS, parseGrpcChannelArguments } from './config/grpc-channel-arguments.js';
 import { DEFAULTS, type ServerConfig } from './config/server-config.js';
 import type { ModelConfig } from './core/model-config.js';
 import { DEFAULT_VERSION_POLICY } from './core/model-config.js';
@@ -707,12 +708,29 @@ async function startServer(
       );
     }
     if (config.grpcPort >= 0) {
+      const channelArguments = parseGrpcChannelArguments(config.grpcChannelArguments);
+      if (channelArguments.ignored.length > 0) {
+        logger.warn('--grpc_channel_arguments: not applied by this server, ignored', {
+          ignored: channelArguments.ignored,
+          applied: APPLIED_GRPC_ARGUMENTS,
+        });
+      }
+      const grpcArgs = channelArguments.applied;
       grpc = await listen('--port', config.grpcPort, () =>
         startGrpcServer({
           host: config.host,
           port: config.grpcPort,
           logger: logger.child({ component: 'grpc' }),
           budget,
+          connectionLimits: {
+            maxAgeMs: grpcArgs.maxConnectionAgeMs,
+            maxAgeGraceMs: grpcArgs.maxConnectionAgeGraceMs,
+            maxIdleMs: grpcArgs.maxConnectionIdleMs,
+          },
+          maxConcurrentStreams: grpcArgs.maxConcurrentStreams,
+          ...(grpcArgs.maxReceiveMessageBytes === undefined || grpcArgs.maxReceiveMessageBytes < 0
+            ? {}
+            : { maxMessageBytes: grpcArgs.maxReceiveMessageBytes }),
           maxConnections: config.maxConnections,
           bodyTimeoutMs: config.requestBodyTimeoutMs,
           transport: config.grpcTransport,

@@ -35,6 +35,8 @@ export interface H2ConnectionOptions {
   readonly windowBytes: number;
   /** SETTINGS_MAX_FRAME_SIZE we advertise, bytes. */
   readonly maxFrameBytes: number;
+  /** Told the number of open streams whenever it changes (connection-lifetime.ts). Default none. */
+  readonly onActiveStreams?: ((count: number) => void) | undefined;
   /** SETTINGS_MAX_CONCURRENT_STREAMS we advertise and enforce (REFUSED_STREAM past it). */
   readonly maxConcurrentStreams: number;
   /** SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce, bytes. */
@@ -746,6 +748,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     );
     stream.declaredLength = declaredLength;
     this.streams.set(streamId, stream);
+    this.options.onActiveStreams?.(this.streams.size);
     this.options.onStream(stream);
     if (endStream && !stream.closed) stream.endListener?.();
   }
@@ -805,6 +808,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     stream.queuedBytes = 0;
     stream.trailers = undefined;
     this.streams.delete(stream.id);
+    this.options.onActiveStreams?.(this.streams.size);
     this.blocked.delete(stream);
     this.draining.delete(stream);
     if (this.dataStream === stream) this.dataStream = undefined;
