@@ -726,6 +726,8 @@ async function startServer(
             maxAgeMs: grpcArgs.maxConnectionAgeMs,
             maxAgeGraceMs: grpcArgs.maxConnectionAgeGraceMs,
             maxIdleMs: grpcArgs.maxConnectionIdleMs,
+            keepaliveTimeMs: grpcArgs.keepaliveTimeMs,
+            keepaliveTimeoutMs: grpcArgs.keepaliveTimeoutMs,
           },
           maxConcurrentStreams: grpcArgs.maxConcurrentStreams,
           ...(grpcArgs.maxReceiveMessageBytes === undefined || grpcArgs.maxReceiveMessageBytes < 0

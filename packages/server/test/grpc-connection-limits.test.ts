@@ -7,6 +7,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
+import { connect } from 'node:net';
 import { ConfigError } from '../src/config/config-error.js';
 import { parseGrpcChannelArguments } from '../src/config/grpc-channel-arguments.js';
 import { resolveServerConfig } from '../src/config/server-config.js';
@@ -31,6 +32,8 @@ describe('--grpc_channel_arguments', () => {
       'grpc.max_concurrent_streams=64',
       'grpc.max_receive_message_length=-1',
       'grpc.keepalive_time_ms=7200000',
+      'grpc.keepalive_timeout_ms=20000',
+      'grpc.http2.min_ping_interval_without_data_ms=300000',
     ]);
     assert.deepEqual(applied, {
       maxConnectionAgeMs: 60000,
@@ -38,8 +41,10 @@ describe('--grpc_channel_arguments', () => {
       maxConnectionIdleMs: 0,
       maxConcurrentStreams: 64,
       maxReceiveMessageBytes: -1,
+      keepaliveTimeMs: 7200000,
+      keepaliveTimeoutMs: 20000,
     });
-    assert.deepEqual(ignored, ['grpc.keepalive_time_ms']);
+    assert.deepEqual(ignored, ['grpc.http2.min_ping_interval_without_data_ms']);
   });
 
   it('refuses malformed entries and values at start', () => {
@@ -67,7 +72,7 @@ describe('connection lifetime timers', () => {
     const events: string[] = [];
     const lifetime = watchConnectionLifetime(
       { maxIdleMs: 60 },
-      { drain: () => events.push('drain'), destroy: () => events.push('destroy') },
+      { drain: () => events.push('drain'), destroy: () => events.push('destroy'), ping: () => undefined },
     );
     lifetime.activeStreams(1);
     await new Promise((resolve) => setTimeout(resolve, 120));
@@ -90,6 +95,7 @@ describe('connection lifetime timers', () => {
               resolve();
             },
             destroy: () => undefined,
+            ping: () => undefined,
           },
           () => r,
         );
@@ -101,10 +107,59 @@ describe('connection lifetime timers', () => {
   });
 });
 
+describe('keepalive timers', () => {
+  it('pings again after each answer; an unanswered PING closes the connection after the timeout', async () => {
+    const keepAlive = setInterval(() => undefined, 1000);
+    after(() => {
+      clearInterval(keepAlive);
+    });
+    let pings = 0;
+    let destroyed = false;
+    const answered = watchConnectionLifetime(
+      { keepaliveTimeMs: 40, keepaliveTimeoutMs: 60 },
+      {
+        drain: () => undefined,
+        destroy: () => {
+          destroyed = true;
+        },
+        ping: (onAck) => {
+          pings++;
+          setTimeout(onAck, 5);
+        },
+      },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    answered.closed();
+    assert.ok(pings >= 3, `${pings} pings in 400 ms`);
+    assert.equal(destroyed, false);
+
+    const started = performance.now();
+    let sent = 0;
+    await new Promise<void>((resolve) => {
+      const silent = watchConnectionLifetime(
+        { keepaliveTimeMs: 40, keepaliveTimeoutMs: 60 },
+        {
+          drain: () => undefined,
+          destroy: () => {
+            silent.closed();
+            resolve();
+          },
+          ping: () => {
+            sent++;
+          },
+        },
+      );
+    });
+    assert.equal(sent, 1);
+    assert.ok(performance.now() - started >= 95, 'closed before keepalive time + timeout');
+  });
+});
+
 for (const transport of ['lean', 'node'] as const) {
   describe(`gRPC connection limits (${transport} transport)`, () => {
     let idleServer: RunningGrpcServer;
     let ageServer: RunningGrpcServer;
+    let keepaliveServer: RunningGrpcServer;
     let holdAborted: Promise<unknown>;
     let onHoldAbort: (reason: unknown) => void = () => undefined;
 
@@ -145,11 +200,56 @@ for (const transport of ['lean', 'node'] as const) {
         services: [service],
         connectionLimits: { maxAgeMs: 400, maxAgeGraceMs: 400 },
       });
+      keepaliveServer = await startGrpcServer({
+        host: '127.0.0.1',
+        port: 0,
+        transport,
+        logger: silentLogger,
+        services: [service],
+        connectionLimits: { keepaliveTimeMs: 100, keepaliveTimeoutMs: 300 },
+      });
     });
 
     after(async () => {
       await idleServer.close(1000);
       await ageServer.close(1000);
+      await keepaliveServer.close(1000);
+    });
+
+    it('keepalive: a client that answers PINGs stays connected; one that never does is closed', async () => {
+      const client = http2.connect(`http://127.0.0.1:${keepaliveServer.port}`);
+      let pings = 0;
+      client.on('ping', () => {
+        pings++;
+      });
+      let closedEarly = false;
+      client.once('close', () => {
+        closedEarly = true;
+      });
+      assert.equal((await call(client, 'Echo')).status, '0');
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      assert.ok(pings >= 2, `${pings} keepalive PINGs in 700 ms`);
+      assert.equal(closedEarly, false, 'a client answering PINGs was disconnected');
+      assert.equal((await call(client, 'Echo')).status, '0');
+      client.close();
+
+      // A raw client: preface and SETTINGS, then it reads but never answers anything.
+      const socket = connect({ host: '127.0.0.1', port: keepaliveServer.port });
+      socket.on('data', () => undefined);
+      socket.on('error', () => undefined);
+      socket.write(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1'));
+      socket.write(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]));
+      const opened = Date.now();
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          reject(new Error('a client that never answers PINGs was not disconnected in 10 s'));
+        }, 10_000);
+        socket.once('close', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      assert.ok(Date.now() - opened >= 350, `closed after ${Date.now() - opened} ms`);
     });
 
     function call(client: http2.ClientHttp2Session, method: string): Promise<{ status: string | undefined }> {

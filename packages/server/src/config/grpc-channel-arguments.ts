@@ -13,6 +13,10 @@ export interface GrpcServerArguments {
   readonly maxConnectionAgeGraceMs?: number;
   /** grpc.max_connection_idle_ms. */
   readonly maxConnectionIdleMs?: number;
+  /** grpc.keepalive_time_ms. */
+  readonly keepaliveTimeMs?: number;
+  /** grpc.keepalive_timeout_ms. */
+  readonly keepaliveTimeoutMs?: number;
   /** grpc.max_concurrent_streams: streams per connection (HTTP/2 SETTINGS). */
   readonly maxConcurrentStreams?: number;
   /** grpc.max_receive_message_length: largest request message in bytes (-1: no limit). */
@@ -23,6 +27,8 @@ const NAMES: Readonly<Record<string, keyof GrpcServerArguments>> = {
   'grpc.max_connection_age_ms': 'maxConnectionAgeMs',
   'grpc.max_connection_age_grace_ms': 'maxConnectionAgeGraceMs',
   'grpc.max_connection_idle_ms': 'maxConnectionIdleMs',
+  'grpc.keepalive_time_ms': 'keepaliveTimeMs',
+  'grpc.keepalive_timeout_ms': 'keepaliveTimeoutMs',
   'grpc.max_concurrent_streams': 'maxConcurrentStreams',
   'grpc.max_receive_message_length': 'maxReceiveMessageBytes',
 };

@@ -1,11 +1,13 @@
 /**
  * Lifetime limits of one gRPC connection, as gRPC servers apply them (TF Serving's
  * `--grpc_channel_arguments`: grpc.max_connection_age_ms, grpc.max_connection_age_grace_ms,
- * grpc.max_connection_idle_ms). Age: a graceful GOAWAY once the connection is that old, with
+ * grpc.max_connection_idle_ms, grpc.keepalive_time_ms, grpc.keepalive_timeout_ms). Age: a graceful GOAWAY once the connection is that old, with
  * ±10 % jitter so that connections opened together do not all go at once; the calls then open
  * finish, and after the grace (if set) the connection is closed whatever is left. Clients
  * reconnect, so behind a Kubernetes Service new replicas get their share of long-lived
  * clients. Idle: a graceful GOAWAY once the connection has had no open call that long.
+ * Keepalive: a PING at an interval; one unanswered within the timeout closes the connection
+ * (a peer gone without a FIN, e.g. behind a NAT that dropped the flow, frees its calls).
  */
 
 export interface ConnectionLimits {
@@ -15,13 +17,22 @@ export interface ConnectionLimits {
   readonly maxAgeGraceMs?: number | undefined;
   /** Graceful GOAWAY after this long without an open call, in ms. 0 or absent: never. */
   readonly maxIdleMs?: number | undefined;
+  /** A keepalive PING this long after the last one was answered, in ms. 0 or absent: none. */
+  readonly keepaliveTimeMs?: number | undefined;
+  /** A keepalive PING unanswered this long closes the connection, in ms. Default 20000 (gRPC's). */
+  readonly keepaliveTimeoutMs?: number | undefined;
 }
+
+/** gRPC's default grpc.keepalive_timeout_ms. */
+export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 20_000;
 
 export interface ConnectionActions {
   /** Sends GOAWAY: no new calls, the open ones finish, then the connection closes. */
   drain(): void;
   /** Closes the connection now. */
   destroy(): void;
+  /** Sends a PING; `onAck` runs when it is answered. */
+  ping(onAck: () => void): void;
 }
 
 export interface ConnectionLifetime {
@@ -33,7 +44,7 @@ export interface ConnectionLifetime {
 
 /** Whether any limit is set (otherwise a connection needs no watch). */
 export function hasConnectionLimits(limits: ConnectionLimits): boolean {
-  return (limits.maxAgeMs ?? 0) > 0 || (limits.maxIdleMs ?? 0) > 0;
+  return (limits.maxAgeMs ?? 0) > 0 || (limits.maxIdleMs ?? 0) > 0 || (limits.keepaliveTimeMs ?? 0) > 0;
 }
 
 export function watchConnectionLifetime(
@@ -75,6 +86,27 @@ export function watchConnectionLifetime(
     ageTimer.unref();
   }
   armIdle();
+  // Keepalive: a PING every keepaliveTimeMs after the previous answer; no answer within the
+  // timeout means the peer or the path is gone, and the connection is closed.
+  let keepaliveTimer: NodeJS.Timeout | undefined;
+  const keepalive = limits.keepaliveTimeMs ?? 0;
+  const keepaliveTimeout = limits.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
+  const armKeepalive = (): void => {
+    if (keepalive <= 0 || done) return;
+    keepaliveTimer = setTimeout(() => {
+      if (done) return;
+      keepaliveTimer = setTimeout(() => {
+        if (!done) actions.destroy();
+      }, keepaliveTimeout);
+      keepaliveTimer.unref();
+      actions.ping(() => {
+        clearTimeout(keepaliveTimer);
+        armKeepalive();
+      });
+    }, keepalive);
+    keepaliveTimer.unref();
+  };
+  armKeepalive();
   return {
     activeStreams(count) {
       if (count === 0) armIdle();
@@ -88,6 +120,7 @@ export function watchConnectionLifetime(
       clearTimeout(idleTimer);
       clearTimeout(ageTimer);
       clearTimeout(graceTimer);
+      clearTimeout(keepaliveTimer);
     },
   };
 }

@@ -59,6 +59,16 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
             session.destroy();
             session.socket?.destroy();
           },
+          ping: (onAck) => {
+            if (session.closed || session.destroyed) return;
+            try {
+              session.ping((error) => {
+                if (error === null) onAck();
+              });
+            } catch {
+              // Not connected yet or too many PINGs unanswered: the timeout decides.
+            }
+          },
         })
       : undefined;
     if (lifetime !== undefined) {

@@ -151,6 +151,8 @@ export class H2Connection implements FrameSink, StreamConnection {
   private readonly blocked = new Set<H2Stream>();
   /** Streams answered while the client still sends: their DATA is dropped until END_STREAM. */
   private readonly draining = new Set<H2Stream>();
+  /** Runs when the client answers our keepalive PING. */
+  private pingAck: (() => void) | undefined;
   private prefaceFill = 0;
   private gotSettings = false;
   /** The last stream id processed (opened or answered): what a GOAWAY names. */
@@ -266,6 +268,19 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.goawaySent = true;
     this.socket.write(encodeGoaway(this.lastStreamId, ErrorCode.NO_ERROR));
     if (this.streams.size === 0) this.socket.end();
+  }
+
+  /**
+   * Sends a keepalive PING; `onAck` runs when the client answers it. One at a time: a PING
+   * while another is unanswered replaces its callback.
+   */
+  ping(onAck: () => void): void {
+    if (this.closed) return;
+    this.pingAck = onAck;
+    const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + KEEPALIVE_PING.byteLength);
+    writeFrameHeader(frame, 0, KEEPALIVE_PING.byteLength, FrameType.PING, 0, 0);
+    frame.set(KEEPALIVE_PING, FRAME_HEADER_BYTES);
+    this.socket.write(frame);
   }
 
   /** Closes the socket now. */
@@ -469,7 +484,15 @@ export class H2Connection implements FrameSink, StreamConnection {
         if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
         if (payload.byteLength !== 8)
           throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING not 8 bytes');
-        if ((flags & Flag.ACK) !== 0) return;
+        if ((flags & Flag.ACK) !== 0) {
+          // The answer to our keepalive PING (its payload is ours: KEEPALIVE_PING).
+          if (payload.equals(KEEPALIVE_PING)) {
+            const ack = this.pingAck;
+            this.pingAck = undefined;
+            ack?.();
+          }
+          return;
+        }
         this.controlFrame();
         this.socket.write(ackFrame(FrameType.PING, payload));
         return;
@@ -1060,6 +1083,9 @@ export class H2Connection implements FrameSink, StreamConnection {
     setTimeout(() => this.socket.destroy(), ERROR_CLOSE_MS).unref();
   }
 }
+
+/** The payload of this server's keepalive PINGs. */
+const KEEPALIVE_PING = Buffer.from('vs-alive', 'latin1');
 
 const SETTINGS_ACK = (() => {
   const out = Buffer.alloc(FRAME_HEADER_BYTES);

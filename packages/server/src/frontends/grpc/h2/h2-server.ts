@@ -49,6 +49,9 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
         destroy: () => {
           connection.destroy();
         },
+        ping: (onAck) => {
+          connection.ping(onAck);
+        },
       });
     }
     if (draining) connection.drain();
