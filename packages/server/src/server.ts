@@ -525,6 +525,8 @@ async function startServer(
       shedReporter.report('inflight-budget', undefined, message, details);
     },
   });
+  // Declared before the metrics sources that read it (the listener starts further down).
+  let grpc: RunningGrpcServer | undefined;
   ops.metrics?.attach({
     versionStates: () =>
       manager.modelNames().flatMap((model) => {
@@ -538,6 +540,8 @@ async function startServer(
     batching: batching === undefined ? undefined : () => batching.snapshot(),
     inflight: () => ({ bytes: budget.usedBytes, requests: budget.requests }),
     shed: () => shedReporter.counts(),
+    grpcConnections: () =>
+      grpc === undefined ? undefined : { open: grpc.connections, limitCloses: grpc.limitCloses },
     responseCache:
       responseCache === undefined
         ? undefined
@@ -616,7 +620,6 @@ async function startServer(
   });
 
   let rest: StartedHttpServer | undefined;
-  let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
   let invoker: SageMakerInvoker | undefined;
   // Full collections stay rare under steady load (util/gc-headroom.ts); undone when the server stops.
@@ -1038,6 +1041,8 @@ function createLateBoundMetrics(
     queueDepths: () => sources.queueDepths?.() ?? [],
     batching: batchingOn ? () => sources.batching?.() ?? [] : undefined,
     inflight: () => sources.inflight?.() ?? { bytes: 0, requests: 0, shed: 0 },
+    shed: () => sources.shed?.() ?? new Map<string, number>(),
+    grpcConnections: () => sources.grpcConnections?.(),
     responseCache: cacheOn ? () => sources.responseCache?.() : undefined,
   });
   return Object.assign(metrics, {

@@ -250,6 +250,7 @@ for (const transport of ['lean', 'node'] as const) {
         });
       });
       assert.ok(Date.now() - opened >= 350, `closed after ${Date.now() - opened} ms`);
+      assert.equal(keepaliveServer.limitCloses.get('keepalive_timeout'), 1);
     });
 
     function call(client: http2.ClientHttp2Session, method: string): Promise<{ status: string | undefined }> {
@@ -295,9 +296,16 @@ for (const transport of ['lean', 'node'] as const) {
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       const busyFor = Date.now() - started;
+      assert.equal(idleServer.connections, 1);
       assert.equal(await goaway, 0);
       await closed;
       assert.ok(Date.now() - started >= busyFor, 'GOAWAY while calls kept it busy');
+      assert.equal(idleServer.limitCloses.get('max_idle'), 1);
+      const closedAt = Date.now();
+      while (idleServer.connections > 0 && Date.now() - closedAt < 5000) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.equal(idleServer.connections, 0);
     });
 
     it('an old connection gets GOAWAY, its open call goes on, and it is closed when the grace ends', async () => {
@@ -323,6 +331,7 @@ for (const transport of ['lean', 'node'] as const) {
       assert.match(String(reason), /cancel|connection/i);
       const answer = await held;
       assert.notEqual(answer.status, '0');
+      assert.equal(ageServer.limitCloses.get('max_age'), 1);
       client.destroy();
     });
   });

@@ -33,6 +33,25 @@ export interface ConnectionActions {
   destroy(): void;
   /** Sends a PING; `onAck` runs when it is answered. */
   ping(onAck: () => void): void;
+  /** A limit ended the connection (before `drain` or `destroy` runs). Default: nothing. */
+  limited?(reason: LimitReason): void;
+}
+
+/** Why a limit ended a connection (metrics label). */
+export type LimitReason = 'max_age' | 'max_idle' | 'keepalive_timeout';
+
+/** Connections one listener ended by each limit, since start. */
+export function createLimitCounts(): {
+  readonly counts: Map<LimitReason, number>;
+  count(reason: LimitReason): void;
+} {
+  const counts = new Map<LimitReason, number>();
+  return {
+    counts,
+    count(reason) {
+      counts.set(reason, (counts.get(reason) ?? 0) + 1);
+    },
+  };
 }
 
 export interface ConnectionLifetime {
@@ -61,7 +80,9 @@ export function watchConnectionLifetime(
     if (maxIdle <= 0 || done || idleTimer !== undefined) return;
     idleTimer = setTimeout(() => {
       idleTimer = undefined;
-      if (!done) actions.drain();
+      if (done) return;
+      actions.limited?.('max_idle');
+      actions.drain();
     }, maxIdle);
     idleTimer.unref();
   };
@@ -72,6 +93,7 @@ export function watchConnectionLifetime(
       () => {
         ageTimer = undefined;
         if (done) return;
+        actions.limited?.('max_age');
         actions.drain();
         const grace = limits.maxAgeGraceMs;
         if (grace !== undefined && grace >= 0) {
@@ -96,7 +118,9 @@ export function watchConnectionLifetime(
     keepaliveTimer = setTimeout(() => {
       if (done) return;
       keepaliveTimer = setTimeout(() => {
-        if (!done) actions.destroy();
+        if (done) return;
+        actions.limited?.('keepalive_timeout');
+        actions.destroy();
       }, keepaliveTimeout);
       keepaliveTimer.unref();
       actions.ping(() => {

@@ -2,7 +2,7 @@ import type { Server } from 'node:net';
 import type { Logger } from '../../util/logger.js';
 import type { ListenerTls } from '../shared/listener-tls.js';
 import type { GrpcCallStream } from './call-stream.js';
-import type { ConnectionLimits } from './connection-lifetime.js';
+import type { ConnectionLimits, LimitReason } from './connection-lifetime.js';
 
 /** What both transports give the gRPC server: calls' streams in, a port and a drain out. */
 export interface GrpcListenerOptions {
@@ -36,6 +36,10 @@ export interface GrpcListenerOptions {
 
 export interface GrpcListener {
   readonly port: number;
+  /** Connections open now. */
+  readonly connections: number;
+  /** Connections ended by each connection limit since start (connection-lifetime.ts). */
+  readonly limitCloses: ReadonlyMap<LimitReason, number>;
   /**
    * Stops accepting connections and sends GOAWAY on every one; resolves once all have
    * closed, destroying what is left after graceMs.

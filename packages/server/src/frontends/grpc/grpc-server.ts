@@ -28,7 +28,7 @@ import type { GrpcMethod, GrpcService } from './grpc-service.js';
 import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
 import { startH2Listener } from './h2/h2-server.js';
 import { startNodeListener } from './node-listener.js';
-import type { ConnectionLimits } from './connection-lifetime.js';
+import type { ConnectionLimits, LimitReason } from './connection-lifetime.js';
 
 export interface GrpcServerOptions {
   /** Interface to bind; IPv6 literals may be given bare. Default "0.0.0.0". */
@@ -95,6 +95,10 @@ export interface RunningGrpcServer {
   readonly port: number;
   /** Calls received and not yet answered. */
   readonly inFlight: number;
+  /** Connections open now. */
+  readonly connections: number;
+  /** Connections ended by each connection limit since start (GrpcServerOptions.connectionLimits). */
+  readonly limitCloses: ReadonlyMap<LimitReason, number>;
   /**
    * Drains: stops accepting connections, sends GOAWAY on every connection (clients open
    * new streams elsewhere; streams already started finish), resolves once every
@@ -605,6 +609,10 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     get inFlight() {
       return inFlight;
     },
+    get connections() {
+      return listener.connections;
+    },
+    limitCloses: listener.limitCloses,
     close(graceMs) {
       closing ??= listener.close(graceMs).then(() => {
         logger.info('grpc server closed', { port });

@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import { tlsServerOptions } from '../shared/listener-tls.js';
 import { type GrpcListener, type GrpcListenerOptions, listenOn } from './grpc-listener.js';
 import { NodeCallStream } from './node-call-stream.js';
-import { hasConnectionLimits, watchConnectionLifetime } from './connection-lifetime.js';
+import { createLimitCounts, hasConnectionLimits, watchConnectionLifetime } from './connection-lifetime.js';
 
 export async function startNodeListener(options: GrpcListenerOptions): Promise<GrpcListener> {
   const { logger, windowBytes, tls } = options;
@@ -48,6 +48,7 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
   });
   let draining = false;
   const limits = options.connectionLimits ?? {};
+  const limitCloses = createLimitCounts();
   server.on('session', (session) => {
     sessions.add(session);
     const lifetime = hasConnectionLimits(limits)
@@ -68,6 +69,9 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
             } catch {
               // Not connected yet or too many PINGs unanswered: the timeout decides.
             }
+          },
+          limited: (reason) => {
+            limitCloses.count(reason);
           },
         })
       : undefined;
@@ -107,6 +111,10 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
   let closing: Promise<void> | undefined;
   return {
     port,
+    get connections() {
+      return sessions.size;
+    },
+    limitCloses: limitCloses.counts,
     close(graceMs) {
       closing ??= new Promise<void>((resolve) => {
         draining = true;

@@ -10,6 +10,7 @@ import { tlsServerOptions } from '../../shared/listener-tls.js';
 import { type GrpcListener, type GrpcListenerOptions, listenOn } from '../grpc-listener.js';
 import {
   type ConnectionLifetime,
+  createLimitCounts,
   hasConnectionLimits,
   watchConnectionLifetime,
 } from '../connection-lifetime.js';
@@ -22,6 +23,7 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
   let onIdle: (() => void) | undefined;
 
   const limits = options.connectionLimits ?? {};
+  const limitCloses = createLimitCounts();
   const serve = (socket: Socket): void => {
     let lifetime: ConnectionLifetime | undefined;
     const connection = new H2Connection(socket, {
@@ -51,6 +53,9 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
         },
         ping: (onAck) => {
           connection.ping(onAck);
+        },
+        limited: (reason) => {
+          limitCloses.count(reason);
         },
       });
     }
@@ -88,6 +93,10 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
   let closing: Promise<void> | undefined;
   return {
     port,
+    get connections() {
+      return connections.size;
+    },
+    limitCloses: limitCloses.counts,
     close(graceMs) {
       closing ??= new Promise<void>((resolve) => {
         draining = true;
