@@ -76,6 +76,18 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| kserve | ", md)
         self.assertIn("| after | 100 | 20.0 | 40.0 | 12.0 | 1.0 → 1.5 |", md)
 
+    def test_cpu_by_thread_row(self):
+        r = results()
+        # results from before the split have no thread figures
+        self.assertIn("(ms per request: main · busiest · rest) | – / – |", report.main_table(r))
+        g1, g8 = r["servers"][0]["phases"][:2]
+        g1["server_threads_ms_per_req"] = {"main": 1.04, "busiest": [22.4, 0.02, 0.01], "rest": 0.1}
+        g8["server_threads_ms_per_req"] = {"main": 1.2, "busiest": [11.5, 11.6, 0.1], "rest": 0.3}
+        t = report.main_table(r)
+        # threads under 0.05 ms per request join the rest; so does every thread past the second busiest
+        self.assertIn("| server process CPU by thread, c=1 / c=8 (ms per request: main · busiest · rest) "
+                      "| 1.0 · 22.4 · 0.1 / 1.2 · 11.5+11.6 · 0.4 |", t)
+
     def test_throughput_is_held_against_the_measured_ceiling(self):
         r = results()
         self.assertNotIn("ceiling", report.main_table(r))  # older results have none
