@@ -242,6 +242,10 @@ def bench_server(a, name, x, ref, model_dir, run_dir):
         print(f"[{name}] first answer after {res['cold_start']['first_answer_s']} s over {target.kind}, "
               f"argmax {res['answer']['grpc_argmax']} (floor {int(ref.argmax())})", flush=True)
         time.sleep(1)
+        if a.server_warmup > 0:
+            # Steady state before the timed blocks: V8 compiles visionserve's hot paths over about
+            # its first minute of traffic (the Python servers have no such phase).
+            loadgen.run_phase(target.caller_factory(), 1, a.server_warmup)
         levels = [1, a.high_concurrency] + [c for c in a.sweep if c not in (1, a.high_concurrency)]
         phases = loadgen.drive(target, levels, a.seconds, a.warmup, proc.pid)
         target.close()
@@ -249,7 +253,7 @@ def bench_server(a, name, x, ref, model_dir, run_dir):
             rest = loadgen.Target("rest-json", f"127.0.0.1:{rport}", a.model, "input", x)
             rout = rest.decode(rest.caller_factory()()())
             res["answer"]["rest_argmax"] = int(rout.argmax())
-            phases += loadgen.drive(rest, [1], a.seconds, a.warmup, proc.pid)
+            phases += loadgen.drive(rest, [1], a.seconds, max(a.warmup, a.rest_warmup), proc.pid)
         for p in phases:
             print(f"[{name}] {p['kind']} c={p['concurrency']}: {p['rps']} req/s, "
                   f"p50 {p['p50_ms']} p99 {p['p99_ms']} ms, "
@@ -292,6 +296,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=12, help="timed seconds per block")
     ap.add_argument("--warmup", type=float, default=2, help="untimed seconds before each block")
     ap.add_argument("--floor-seconds", type=float, default=4)
+    ap.add_argument("--server-warmup", type=float, default=30,
+                    help="untimed seconds of gRPC c=1 traffic after a server's first answer, before its blocks")
+    ap.add_argument("--rest-warmup", type=float, default=10, help="untimed seconds before the REST block")
     ap.add_argument("--high-concurrency", type=int, default=8)
     ap.add_argument("--sweep", default="4,16",
                     help="more gRPC concurrencies, each a block after c=1 and c=--high-concurrency ('' for none)")
@@ -323,7 +330,8 @@ def main():
         "host": {"nproc": os.cpu_count(), "cpu": cpu, "cpu_flags": simd, "loadavg_start": loadgen.loadavg(),
                  "python": platform.python_version(), "grpcio_client": grpc.__version__},
         "settings": {"seconds": a.seconds, "warmup": a.warmup, "floor_seconds": a.floor_seconds,
-                     "high_concurrency": a.high_concurrency, "sweep": a.sweep, "model": os.path.basename(a.model_path)},
+                     "high_concurrency": a.high_concurrency, "sweep": a.sweep,
+                     "server_warmup": a.server_warmup, "rest_warmup": a.rest_warmup, "model": os.path.basename(a.model_path)},
         "request": dict(meta, grpc_bytes={k: len(loadgen.Target(k, "x:1", a.model, "input", x).body)
                                           for k in loadgen.GRPC_KINDS},
                         rest_json_bytes=len(loadgen.rest_body("input", x))),
