@@ -216,6 +216,61 @@ for (const transport of ['lean', 'node'] as const) {
       await keepaliveServer.close(1000);
     });
 
+    it('a response the client never lets through (window 0) is reset with CANCEL after the send-stall time', async () => {
+      const stalled = await startGrpcServer({
+        host: '127.0.0.1',
+        port: 0,
+        transport,
+        logger: silentLogger,
+        sendStallTimeoutMs: 300,
+        services: [
+          {
+            name: 't.Svc',
+            methods: { Big: { handler: () => Promise.resolve([Buffer.alloc(4 * 1024 * 1024, 7)]) } },
+          },
+        ],
+      });
+      const client = http2.connect(`http://127.0.0.1:${stalled.port}`, {
+        settings: { initialWindowSize: 0 },
+      });
+      client.on('error', () => undefined);
+      try {
+        const stream = client.request({
+          ':method': 'POST',
+          ':path': '/t.Svc/Big',
+          'content-type': 'application/grpc',
+          te: 'trailers',
+        });
+        stream.on('error', () => undefined);
+        const responded = new Promise<number>((resolve) => {
+          stream.once('response', () => {
+            resolve(Date.now());
+          });
+        });
+        const closed = new Promise<number>((resolve, reject) => {
+          const timer = setTimeout(() => {
+            reject(new Error('the stalled response was not reset within 10 s'));
+          }, 10_000);
+          stream.once('close', () => {
+            clearTimeout(timer);
+            resolve(stream.rstCode ?? -1);
+          });
+        });
+        stream.end(grpcMessage(Buffer.from('x')));
+        const t0 = await responded;
+        assert.equal(await closed, http2.constants.NGHTTP2_CANCEL);
+        assert.ok(Date.now() - t0 >= 150, `reset ${Date.now() - t0} ms after the headers`);
+        const ended = Date.now();
+        while (stalled.inFlight > 0 && Date.now() - ended < 5000) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        assert.equal(stalled.inFlight, 0, 'the call was not released');
+      } finally {
+        client.destroy();
+        await stalled.close(1000);
+      }
+    });
+
     it('keepalive: a client that answers PINGs stays connected; one that never does is closed', async () => {
       const client = http2.connect(`http://127.0.0.1:${keepaliveServer.port}`);
       let pings = 0;

@@ -16,9 +16,9 @@ export interface GrpcListenerOptions {
   readonly maxHeaderListBytes: number;
   readonly maxConnections: number;
   /**
-   * Lean transport: a response the peer's flow control holds back with no progress for this
-   * long is reset (CANCEL) and released, and a socket whose writes stall this long is
-   * destroyed, ms. Default 30000 (DEFAULT_SEND_STALL_MS). The node transport ignores it.
+   * A response the peer's flow control holds back with no progress for this long is reset
+   * (CANCEL) and released (both transports); on the lean transport a socket whose writes
+   * stall this long is also destroyed, ms. Default 30000 (DEFAULT_SEND_STALL_MS).
    */
   readonly sendStallMs?: number | undefined;
   /**

@@ -70,6 +70,8 @@ export class NodeCallStream implements GrpcCallStream {
   constructor(
     private readonly stream: ServerHttp2Stream,
     readonly headers: IncomingHttpHeaders,
+    /** A response that makes no progress for this long is reset (CANCEL), ms; 0: never. */
+    private readonly sendStallMs = 0,
   ) {}
 
   get socket(): unknown {
@@ -107,6 +109,40 @@ export class NodeCallStream implements GrpcCallStream {
       stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' });
     });
     writeMessage(stream, prefix, chunks, length);
+    if (this.sendStallMs > 0) this.watchSendStall();
+  }
+
+  /**
+   * Resets the stream (CANCEL) when its response makes no progress for sendStallMs: a client
+   * whose flow control never lets it through (a window of 0, a client that stopped reading)
+   * would otherwise hold the call, its admission bytes and lent output memory for ever.
+   * Progress is the stream's unsent bytes going down; done is the stream closing.
+   */
+  private watchSendStall(): void {
+    const { stream } = this;
+    let unsent = Number.POSITIVE_INFINITY;
+    let since = Date.now();
+    const timer = setInterval(
+      () => {
+        if (stream.closed || stream.destroyed) {
+          clearInterval(timer);
+          return;
+        }
+        const now = stream.writableLength;
+        if (now < unsent) {
+          unsent = now;
+          since = Date.now();
+        } else if (Date.now() - since >= this.sendStallMs) {
+          clearInterval(timer);
+          stream.close(http2.constants.NGHTTP2_CANCEL);
+        }
+      },
+      Math.max(25, this.sendStallMs / 4),
+    );
+    timer.unref();
+    stream.once('close', () => {
+      clearInterval(timer);
+    });
   }
 
   respondStatus(code: number, message: string): void {

@@ -8,6 +8,7 @@ import type { Socket } from 'node:net';
 import { tlsServerOptions } from '../shared/listener-tls.js';
 import { type GrpcListener, type GrpcListenerOptions, listenOn } from './grpc-listener.js';
 import { NodeCallStream } from './node-call-stream.js';
+import { DEFAULT_SEND_STALL_MS } from './h2/connection.js';
 import { createLimitCounts, hasConnectionLimits, watchConnectionLifetime } from './connection-lifetime.js';
 
 export async function startNodeListener(options: GrpcListenerOptions): Promise<GrpcListener> {
@@ -103,7 +104,7 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
     stream.on('error', (error) => {
       logger.debug('grpc stream error', { error });
     });
-    options.onStream(new NodeCallStream(stream, headers));
+    options.onStream(new NodeCallStream(stream, headers, options.sendStallMs ?? DEFAULT_SEND_STALL_MS));
   });
 
   const port = await listenOn(server, options.port, options.host);
