@@ -3,7 +3,7 @@
  * a block encodes once and can be sent on any connection: the blocks of every OK response
  * are constants.
  */
-import { encodeHeaderBlock } from './hpack.js';
+import { encodeHeaderBlock } from '@visionserve/protocol/h2';
 
 /** Response headers of every call that gets a message. */
 export const RESPONSE_HEAD = encodeHeaderBlock([
