@@ -56,7 +56,10 @@ export function createMessageAssembler(options: MessageAssemblerOptions): Messag
       // Not from Buffer's shared pool: the caller's tensors may be views of it for as long as it likes.
       out = new Uint8Array(Buffer.allocUnsafeSlow((pad & 7) + length).buffer, pad & 7, length);
     } catch {
-      return new ServingError(Code.RESOURCE_EXHAUSTED, `Cannot allocate ${length} bytes for the received message`);
+      return new ServingError(
+        Code.RESOURCE_EXHAUSTED,
+        `Cannot allocate ${length} bytes for the received message`,
+      );
     }
     for (const part of held) {
       out.set(part, filled);
@@ -107,8 +110,7 @@ export function createMessageAssembler(options: MessageAssemblerOptions): Messag
         heldBytes += n;
         return tryPlace();
       }
-      const inPlace =
-        at === 0 && chunk.buffer === out.buffer && chunk.byteOffset === out.byteOffset + filled;
+      const inPlace = at === 0 && chunk.buffer === out.buffer && chunk.byteOffset === out.byteOffset + filled;
       if (!inPlace) out.set(at === 0 ? chunk : chunk.subarray(at), filled);
       filled += n;
       return undefined;

@@ -228,7 +228,8 @@ export class H2ClientConnection implements FrameSink {
       cancel: () => {
         if (!this.streams.has(id)) return;
         this.forget(stream);
-        if (this.failed === undefined) this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, id, ErrorCode.CANCEL));
+        if (this.failed === undefined)
+          this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, id, ErrorCode.CANCEL));
       },
     };
   }
@@ -260,13 +261,25 @@ export class H2ClientConnection implements FrameSink {
   /** Sends as much of the stream's request as the windows allow. */
   private flush(stream: StreamState): void {
     while (stream.pendingBytes > 0) {
-      const allowed = Math.min(stream.sendWindow, this.connSendWindow, this.peerMaxFrame, stream.pendingBytes);
+      const allowed = Math.min(
+        stream.sendWindow,
+        this.connSendWindow,
+        this.peerMaxFrame,
+        stream.pendingBytes,
+      );
       if (allowed <= 0) return;
       stream.sendWindow -= allowed;
       this.connSendWindow -= allowed;
       stream.pendingBytes -= allowed;
       const head = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-      writeFrameHeader(head, 0, allowed, FrameType.DATA, stream.pendingBytes === 0 ? Flag.END_STREAM : 0, stream.id);
+      writeFrameHeader(
+        head,
+        0,
+        allowed,
+        FrameType.DATA,
+        stream.pendingBytes === 0 ? Flag.END_STREAM : 0,
+        stream.id,
+      );
       this.socket.write(head);
       let left = allowed;
       while (left > 0) {
@@ -416,17 +429,21 @@ export class H2ClientConnection implements FrameSink {
         break;
       case FrameType.RST_STREAM: {
         if (streamId === 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
-        if (payload.byteLength !== 4) throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
+        if (payload.byteLength !== 4)
+          throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
         const stream = this.streams.get(streamId);
         if (stream === undefined) return;
         const code = payload.readUInt32BE(0);
         this.forget(stream);
-        stream.handler.onError(new ServingError(codeOfReset(code), `Stream reset by the server (HTTP/2 error ${code})`));
+        stream.handler.onError(
+          new ServingError(codeOfReset(code), `Stream reset by the server (HTTP/2 error ${code})`),
+        );
         break;
       }
       case FrameType.GOAWAY: {
         if (streamId !== 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
-        if (payload.byteLength < 8) throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY under 8 bytes');
+        if (payload.byteLength < 8)
+          throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY under 8 bytes');
         const last = payload.readUInt32BE(0) & 0x7fffffff;
         const code = payload.readUInt32BE(4);
         this.drain();
@@ -434,7 +451,10 @@ export class H2ClientConnection implements FrameSink {
           if (stream.id <= last) continue;
           this.forget(stream);
           stream.handler.onError(
-            new ServingError(Code.UNAVAILABLE, `Connection going away (HTTP/2 error ${code}); call not processed`),
+            new ServingError(
+              Code.UNAVAILABLE,
+              `Connection going away (HTTP/2 error ${code}); call not processed`,
+            ),
           );
         }
         if (this.streams.size === 0) this.close();
@@ -507,16 +527,19 @@ export class H2ClientConnection implements FrameSink {
   private onSettings(flags: number, streamId: number, payload: Buffer): void {
     if (streamId !== 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
     if ((flags & Flag.ACK) !== 0) {
-      if (payload.byteLength !== 0) throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
+      if (payload.byteLength !== 0)
+        throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
       this.hpack.settingsAcknowledged();
       return;
     }
-    if (payload.byteLength % 6 !== 0) throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS not a multiple of 6 bytes');
+    if (payload.byteLength % 6 !== 0)
+      throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS not a multiple of 6 bytes');
     for (let at = 0; at < payload.byteLength; at += 6) {
       const id = payload.readUInt16BE(at);
       const value = payload.readUInt32BE(at + 2);
       if (id === Setting.INITIAL_WINDOW_SIZE) {
-        if (value > MAX_WINDOW) throw new ProtocolFault(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE too large');
+        if (value > MAX_WINDOW)
+          throw new ProtocolFault(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE too large');
         const delta = value - this.peerInitialWindow;
         this.peerInitialWindow = value;
         for (const stream of this.streams.values()) stream.sendWindow += delta;
@@ -535,12 +558,14 @@ export class H2ClientConnection implements FrameSink {
   }
 
   private onWindowUpdate(streamId: number, payload: Buffer): void {
-    if (payload.byteLength !== 4) throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE not 4 bytes');
+    if (payload.byteLength !== 4)
+      throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE not 4 bytes');
     const increment = payload.readUInt32BE(0) & 0x7fffffff;
     if (streamId === 0) {
       if (increment === 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
       this.connSendWindow += increment;
-      if (this.connSendWindow > MAX_WINDOW) throw new ProtocolFault(ErrorCode.FLOW_CONTROL_ERROR, 'Window over 2^31-1');
+      if (this.connSendWindow > MAX_WINDOW)
+        throw new ProtocolFault(ErrorCode.FLOW_CONTROL_ERROR, 'Window over 2^31-1');
       this.flushAll();
       return;
     }

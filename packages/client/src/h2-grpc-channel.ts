@@ -41,7 +41,10 @@ function parseAddress(address: string): { host: string; port: number } {
     throw new ServingError(Code.INVALID_ARGUMENT, `Bad gRPC address: ${address}`);
   }
   if (url.protocol !== 'http:') {
-    throw new ServingError(Code.INVALID_ARGUMENT, `Only plaintext http:// gRPC addresses are supported: ${address}`);
+    throw new ServingError(
+      Code.INVALID_ARGUMENT,
+      `Only plaintext http:// gRPC addresses are supported: ${address}`,
+    );
   }
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
   return { host, port: url.port === '' ? 80 : Number(url.port) };

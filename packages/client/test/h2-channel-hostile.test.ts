@@ -344,7 +344,9 @@ describe('lean gRPC channel against a scripted HTTP/2 server', () => {
     assert.ok(performance.now() - t0 < 3000);
     const controller = new AbortController();
     const pending = channel.unary('/x/y', new Uint8Array(0), { signal: controller.signal });
-    setTimeout(() => controller.abort(), 50);
+    setTimeout(() => {
+      controller.abort();
+    }, 50);
     await assert.rejects(pending, isCode(Code.CANCELLED));
     // Late DATA for the reset streams is dropped; the connection still answers.
     script = (socket, id) => {

@@ -78,7 +78,8 @@ export async function measureRssPerMessage(
     });
     const peak = readPeakRssBytes(o.pid);
     if (peak === undefined) return { unavailable: 'no VmHWM for the server' };
-    if (sample.latenciesMs.length === 0) return { unavailable: `every request failed: ${sample.firstError ?? '?'}` };
+    if (sample.latenciesMs.length === 0)
+      return { unavailable: `every request failed: ${sample.firstError ?? '?'}` };
     points.push({
       concurrency,
       idleBytes: idle,
