@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Runs every compiled test file with node's test runner, then the Python compatibility suite and
-// the peers benchmark's report tests, then the deploy/ manifest validation (Go, deploy/validate/run.sh).
+// Runs every compiled test file with node's test runner, then the Python compatibility suite,
+// h2spec against the gRPC port (compat/h2spec), the peers benchmark's report tests, then the deploy/ manifest validation (Go, deploy/validate/run.sh).
 // Usage: node scripts/run-tests.mjs [--only-node | --only-deploy] [filter]
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync, existsSync } from 'node:fs';
@@ -50,6 +50,12 @@ let status = node.status ?? 1;
 if (!onlyNode && !filter) {
   const py = spawnSync('bash', [join(root, 'compat', 'run.sh')], { stdio: 'inherit', cwd: root });
   if ((py.status ?? 1) !== 0) status = py.status ?? 1;
+  // h2spec, the HTTP/2 conformance tester, against the gRPC port (Go builds it on first use).
+  const h2 = spawnSync(process.execPath, [join(root, 'compat', 'h2spec', 'run.mjs')], {
+    stdio: 'inherit',
+    cwd: root,
+  });
+  if ((h2.status ?? 1) !== 0) status = h2.status ?? 1;
   // The peers benchmark's report (standard library only; the benchmark itself runs on demand).
   const peers = spawnSync(
     'python3',

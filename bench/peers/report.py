@@ -58,6 +58,7 @@ def summarize(results, index):
         "cold_start_s": (s.get("cold_start") or {}).get("first_answer_s"),
         "loadavg": [s.get("loadavg_before"), s.get("loadavg_after")],
         "phases": {"grpc1": g1, "grpc8": g8, "rest1": r1},
+        "grpc_by_concurrency": {p["concurrency"]: p for p in s.get("phases", []) if p["kind"] != "rest-json"},
     }
 
 
@@ -108,18 +109,44 @@ def main_table(results):
     if ceiling:
         lines.append(_row(f"gRPC c={hc} throughput / measured two-process ceiling ({_num(ceiling)} runs/s)", cells(
             lambda s: "–" if not s["grpc8_rps"] else f"{s['grpc8_rps'] / ceiling:.2f}×")))
+    levels = sorted({p["concurrency"] for s in servers for p in s.get("phases", [])
+                     if p["kind"] != "rest-json" and p["concurrency"] > 1})
+    if len(levels) > 1:
+        def sweep(s):
+            parts = []
+            for c in levels:
+                p = s["grpc_by_concurrency"].get(c)
+                if p is None:
+                    parts.append("–")
+                else:
+                    parts.append(_num(p["rps"]) + (f" ({p['rps'] / ceiling:.2f}×)" if ceiling else "") + _errors(p))
+            return " / ".join(parts)
+        label = "/".join(f"c={c}" for c in levels)
+        lines.append(_row(f"gRPC throughput at {label} (req/s{', × ceiling' if ceiling else ''})", cells(sweep)))
     lines.append(_row(f"server CPU per request at c={hc} (ms; floor ≈ {_num(all_floor_cpu)})",
                       cells(lambda s: _num(s["grpc8_cpu_ms"]))))
     lines.append(_row("server CPU per request at c=1 (ms)", cells(
         lambda s: _num(s["phases"]["grpc1"] and s["phases"]["grpc1"].get("server_cpu_ms_per_req")))))
     lines.append(_row(f"server CPU over the floor's, c=1 / c={hc} (ms per request)", cells(
         lambda s: f"{_over(s, 'grpc1')} / {_over(s, 'grpc8')}")))
+    lines.append(_row(f"server process CPU by thread, c=1 / c={hc} (ms per request: main · busiest · rest)",
+                      cells(lambda s: f"{_threads(s['phases']['grpc1'])} / {_threads(s['phases']['grpc8'])}")))
     lines.append(_row(f"REST JSON c=1 p50 (ms, {rest_mb:.1f} MB body)", cells(
         lambda s: _num(s["rest1_p50_ms"]) + _errors(s["phases"]["rest1"]))))
     lines.append(_row("cold start to first answer (s)", cells(lambda s: _num(s["cold_start_s"], 2))))
     lines.append(_row("load average (1 min) before → after", [
         f"{_num(s['loadavg'][0])} → {_num(s['loadavg'][1])}" for s in sums]))
     return "\n".join(lines)
+
+
+def _threads(phase):
+    """A phase's root-process CPU by thread: main · the busiest threads (up to two, joined by +) · the rest."""
+    t = phase and phase.get("server_threads_ms_per_req")
+    if not t:
+        return "–"
+    shown = [v for v in t["busiest"][:2] if v >= 0.05]
+    rest = t["rest"] + sum(t["busiest"]) - sum(shown)
+    return f"{_num(t['main'])} · {'+'.join(_num(v) for v in shown) or '0'} · {_num(rest)}"
 
 
 def detail_table(results):
@@ -191,7 +218,10 @@ def markdown(results):
         f"Request: {req['image']} preprocessed once to {req['dtype']} [{','.join(str(d) for d in req['shape'])}] "
         f"({req['bytes']:,} B; gRPC message {', '.join(f'{k} {v:,} B' for k, v in req['grpc_bytes'].items())}; "
         f"REST JSON body {req['rest_json_bytes']:,} B). Each block: {st['warmup']} s untimed, then {st['seconds']} s "
-        f"timed, closed loop; floor {st['floor_seconds']} s before every server and after the last.",
+        f"timed, closed loop; floor {st['floor_seconds']} s before every server and after the last."
+        + (f" Each server first gets {st['server_warmup']:g} s of untimed gRPC c=1 traffic after its first answer"
+           f" (the REST block {max(st['warmup'], st.get('rest_warmup', 0)):g} s)."
+           if st.get("server_warmup") else ""),
     ]
     tables = [" ".join(cond), main_table(results), detail_table(results), floor_table(results)]
     if results.get("ceilings"):

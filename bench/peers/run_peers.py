@@ -3,7 +3,8 @@
 
 For each server in --servers: the onnxruntime floor (floor.py, its own process), then start the
 server on loopback (its own process group) and time it to the first correct answer, then drive it
-with loadgen.py's closed loop: gRPC c=1, gRPC c=--high-concurrency, REST JSON c=1 (each after an
+with loadgen.py's closed loop: gRPC c=1, gRPC c=--high-concurrency, gRPC at each --sweep concurrency,
+REST JSON c=1 (each after an
 untimed warmup), then stop it (SIGTERM to the group, SIGKILL after a grace period). A last floor
 follows the last server, so every server sits between two floors. Results: <out>/results.json,
 <out>/results.md (report.py), <out>/<server>.log.
@@ -241,13 +242,18 @@ def bench_server(a, name, x, ref, model_dir, run_dir):
         print(f"[{name}] first answer after {res['cold_start']['first_answer_s']} s over {target.kind}, "
               f"argmax {res['answer']['grpc_argmax']} (floor {int(ref.argmax())})", flush=True)
         time.sleep(1)
-        phases = loadgen.drive(target, [1, a.high_concurrency], a.seconds, a.warmup, proc.pid)
+        if a.server_warmup > 0:
+            # Steady state before the timed blocks: V8 compiles visionserve's hot paths over about
+            # its first minute of traffic (the Python servers have no such phase).
+            loadgen.run_phase(target.caller_factory(), 1, a.server_warmup)
+        levels = [1, a.high_concurrency] + [c for c in a.sweep if c not in (1, a.high_concurrency)]
+        phases = loadgen.drive(target, levels, a.seconds, a.warmup, proc.pid)
         target.close()
         if a.rest:
             rest = loadgen.Target("rest-json", f"127.0.0.1:{rport}", a.model, "input", x)
             rout = rest.decode(rest.caller_factory()()())
             res["answer"]["rest_argmax"] = int(rout.argmax())
-            phases += loadgen.drive(rest, [1], a.seconds, a.warmup, proc.pid)
+            phases += loadgen.drive(rest, [1], a.seconds, max(a.warmup, a.rest_warmup), proc.pid)
         for p in phases:
             print(f"[{name}] {p['kind']} c={p['concurrency']}: {p['rps']} req/s, "
                   f"p50 {p['p50_ms']} p99 {p['p99_ms']} ms, "
@@ -290,7 +296,12 @@ def main():
     ap.add_argument("--seconds", type=float, default=12, help="timed seconds per block")
     ap.add_argument("--warmup", type=float, default=2, help="untimed seconds before each block")
     ap.add_argument("--floor-seconds", type=float, default=4)
+    ap.add_argument("--server-warmup", type=float, default=30,
+                    help="untimed seconds of gRPC c=1 traffic after a server's first answer, before its blocks")
+    ap.add_argument("--rest-warmup", type=float, default=10, help="untimed seconds before the REST block")
     ap.add_argument("--high-concurrency", type=int, default=8)
+    ap.add_argument("--sweep", default="4,16",
+                    help="more gRPC concurrencies, each a block after c=1 and c=--high-concurrency ('' for none)")
     ap.add_argument("--no-rest", dest="rest", action="store_false")
     ap.add_argument("--cold-timeout", type=float, default=180)
     ap.add_argument("--stop-grace", type=float, default=20)
@@ -301,6 +312,7 @@ def main():
     ap.add_argument("--visionserve-args", default="", help="extra `visionserve serve` flags")
     a = ap.parse_args()
     a.model_path = os.path.abspath(a.model_path)
+    a.sweep = [int(c) for c in a.sweep.split(",") if c.strip()]
     names = [n for n in a.servers.split(",") if n]
     unknown = [n for n in names if n not in SPECS]
     if unknown:
@@ -318,7 +330,8 @@ def main():
         "host": {"nproc": os.cpu_count(), "cpu": cpu, "cpu_flags": simd, "loadavg_start": loadgen.loadavg(),
                  "python": platform.python_version(), "grpcio_client": grpc.__version__},
         "settings": {"seconds": a.seconds, "warmup": a.warmup, "floor_seconds": a.floor_seconds,
-                     "high_concurrency": a.high_concurrency, "model": os.path.basename(a.model_path)},
+                     "high_concurrency": a.high_concurrency, "sweep": a.sweep,
+                     "server_warmup": a.server_warmup, "rest_warmup": a.rest_warmup, "model": os.path.basename(a.model_path)},
         "request": dict(meta, grpc_bytes={k: len(loadgen.Target(k, "x:1", a.model, "input", x).body)
                                           for k in loadgen.GRPC_KINDS},
                         rest_json_bytes=len(loadgen.rest_body("input", x))),

@@ -76,6 +76,18 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| kserve | ", md)
         self.assertIn("| after | 100 | 20.0 | 40.0 | 12.0 | 1.0 → 1.5 |", md)
 
+    def test_cpu_by_thread_row(self):
+        r = results()
+        # results from before the split have no thread figures
+        self.assertIn("(ms per request: main · busiest · rest) | – / – |", report.main_table(r))
+        g1, g8 = r["servers"][0]["phases"][:2]
+        g1["server_threads_ms_per_req"] = {"main": 1.04, "busiest": [22.4, 0.02, 0.01], "rest": 0.1}
+        g8["server_threads_ms_per_req"] = {"main": 1.2, "busiest": [11.5, 11.6, 0.1], "rest": 0.3}
+        t = report.main_table(r)
+        # threads under 0.05 ms per request join the rest; so does every thread past the second busiest
+        self.assertIn("| server process CPU by thread, c=1 / c=8 (ms per request: main · busiest · rest) "
+                      "| 1.0 · 22.4 · 0.1 / 1.2 · 11.5+11.6 · 0.4 |", t)
+
     def test_throughput_is_held_against_the_measured_ceiling(self):
         r = results()
         self.assertNotIn("ceiling", report.main_table(r))  # older results have none
@@ -89,9 +101,29 @@ class ReportTest(unittest.TestCase):
         t = report.main_table(r)
         # 140 req/s against the mean of the two measured ceilings (140 runs/s)
         self.assertIn("| gRPC c=8 throughput / measured two-process ceiling (140.0 runs/s) | 1.00× |", t)
+        self.assertNotIn("gRPC throughput at", t)  # one level above c=1: no sweep row
         md = report.markdown(r)
         self.assertIn("| before | 150.0 | 13.0 / 13.4 | 12.9 / 13.1 |", md)
         self.assertIn("| broken | failed: no onnxruntime | | |", md)
+
+    def test_conditions_name_the_server_warmup_when_there_is_one(self):
+        r = results()
+        self.assertNotIn("untimed gRPC c=1 traffic", report.markdown(r))
+        r["settings"].update(server_warmup=30, rest_warmup=10)
+        self.assertIn("Each server first gets 30 s of untimed gRPC c=1 traffic after its first answer "
+                      "(the REST block 10 s).", report.markdown(r))
+
+    def test_sweep_row_lists_every_grpc_concurrency_against_the_ceiling(self):
+        r = results()
+        r["servers"][0]["phases"] += [phase("tfs-grpc", 4, 30.0, 60.0, 126.0, 14.0),
+                                      phase("tfs-grpc", 16, 99.0, 150.0, 133.0, 14.5, errors=1)]
+        t = report.main_table(r)
+        self.assertIn("| gRPC throughput at c=4/c=8/c=16 (req/s) | 126.0 / 140.0 / 133.0 (1 errors) |", t)
+        r["ceilings"] = [{"when": "before", "processes": 2, "runs_per_s": 140.0, "p50_ms": [13.0, 13.4],
+                          "cpu_ms_per_run": [12.9, 13.1], "loadavg_1m": [1.0, 1.2]}]
+        t = report.main_table(r)
+        self.assertIn("| gRPC throughput at c=4/c=8/c=16 (req/s, × ceiling) | 126.0 (0.90×) / 140.0 (1.00×) / "
+                      "133.0 (0.95×) (1 errors) |", t)
 
 
 if __name__ == "__main__":

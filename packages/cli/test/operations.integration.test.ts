@@ -190,6 +190,43 @@ describe('Prometheus metrics', () => {
   });
 });
 
+describe('admission and gRPC connection metrics', () => {
+  let h: Harness;
+  let root: string;
+  before(async () => {
+    root = await tempRepo('vs-ops-shed-');
+    const base = await placeModel(root, 'half', 1, halfPlusTwoModel());
+    h = await startHarness({
+      modelName: 'half',
+      modelBasePath: base,
+      monitoringConfigFile: await writeMonitoring(root),
+      // Bodies above 4 KiB are refused by the in-flight budget; idle gRPC connections close after 300 ms.
+      maxInflightRequestBytes: 4096,
+      grpcChannelArguments: ['grpc.max_connection_idle_ms=300'],
+    });
+  });
+  after(() => h.close());
+
+  it('counts refusals by reason, open gRPC connections and those a limit ended', async () => {
+    const big = await postJson(`${h.rest}/v1/models/half:predict`, {
+      instances: Array.from({ length: 2000 }, (_, i) => i),
+    });
+    assert.notEqual(big.status, 200);
+    await grpcPredict(h.grpc, 'half', x([1]));
+    const during = await scrape(h.rest);
+    assert.ok(sample(during, 'visionserve_shed_requests_total', { reason: 'inflight-budget' }) >= 1);
+    assert.equal(sample(during, 'visionserve_grpc_connections', {}), 1);
+    // Idle for longer than the limit: GOAWAY, the connection closes and is counted.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const idle = await scrape(h.rest);
+    assert.equal(sample(idle, 'visionserve_grpc_connections', {}), 0);
+    assert.ok(sample(idle, 'visionserve_grpc_connections_limited_total', { reason: 'max_idle' }) >= 1);
+    // The client reconnects on its next call.
+    const again = await grpcPredict(h.grpc, 'half', x([2]));
+    assert.deepEqual(Array.from(again.outputs['y']?.data as Float32Array), [3]);
+  });
+});
+
 describe('batching metrics', () => {
   let h: Harness;
   before(async () => {

@@ -17,6 +17,7 @@ import {
 } from './batching/batching-parameters.js';
 import { createBatchingSessionFactory } from './batching/batching-session-factory.js';
 import { type BatchingStats, createBatchingStats } from './batching/batching-stats.js';
+import { APPLIED_GRPC_ARGUMENTS, parseGrpcChannelArguments } from './config/grpc-channel-arguments.js';
 import { DEFAULTS, type ServerConfig } from './config/server-config.js';
 import type { ModelConfig } from './core/model-config.js';
 import { DEFAULT_VERSION_POLICY } from './core/model-config.js';
@@ -524,6 +525,8 @@ async function startServer(
       shedReporter.report('inflight-budget', undefined, message, details);
     },
   });
+  // Declared before the metrics sources that read it (the listener starts further down).
+  let grpc: RunningGrpcServer | undefined;
   ops.metrics?.attach({
     versionStates: () =>
       manager.modelNames().flatMap((model) => {
@@ -537,6 +540,8 @@ async function startServer(
     batching: batching === undefined ? undefined : () => batching.snapshot(),
     inflight: () => ({ bytes: budget.usedBytes, requests: budget.requests }),
     shed: () => shedReporter.counts(),
+    grpcConnections: () =>
+      grpc === undefined ? undefined : { open: grpc.connections, limitCloses: grpc.limitCloses },
     responseCache:
       responseCache === undefined
         ? undefined
@@ -615,7 +620,6 @@ async function startServer(
   });
 
   let rest: StartedHttpServer | undefined;
-  let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
   let invoker: SageMakerInvoker | undefined;
   // Full collections stay rare under steady load (util/gc-headroom.ts); undone when the server stops.
@@ -707,12 +711,31 @@ async function startServer(
       );
     }
     if (config.grpcPort >= 0) {
+      const channelArguments = parseGrpcChannelArguments(config.grpcChannelArguments);
+      if (channelArguments.ignored.length > 0) {
+        logger.warn('--grpc_channel_arguments: not applied by this server, ignored', {
+          ignored: channelArguments.ignored,
+          applied: APPLIED_GRPC_ARGUMENTS,
+        });
+      }
+      const grpcArgs = channelArguments.applied;
       grpc = await listen('--port', config.grpcPort, () =>
         startGrpcServer({
           host: config.host,
           port: config.grpcPort,
           logger: logger.child({ component: 'grpc' }),
           budget,
+          connectionLimits: {
+            maxAgeMs: grpcArgs.maxConnectionAgeMs,
+            maxAgeGraceMs: grpcArgs.maxConnectionAgeGraceMs,
+            maxIdleMs: grpcArgs.maxConnectionIdleMs,
+            keepaliveTimeMs: grpcArgs.keepaliveTimeMs,
+            keepaliveTimeoutMs: grpcArgs.keepaliveTimeoutMs,
+          },
+          maxConcurrentStreams: grpcArgs.maxConcurrentStreams,
+          ...(grpcArgs.maxReceiveMessageBytes === undefined || grpcArgs.maxReceiveMessageBytes < 0
+            ? {}
+            : { maxMessageBytes: grpcArgs.maxReceiveMessageBytes }),
           maxConnections: config.maxConnections,
           bodyTimeoutMs: config.requestBodyTimeoutMs,
           transport: config.grpcTransport,
@@ -1018,6 +1041,8 @@ function createLateBoundMetrics(
     queueDepths: () => sources.queueDepths?.() ?? [],
     batching: batchingOn ? () => sources.batching?.() ?? [] : undefined,
     inflight: () => sources.inflight?.() ?? { bytes: 0, requests: 0, shed: 0 },
+    shed: () => sources.shed?.() ?? new Map<string, number>(),
+    grpcConnections: () => sources.grpcConnections?.(),
     responseCache: cacheOn ? () => sources.responseCache?.() : undefined,
   });
   return Object.assign(metrics, {

@@ -454,6 +454,145 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
         c.close();
       }
     });
+    it('DATA on a stream the client ended gets STREAM_CLOSED once; PRIORITY on itself or of the wrong length resets', async () => {
+      const c = open();
+      try {
+        c.write(
+          frame(T.HEADERS, F.END_HEADERS, 1, call('Echo')),
+          frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.from('a'))),
+        );
+        await c.until(() =>
+          c.frames.some((f) => f.type === T.HEADERS && f.stream === 1 && (f.flags & F.END_STREAM) !== 0),
+        );
+        const self = Buffer.alloc(5);
+        self.writeUInt32BE(7, 0);
+        c.write(
+          frame(T.DATA, 0, 1, Buffer.from('late')),
+          frame(T.DATA, 0, 1, Buffer.from('later')),
+          frame(T.PRIORITY, 0, 7, self),
+          frame(T.PRIORITY, 0, 1, Buffer.alloc(4)),
+          frame(T.HEADERS, F.END_HEADERS, 3, call('Echo')),
+          frame(T.DATA, F.END_STREAM, 3, grpcMessage(Buffer.from('b'))),
+        );
+        await c.until(() =>
+          c.frames.some((f) => f.type === T.HEADERS && f.stream === 3 && (f.flags & F.END_STREAM) !== 0),
+        );
+        const resets = c.frames
+          .filter((f) => f.type === T.RST_STREAM)
+          .map((f) => [f.stream, f.payload.readUInt32BE(0)]);
+        assert.deepEqual(resets, [
+          [1, E.STREAM_CLOSED],
+          [7, E.PROTOCOL_ERROR],
+          [1, E.FRAME_SIZE_ERROR],
+        ]);
+        assert.equal(c.goawayCode(), undefined);
+      } finally {
+        c.close();
+      }
+    });
+
+    it('an empty :path and a content-length the DATA does not match reset the stream with PROTOCOL_ERROR', async () => {
+      const c = open();
+      const withHeaders = (path: string, extra: readonly (readonly [string, string])[]): Buffer =>
+        hpack([
+          [':method', 'POST'],
+          [':scheme', 'http'],
+          [':path', path],
+          ['content-type', 'application/grpc'],
+          ...extra,
+        ]);
+      try {
+        const message = grpcMessage(Buffer.from('c'));
+        c.write(
+          frame(T.HEADERS, F.END_HEADERS | F.END_STREAM, 1, withHeaders('', [])),
+          frame(T.HEADERS, F.END_HEADERS, 3, withHeaders('/t.Svc/Echo', [['content-length', '1']])),
+          frame(T.DATA, F.END_STREAM, 3, message),
+          frame(T.HEADERS, F.END_HEADERS, 5, withHeaders('/t.Svc/Echo', [['content-length', '100']])),
+          frame(T.DATA, F.END_STREAM, 5, message),
+          frame(
+            T.HEADERS,
+            F.END_HEADERS | F.END_STREAM,
+            7,
+            withHeaders('/t.Svc/Echo', [['content-length', '6']]),
+          ),
+          frame(T.HEADERS, F.END_HEADERS, 9, withHeaders('/t.Svc/Echo', [['content-length', '0x6']])),
+          frame(
+            T.HEADERS,
+            F.END_HEADERS,
+            11,
+            withHeaders('/t.Svc/Echo', [['content-length', String(message.byteLength)]]),
+          ),
+          frame(T.DATA, F.END_STREAM, 11, message),
+        );
+        await c.until(() =>
+          c.frames.some((f) => f.type === T.HEADERS && f.stream === 11 && (f.flags & F.END_STREAM) !== 0),
+        );
+        for (const id of [1, 3, 5, 7, 9]) assert.equal(c.reset(id), E.PROTOCOL_ERROR, `stream ${id}`);
+        assert.equal(c.reset(11), undefined);
+        assert.equal(c.goawayCode(), undefined);
+      } finally {
+        c.close();
+      }
+    });
+
+    it('answers a request that is not gRPC with 415 and a text body, sent within the client window', async () => {
+      const c = open([[4, 0]]);
+      const body: Buffer[] = [];
+      let ended = false;
+      c.onFrame = (f) => {
+        if (f.type !== T.DATA || f.stream !== 1) return;
+        body.push(f.payload);
+        if ((f.flags & F.END_STREAM) !== 0) ended = true;
+      };
+      try {
+        c.write(
+          frame(
+            T.HEADERS,
+            F.END_HEADERS | F.END_STREAM,
+            1,
+            hpack([
+              [':method', 'GET'],
+              [':scheme', 'http'],
+              [':path', '/'],
+            ]),
+          ),
+        );
+        await c.until(() => c.frames.some((f) => f.type === T.HEADERS && f.stream === 1));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        assert.equal(body.length, 0, 'DATA sent past a zero window');
+        c.write(frame(T.WINDOW_UPDATE, 0, 1, u32(1000)));
+        await c.until(() => ended, 5000, 'the end of the 415 body');
+        assert.match(Buffer.concat(body).toString(), /application\/grpc/);
+      } finally {
+        c.close();
+      }
+      const client = http2.connect(`http://127.0.0.1:${server.port}`);
+      try {
+        const answer = await new Promise<{ status: number; type: string; text: string }>(
+          (resolve, reject) => {
+            const stream = client.request({ ':path': '/' });
+            let status = 0;
+            let type = '';
+            const parts: Buffer[] = [];
+            stream.on('response', (h) => {
+              status = Number(h[':status']);
+              type = String(h['content-type']);
+            });
+            stream.on('data', (chunk: Buffer) => parts.push(chunk));
+            stream.on('error', reject);
+            stream.on('end', () => {
+              resolve({ status, type, text: Buffer.concat(parts).toString() });
+            });
+            stream.end();
+          },
+        );
+        assert.equal(answer.status, 415);
+        assert.equal(answer.type, 'text/plain');
+        assert.match(answer.text, /serves gRPC/);
+      } finally {
+        client.close();
+      }
+    });
   });
 
   /**

@@ -117,6 +117,89 @@ describe('onnx runtime (worker threads)', () => {
   });
 });
 
+describe('onnx runtime: large outputs lent from the worker', () => {
+  /** YOLOX-Nano: images float32 [1,3,416,416] -> output float32 [1,3549,85] (1.2 MB, above LEND_MIN_BYTES). */
+  const images = (fill: number): Record<string, Tensor> => ({
+    images: { dtype: 'float32', shape: [1, 3, 416, 416], data: new Float32Array(3 * 416 * 416).fill(fill) },
+  });
+  const bytesOf = (t: Tensor | undefined): Uint8Array => {
+    const data = t!.data as Float32Array;
+    return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  };
+  const holdingLease = () => {
+    let releases: (() => void)[] = [];
+    return {
+      lease: {
+        hold(release: () => void) {
+          releases.push(release);
+        },
+      },
+      release() {
+        for (const r of releases) r();
+        releases = [];
+      },
+    };
+  };
+
+  it('lends shared memory a later run never refills while the lease holds it, and reuses it after release or abort', async () => {
+    const base = await stageModel('yolox', 1, sharedModel('yolox_nano.onnx'));
+    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1 });
+    const session = await factory.load(source('yolox', base));
+    try {
+      // What each input gives, moved rather than lent (no lease).
+      const expected = new Map<number, Uint8Array>();
+      for (const fill of [0.1, 0.5, 0.9, 0.3]) {
+        const plain = (await session.run(images(fill)))['output'];
+        assert.ok(
+          !(bytesOf(plain).buffer instanceof SharedArrayBuffer),
+          'without a lease the output is moved',
+        );
+        expected.set(fill, bytesOf(plain).slice());
+      }
+      assert.notDeepEqual(expected.get(0.1), expected.get(0.5));
+
+      const a = holdingLease();
+      const viewA = bytesOf((await session.run(images(0.1), { lease: a.lease }))['output']);
+      assert.ok(viewA.buffer instanceof SharedArrayBuffer, 'a leased large output is lent shared memory');
+      assert.deepEqual(viewA, expected.get(0.1));
+      // While A's lease holds its slot, another run goes elsewhere.
+      const b = holdingLease();
+      const viewB = bytesOf((await session.run(images(0.5), { lease: b.lease }))['output']);
+      assert.deepEqual(viewB, expected.get(0.5));
+      assert.deepEqual(viewA, expected.get(0.1), 'a held slot was refilled');
+
+      // Released: the next run may use A's slot (the smallest free one that fits comes first).
+      a.release();
+      b.release();
+      const c = holdingLease();
+      await session.run(images(0.9), { lease: c.lease });
+      assert.deepEqual(viewA, expected.get(0.9), 'a released slot was not reused');
+      c.release();
+
+      // A run aborted while it runs: its result arrives unclaimed and gives its slot back.
+      const controller = new AbortController();
+      const aborted = session.run(images(0.3), { lease: holdingLease().lease, signal: controller.signal });
+      setTimeout(() => {
+        controller.abort();
+      }, 1);
+      await assert.rejects(aborted, (e: unknown) => e instanceof ServingError && e.code === Code.CANCELLED);
+      const ran = Date.now();
+      while (Date.now() - ran < 10_000 && Buffer.compare(viewA, expected.get(0.3)!) !== 0) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      assert.deepEqual(viewA, expected.get(0.3), 'the aborted run still ran in the released slot');
+      // Give the unclaimed result's release its turn, then the slot must be free again.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const d = holdingLease();
+      await session.run(images(0.5), { lease: d.lease });
+      assert.deepEqual(viewA, expected.get(0.5), "the aborted run's slot was not given back");
+      d.release();
+    } finally {
+      await session.close();
+    }
+  });
+});
+
 describe('onnx runtime: worker failures and back-pressure', () => {
   it('replaces a worker that dies, says so, and serves again', async () => {
     const base = await stageModel('mnist', 1, sharedModel('mnist-8.onnx'));

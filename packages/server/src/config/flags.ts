@@ -149,6 +149,11 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'time to send a request body / gRPC message (default 60000)',
   },
+  grpc_channel_arguments: {
+    key: 'grpcChannelArguments',
+    type: 'list',
+    help: 'comma-separated gRPC server arguments, TF Serving style: grpc.max_connection_age_ms, grpc.max_connection_age_grace_ms, grpc.max_connection_idle_ms, grpc.keepalive_time_ms, grpc.keepalive_timeout_ms, grpc.max_concurrent_streams, grpc.max_receive_message_length (others are ignored with a warning)',
+  },
   grpc_transport: {
     key: 'grpcTransport',
     type: 'string',

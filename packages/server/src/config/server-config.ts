@@ -2,6 +2,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { LogLevel } from '../util/logger.js';
 import { ConfigError } from './config-error.js';
+import { parseGrpcChannelArguments } from './grpc-channel-arguments.js';
 
 /**
  * The one configuration schema. Sources, lowest precedence first: defaults <
@@ -122,6 +123,11 @@ export interface ServerConfig {
    * DATA frames as large as the client allows), or `node`, node:http2. Default `lean`.
    */
   readonly grpcTransport: 'lean' | 'node';
+  /**
+   * TF Serving's `--grpc_channel_arguments` entries (`name=value`); the applied ones are in
+   * grpc-channel-arguments.ts. Default none.
+   */
+  readonly grpcChannelArguments: readonly string[];
   /**
    * Start even when a configured base path does not exist or holds no version yet, and keep
    * polling for it (TF Serving's behaviour; `--wait_for_models`). Default false: fail at
@@ -303,6 +309,7 @@ export const DEFAULTS = {
   httpHeadersTimeoutMs: 20_000,
   requestBodyTimeoutMs: 60_000,
   grpcTransport: 'lean',
+  grpcChannelArguments: [],
   waitForModels: false,
   savedModelConverterPython: undefined,
   savedModelCacheDir: undefined,
@@ -391,6 +398,7 @@ export function resolveServerConfig(
   if (!['lean', 'node'].includes(config.grpcTransport)) {
     throw new ConfigError(`--grpc_transport must be lean or node, got "${config.grpcTransport}"`);
   }
+  parseGrpcChannelArguments(config.grpcChannelArguments); // throws on a malformed entry
   if (!['none', 'explicit'].includes(config.kserveModelControlMode)) {
     throw new ConfigError(
       `--kserve_model_control_mode must be none or explicit, got "${config.kserveModelControlMode}"`,

@@ -69,6 +69,13 @@ export interface ServingMetricsOptions {
   readonly inflight?: (() => { bytes: number; requests: number }) | undefined;
   /** Requests refused by admission since start, per reason, read at scrape time. Default: none. */
   readonly shed?: (() => ReadonlyMap<string, number>) | undefined;
+  /**
+   * The gRPC listener's connections, read at scrape time: open now, and ended by each
+   * connection limit since start. Default: none.
+   */
+  readonly grpcConnections?:
+    | (() => { readonly open: number; readonly limitCloses: ReadonlyMap<string, number> } | undefined)
+    | undefined;
   /** Export process metrics (CPU, memory, event-loop lag, GC) with the `visionserve_` prefix. Default true. */
   readonly processMetrics?: boolean | undefined;
 }
@@ -317,6 +324,31 @@ export function createServingMetrics(options: ServingMetricsOptions = {}): Servi
       registers,
       collect() {
         this.set(read().bytes);
+      },
+    });
+  }
+  if (options.grpcConnections !== undefined) {
+    const read = options.grpcConnections;
+    new Gauge({
+      name: 'visionserve_grpc_connections',
+      help: 'Connections open on the gRPC port.',
+      registers,
+      collect() {
+        this.set(read()?.open ?? 0);
+      },
+    });
+    const seen = new Map<string, number>();
+    new Counter({
+      name: 'visionserve_grpc_connections_limited_total',
+      help: 'gRPC connections ended by a --grpc_channel_arguments limit (reason: max_age, max_idle, keepalive_timeout).',
+      labelNames: ['reason'],
+      registers,
+      collect() {
+        for (const [reason, total] of read()?.limitCloses ?? []) {
+          const before = seen.get(reason) ?? 0;
+          if (total > before) this.labels({ reason }).inc(total - before);
+          seen.set(reason, total);
+        }
       },
     });
   }

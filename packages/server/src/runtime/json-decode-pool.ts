@@ -12,6 +12,7 @@ import type { DecodeTicket, JsonDecoder } from '../contracts/json-decoder.js';
 import type { Logger } from '../util/logger.js';
 import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js';
 import { createSharedBodyPool } from './shared-body-pool.js';
+import { startWithoutMemoryReducer } from './worker-memory-reducer.js';
 
 /** The pool as server.ts holds it: the frontends' contract, and a way to stop it. */
 export interface JsonDecodePool extends JsonDecoder {
@@ -101,9 +102,14 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
   };
 
   const spawn = (): DecodeThread => {
-    const worker = new Worker(options.workerUrl ?? WORKER_URL, {
-      workerData: { nice: options.threadNice ?? 0 },
-    });
+    // Without V8's memory reducer, like the inference workers: its full GCs ran on the decode
+    // thread between bodies, inside the next request's latency (worker-memory-reducer.ts).
+    const worker = startWithoutMemoryReducer(
+      () =>
+        new Worker(options.workerUrl ?? WORKER_URL, {
+          workerData: { nice: options.threadNice ?? 0 },
+        }),
+    );
     worker.unref();
     const thread: DecodeThread = { worker, jobs: new Map(), pendingBytes: 0 };
     worker.on('message', (reply: FromDecodeWorker) => {

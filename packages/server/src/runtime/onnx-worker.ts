@@ -16,6 +16,7 @@ import ort from 'onnxruntime-node';
 import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
 import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor, WorkerInit } from './wire-tensor.js';
 import { ownedBuffer, tensorFromWire } from './wire-tensor.js';
+import { createOutputSlotPool } from './output-slot-pool.js';
 import { ortSessionOptions } from './session-options.js';
 import { lowerThreadPriority } from './thread-priority.js';
 
@@ -97,58 +98,19 @@ const POOL_MAX_BYTES = 128 * 1024 * 1024;
 /** A slot free for this long is dropped (its memory goes back after a burst), in ms. */
 const POOL_IDLE_MS = 30_000;
 
-/**
- * The worker's pool of shared output buffers. A slot is busy from the run that fills it
- * until the server's `release`: memory the server is still writing to a socket is never
- * refilled. Reused memory needs no fresh allocation (page faults) and no new external
- * ArrayBuffer on the server's heap (a full Mark-Compact per 34 MB response otherwise).
- */
-const pool: { sab: SharedArrayBuffer | undefined; busy: boolean; freeSince: number }[] = [];
-let pooledBytes = 0;
+/** The worker's output slots: busy from the run that fills one until the server's `release`. */
+const pool = createOutputSlotPool({ maxBytes: POOL_MAX_BYTES, idleMs: POOL_IDLE_MS });
 setInterval(() => {
-  const now = performance.now();
-  for (const s of pool) {
-    if (s.sab === undefined || s.busy || now - s.freeSince < POOL_IDLE_MS) continue;
-    pooledBytes -= s.sab.byteLength;
-    s.sab = undefined;
-  }
+  pool.trim();
 }, POOL_IDLE_MS / 3).unref();
 
-function freeSlot(slot: number): void {
-  const s = pool[slot];
-  if (s === undefined) return;
-  s.busy = false;
-  s.freeSince = performance.now();
-}
 /** Slots taken by the run in progress, until its result is posted: freed again when it fails. */
 let takenByRun: number[] = [];
 
-/** A free slot of at least `byteLength` bytes (the smallest such), or undefined when the pool is full. */
 function takeSlot(byteLength: number): number | undefined {
-  let best: number | undefined;
-  for (let i = 0; i < pool.length; i++) {
-    const s = pool[i]!;
-    if (
-      !s.busy &&
-      s.sab !== undefined &&
-      s.sab.byteLength >= byteLength &&
-      (best === undefined || s.sab.byteLength < pool[best]!.sab!.byteLength)
-    )
-      best = i;
-  }
-  if (best === undefined) {
-    if (pooledBytes + byteLength > POOL_MAX_BYTES) return undefined;
-    const slot = { sab: new SharedArrayBuffer(byteLength), busy: false, freeSince: 0 };
-    // Reuse the index of a dropped slot: indices of slots the server still holds never move.
-    const dropped = pool.findIndex((s) => s.sab === undefined);
-    if (dropped === -1) pool.push(slot);
-    else pool[dropped] = slot;
-    pooledBytes += byteLength;
-    best = dropped === -1 ? pool.length - 1 : dropped;
-  }
-  pool[best]!.busy = true;
-  takenByRun.push(best);
-  return best;
+  const slot = pool.take(byteLength);
+  if (slot !== undefined) takenByRun.push(slot);
+  return slot;
 }
 
 function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[], lend: boolean): WireTensor {
@@ -166,7 +128,7 @@ function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[], lend: boo
   }
   const slot = lend && data.byteLength >= LEND_MIN_BYTES ? takeSlot(data.byteLength) : undefined;
   if (slot !== undefined) {
-    const sab = pool[slot]!.sab!;
+    const sab = pool.buffer(slot);
     new Uint8Array(sab, 0, data.byteLength).set(
       new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
     );
@@ -222,7 +184,7 @@ async function main(init: WorkerInit): Promise<void> {
       return;
     }
     if (message.type === 'release') {
-      for (const slot of message.slots) freeSlot(slot);
+      for (const slot of message.slots) pool.free(slot);
       return;
     }
     if (message.type !== 'run') return; // a second `load` is not part of the protocol
@@ -247,7 +209,7 @@ async function main(init: WorkerInit): Promise<void> {
         // Delivered: from now on only the server's `release` frees them.
         takenByRun = [];
       } catch (error) {
-        for (const slot of takenByRun) freeSlot(slot);
+        for (const slot of takenByRun) pool.free(slot);
         takenByRun = [];
         post({
           type: 'run-failed',

@@ -26,7 +26,7 @@ export interface GrpcCallStream {
   respond(prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void;
   /** Answers a status: trailers-only (as no response was sent before). */
   respondStatus(code: number, message: string): void;
-  /** Answers a request that is not gRPC with HTTP 415. */
+  /** Answers a request that is not gRPC with HTTP 415 and NOT_GRPC_TEXT as a text/plain body. */
   respondUnsupported(): void;
   /** Whether an answer can still be sent (the stream is not reset or gone). */
   readonly writable: boolean;
@@ -36,3 +36,7 @@ export interface GrpcCallStream {
    */
   onClose(listener: () => void): void;
 }
+
+/** The body of the HTTP 415 answer to a request that is not gRPC (curl, a browser, a probe). */
+export const NOT_GRPC_TEXT =
+  'This port serves gRPC: send POST requests with content-type application/grpc. HTTP/JSON APIs are on the REST port.\n';

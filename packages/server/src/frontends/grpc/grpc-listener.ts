@@ -2,6 +2,7 @@ import type { Server } from 'node:net';
 import type { Logger } from '../../util/logger.js';
 import type { ListenerTls } from '../shared/listener-tls.js';
 import type { GrpcCallStream } from './call-stream.js';
+import type { ConnectionLimits, LimitReason } from './connection-lifetime.js';
 
 /** What both transports give the gRPC server: calls' streams in, a port and a drain out. */
 export interface GrpcListenerOptions {
@@ -27,12 +28,18 @@ export interface GrpcListenerOptions {
    */
   readonly headerTimeoutMs?: number | undefined;
   readonly tls: ListenerTls | undefined;
+  /** Connection age and idle limits (connection-lifetime.ts). Default none. */
+  readonly connectionLimits?: ConnectionLimits | undefined;
   /** Called synchronously for every new stream. */
   readonly onStream: (stream: GrpcCallStream) => void;
 }
 
 export interface GrpcListener {
   readonly port: number;
+  /** Connections open now. */
+  readonly connections: number;
+  /** Connections ended by each connection limit since start (connection-lifetime.ts). */
+  readonly limitCloses: ReadonlyMap<LimitReason, number>;
   /**
    * Stops accepting connections and sends GOAWAY on every one; resolves once all have
    * closed, destroying what is left after graceMs.

@@ -28,6 +28,7 @@ import type { GrpcMethod, GrpcService } from './grpc-service.js';
 import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
 import { startH2Listener } from './h2/h2-server.js';
 import { startNodeListener } from './node-listener.js';
+import type { ConnectionLimits, LimitReason } from './connection-lifetime.js';
 
 export interface GrpcServerOptions {
   /** Interface to bind; IPv6 literals may be given bare. Default "0.0.0.0". */
@@ -69,6 +70,12 @@ export interface GrpcServerOptions {
   readonly bodyTimeoutMs?: number | undefined;
   /** Most connections at once; further ones are refused by the kernel backlog. Default 4096. */
   readonly maxConnections?: number | undefined;
+  /**
+   * Connection age and idle limits, as gRPC servers apply grpc.max_connection_age_ms,
+   * grpc.max_connection_age_grace_ms and grpc.max_connection_idle_ms (connection-lifetime.ts).
+   * Default: none (connections live as long as their clients keep them).
+   */
+  readonly connectionLimits?: ConnectionLimits | undefined;
   /** Told of every call (metrics, access logs, tracing). Default: none. */
   readonly observer?: RequestObserver | undefined;
   /** Serve over TLS (HTTP/2 with ALPN h2; plaintext clients are refused). Default: plaintext. */
@@ -88,6 +95,10 @@ export interface RunningGrpcServer {
   readonly port: number;
   /** Calls received and not yet answered. */
   readonly inFlight: number;
+  /** Connections open now. */
+  readonly connections: number;
+  /** Connections ended by each connection limit since start (GrpcServerOptions.connectionLimits). */
+  readonly limitCloses: ReadonlyMap<LimitReason, number>;
   /**
    * Drains: stops accepting connections, sends GOAWAY on every connection (clients open
    * new streams elsewhere; streams already started finish), resolves once every
@@ -582,6 +593,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     maxConnections: options.maxConnections ?? 4096,
     sendStallMs: options.sendStallTimeoutMs,
     tls: options.tls,
+    connectionLimits: options.connectionLimits,
     onStream: handleStream,
   };
   const listener =
@@ -597,6 +609,10 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     get inFlight() {
       return inFlight;
     },
+    get connections() {
+      return listener.connections;
+    },
+    limitCloses: listener.limitCloses,
     close(graceMs) {
       closing ??= listener.close(graceMs).then(() => {
         logger.info('grpc server closed', { port });

@@ -4,6 +4,7 @@
  */
 import http2 from 'node:http2';
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import { NOT_GRPC_TEXT } from './call-stream.js';
 import type { GrpcCallStream } from './call-stream.js';
 
 /** Bytes of a refused request message still read and dropped before its stream is reset. */
@@ -142,7 +143,8 @@ export class NodeCallStream implements GrpcCallStream {
   }
 
   respondUnsupported(): void {
-    this.stream.respond({ ':status': 415, 'content-type': 'text/plain' }, { endStream: true });
+    this.stream.respond({ ':status': 415, 'content-type': 'text/plain' });
+    this.stream.end(NOT_GRPC_TEXT);
   }
 
   onClose(listener: () => void): void {

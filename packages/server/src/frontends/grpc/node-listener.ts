@@ -8,6 +8,7 @@ import type { Socket } from 'node:net';
 import { tlsServerOptions } from '../shared/listener-tls.js';
 import { type GrpcListener, type GrpcListenerOptions, listenOn } from './grpc-listener.js';
 import { NodeCallStream } from './node-call-stream.js';
+import { createLimitCounts, hasConnectionLimits, watchConnectionLifetime } from './connection-lifetime.js';
 
 export async function startNodeListener(options: GrpcListenerOptions): Promise<GrpcListener> {
   const { logger, windowBytes, tls } = options;
@@ -46,9 +47,47 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
     socket.once('close', () => sockets.delete(socket));
   });
   let draining = false;
+  const limits = options.connectionLimits ?? {};
+  const limitCloses = createLimitCounts();
   server.on('session', (session) => {
     sessions.add(session);
-    session.on('close', () => sessions.delete(session));
+    const lifetime = hasConnectionLimits(limits)
+      ? watchConnectionLifetime(limits, {
+          drain: () => {
+            if (!session.closed) session.close();
+          },
+          destroy: () => {
+            session.destroy();
+            session.socket?.destroy();
+          },
+          ping: (onAck) => {
+            if (session.closed || session.destroyed) return;
+            try {
+              session.ping((error) => {
+                if (error === null) onAck();
+              });
+            } catch {
+              // Not connected yet or too many PINGs unanswered: the timeout decides.
+            }
+          },
+          limited: (reason) => {
+            limitCloses.count(reason);
+          },
+        })
+      : undefined;
+    if (lifetime !== undefined) {
+      let open = 0;
+      session.on('stream', (stream) => {
+        lifetime.activeStreams(++open);
+        stream.once('close', () => {
+          lifetime.activeStreams(--open);
+        });
+      });
+    }
+    session.on('close', () => {
+      lifetime?.closed();
+      sessions.delete(session);
+    });
     session.on('error', (error) => {
       logger.debug('grpc session error', { error });
     });
@@ -72,6 +111,10 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
   let closing: Promise<void> | undefined;
   return {
     port,
+    get connections() {
+      return sessions.size;
+    },
+    limitCloses: limitCloses.counts,
     close(graceMs) {
       closing ??= new Promise<void>((resolve) => {
         draining = true;

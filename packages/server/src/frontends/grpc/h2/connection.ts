@@ -38,6 +38,8 @@ export interface H2ConnectionOptions {
   readonly windowBytes: number;
   /** SETTINGS_MAX_FRAME_SIZE we advertise, bytes. */
   readonly maxFrameBytes: number;
+  /** Told the number of open streams whenever it changes (connection-lifetime.ts). Default none. */
+  readonly onActiveStreams?: ((count: number) => void) | undefined;
   /** SETTINGS_MAX_CONCURRENT_STREAMS we advertise and enforce (REFUSED_STREAM past it). */
   readonly maxConcurrentStreams: number;
   /** SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce, bytes. */
@@ -110,6 +112,16 @@ const PSEUDO_HEADER_BITS: Readonly<Record<string, number>> = Object.assign(Objec
   ':authority': 8,
 });
 const REQUIRED_PSEUDO_HEADERS = 1 | 2 | 4;
+const PATH_BIT = 4;
+/** parseContentLength's answer for a content-length that is not one decimal number. */
+const INVALID_LENGTH = -2;
+
+/** A request's content-length: -1 when absent, INVALID_LENGTH when not a decimal number. */
+function parseContentLength(value: string | undefined): number {
+  if (value === undefined) return -1;
+  if (!/^[0-9]{1,15}$/.test(value)) return INVALID_LENGTH;
+  return Number(value);
+}
 /** NUL, CR and LF are never valid in a field value (RFC 9113 §8.2.1). */
 const FORBIDDEN_VALUE_CHARS = /[\0\r\n]/;
 
@@ -142,6 +154,8 @@ export class H2Connection implements FrameSink, StreamConnection {
   private readonly blocked = new Set<H2Stream>();
   /** Streams answered while the client still sends: their DATA is dropped until END_STREAM. */
   private readonly draining = new Set<H2Stream>();
+  /** Runs when the client answers our keepalive PING. */
+  private pingAck: (() => void) | undefined;
   private prefaceFill = 0;
   private gotSettings = false;
   /** The last stream id processed (opened or answered): what a GOAWAY names. */
@@ -257,6 +271,19 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.goawaySent = true;
     this.socket.write(encodeGoaway(this.lastStreamId, ErrorCode.NO_ERROR));
     if (this.streams.size === 0) this.socket.end();
+  }
+
+  /**
+   * Sends a keepalive PING; `onAck` runs when the client answers it. One at a time: a PING
+   * while another is unanswered replaces its callback.
+   */
+  ping(onAck: () => void): void {
+    if (this.closed) return;
+    this.pingAck = onAck;
+    const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + KEEPALIVE_PING.byteLength);
+    writeFrameHeader(frame, 0, KEEPALIVE_PING.byteLength, FrameType.PING, 0, 0);
+    frame.set(KEEPALIVE_PING, FRAME_HEADER_BYTES);
+    this.socket.write(frame);
   }
 
   /** Closes the socket now. */
@@ -383,7 +410,14 @@ export class H2Connection implements FrameSink, StreamConnection {
     if (stream === undefined) {
       if (streamId > this.highestStreamId)
         throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
-      return; // closed: dropped
+      // Closed. After this side's reset the peer may not have seen it yet: dropped. Otherwise the
+      // peer had ended the stream, or reset it: STREAM_CLOSED (RFC 9113 §6.1), once per stream.
+      if (!this.resetIds.has(streamId)) {
+        if (this.refusedFlood.hit())
+          throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many frames on closed streams');
+        this.sendReset(streamId, ErrorCode.STREAM_CLOSED);
+      }
+      return;
     }
     if (stream.remoteEnded) {
       this.resetStream(stream, ErrorCode.STREAM_CLOSED);
@@ -395,6 +429,12 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     stream.recvWindow -= length;
     stream.recvUnacked += length;
+    stream.receivedBytes += length;
+    if (stream.declaredLength >= 0 && stream.receivedBytes > stream.declaredLength) {
+      // More than content-length: malformed (RFC 9113 §8.1.1).
+      this.resetStream(stream, ErrorCode.PROTOCOL_ERROR);
+      return;
+    }
     if (stream.localEnded) {
       stream.droppedBytes += length;
       stream.drainProgressAt = Date.now();
@@ -447,7 +487,15 @@ export class H2Connection implements FrameSink, StreamConnection {
         if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
         if (payload.byteLength !== 8)
           throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING not 8 bytes');
-        if ((flags & Flag.ACK) !== 0) return;
+        if ((flags & Flag.ACK) !== 0) {
+          // The answer to our keepalive PING (its payload is ours: KEEPALIVE_PING).
+          if (payload.equals(KEEPALIVE_PING)) {
+            const ack = this.pingAck;
+            this.pingAck = undefined;
+            ack?.();
+          }
+          return;
+        }
         this.controlFrame();
         this.socket.write(ackFrame(FrameType.PING, payload));
         return;
@@ -455,14 +503,13 @@ export class H2Connection implements FrameSink, StreamConnection {
         this.onResetStream(streamId, payload);
         return;
       case FrameType.PRIORITY:
+        // Priorities are not used, but a malformed PRIORITY is still a stream error (RFC 9113 §6.3, §5.3.1).
         if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
-        if (payload.byteLength !== 5) {
-          const stream = this.streams.get(streamId);
-          if (stream !== undefined) this.resetStream(stream, ErrorCode.FRAME_SIZE_ERROR);
-          return;
-        }
         if (this.emptyFlood.hit())
           throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many PRIORITY frames');
+        if (payload.byteLength !== 5) this.streamError(streamId, ErrorCode.FRAME_SIZE_ERROR);
+        else if ((payload.readUInt32BE(0) & 0x7fffffff) === streamId)
+          this.streamError(streamId, ErrorCode.PROTOCOL_ERROR);
         return;
       case FrameType.GOAWAY:
         if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
@@ -647,6 +694,8 @@ export class H2Connection implements FrameSink, StreamConnection {
           const bit = PSEUDO_HEADER_BITS[name] ?? 0;
           // Unknown, repeated, or after a regular field: malformed (RFC 9113 §8.3).
           if (regular || bit === 0 || (pseudo & bit) !== 0) malformed = true;
+          // An empty :path is malformed too (RFC 9113 §8.3.1).
+          if (bit === PATH_BIT && value.length === 0) malformed = true;
           pseudo |= bit;
         } else {
           regular = true;
@@ -708,6 +757,13 @@ export class H2Connection implements FrameSink, StreamConnection {
       return;
     }
     const endStream = (flags & Flag.END_STREAM) !== 0;
+    const declaredLength = parseContentLength(headers['content-length']);
+    if (declaredLength === INVALID_LENGTH || (endStream && declaredLength > 0)) {
+      if (this.refusedFlood.hit())
+        throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
+      this.sendReset(streamId, ErrorCode.PROTOCOL_ERROR);
+      return;
+    }
     const stream = new H2Stream(
       this,
       streamId,
@@ -716,7 +772,9 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.options.windowBytes,
       endStream,
     );
+    stream.declaredLength = declaredLength;
     this.streams.set(streamId, stream);
+    this.options.onActiveStreams?.(this.streams.size);
     this.options.onStream(stream);
     if (endStream && !stream.closed) stream.endListener?.();
   }
@@ -724,6 +782,10 @@ export class H2Connection implements FrameSink, StreamConnection {
   // --- stream life
 
   private endRemote(stream: H2Stream): void {
+    if (stream.declaredLength >= 0 && stream.receivedBytes !== stream.declaredLength) {
+      this.resetStream(stream, ErrorCode.PROTOCOL_ERROR);
+      return;
+    }
     stream.remoteEnded = true;
     const end = stream.endListener;
     stream.stopReading();
@@ -754,6 +816,16 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.closeStream(stream);
   }
 
+  /**
+   * A stream error on `streamId` whatever its state: the stream, if open, is reset; otherwise a
+   * bare RST_STREAM is written (not remembered, so a later HEADERS on an idle id still opens it).
+   */
+  private streamError(streamId: number, code: number): void {
+    const stream = this.streams.get(streamId);
+    if (stream !== undefined) this.resetStream(stream, code);
+    else this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, streamId, code));
+  }
+
   private closeStream(stream: H2Stream): void {
     if (stream.closed) return;
     stream.closed = true;
@@ -762,6 +834,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     stream.queuedBytes = 0;
     stream.trailers = undefined;
     this.streams.delete(stream.id);
+    this.options.onActiveStreams?.(this.streams.size);
     this.blocked.delete(stream);
     this.draining.delete(stream);
     if (this.dataStream === stream) this.dataStream = undefined;
@@ -804,6 +877,22 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.writeFor(stream, out);
     this.localDone(stream);
     this.socket.uncork();
+  }
+
+  /** A non-gRPC answer: `head` (status, content-type), then `body` as DATA, then an empty DATA ending the stream. */
+  sendPlain(stream: H2Stream, head: Uint8Array, body: Uint8Array): void {
+    stream.localEnded = true;
+    const headFrame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + head.byteLength);
+    writeFrameHeader(headFrame, 0, head.byteLength, FrameType.HEADERS, Flag.END_HEADERS, stream.id);
+    headFrame.set(head, FRAME_HEADER_BYTES);
+    const end = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+    writeFrameHeader(end, 0, 0, FrameType.DATA, Flag.END_STREAM, stream.id);
+    stream.queue = body.byteLength > 0 ? [body] : [];
+    stream.queueIndex = 0;
+    stream.queueOffset = 0;
+    stream.queuedBytes = body.byteLength;
+    stream.trailers = end;
+    this.flushStream(stream, headFrame);
   }
 
   /**
@@ -997,6 +1086,9 @@ export class H2Connection implements FrameSink, StreamConnection {
     setTimeout(() => this.socket.destroy(), ERROR_CLOSE_MS).unref();
   }
 }
+
+/** The payload of this server's keepalive PINGs. */
+const KEEPALIVE_PING = Buffer.from('vs-alive', 'latin1');
 
 const SETTINGS_ACK = (() => {
   const out = Buffer.alloc(FRAME_HEADER_BYTES);

@@ -8,6 +8,12 @@ import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import { tlsServerOptions } from '../../shared/listener-tls.js';
 import { type GrpcListener, type GrpcListenerOptions, listenOn } from '../grpc-listener.js';
+import {
+  type ConnectionLifetime,
+  createLimitCounts,
+  hasConnectionLimits,
+  watchConnectionLifetime,
+} from '../connection-lifetime.js';
 import { DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_SEND_STALL_MS, H2Connection } from './connection.js';
 
 export async function startH2Listener(options: GrpcListenerOptions): Promise<GrpcListener> {
@@ -16,7 +22,10 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
   let draining = false;
   let onIdle: (() => void) | undefined;
 
+  const limits = options.connectionLimits ?? {};
+  const limitCloses = createLimitCounts();
   const serve = (socket: Socket): void => {
+    let lifetime: ConnectionLifetime | undefined;
     const connection = new H2Connection(socket, {
       windowBytes: options.windowBytes,
       maxFrameBytes: options.maxFrameBytes,
@@ -26,12 +35,30 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
       headerTimeoutMs: options.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
       logger,
       onStream: options.onStream,
+      onActiveStreams: (count) => lifetime?.activeStreams(count),
       onClose: () => {
+        lifetime?.closed();
         connections.delete(connection);
         if (connections.size === 0) onIdle?.();
       },
     });
     connections.add(connection);
+    if (hasConnectionLimits(limits)) {
+      lifetime = watchConnectionLifetime(limits, {
+        drain: () => {
+          connection.drain();
+        },
+        destroy: () => {
+          connection.destroy();
+        },
+        ping: (onAck) => {
+          connection.ping(onAck);
+        },
+        limited: (reason) => {
+          limitCloses.count(reason);
+        },
+      });
+    }
     if (draining) connection.drain();
   };
 
@@ -66,6 +93,10 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
   let closing: Promise<void> | undefined;
   return {
     port,
+    get connections() {
+      return connections.size;
+    },
+    limitCloses: limitCloses.counts,
     close(graceMs) {
       closing ??= new Promise<void>((resolve) => {
         draining = true;

@@ -4,6 +4,7 @@
  * are constants.
  */
 import { encodeHeaderBlock } from '@visionserve/protocol/h2';
+import { NOT_GRPC_TEXT } from '../call-stream.js';
 
 /** Response headers of every call that gets a message. */
 export const RESPONSE_HEAD = encodeHeaderBlock([
@@ -39,3 +40,6 @@ export const UNSUPPORTED_MEDIA_TYPE = encodeHeaderBlock([
   [':status', '415'],
   ['content-type', 'text/plain'],
 ]);
+
+/** Its body. */
+export const NOT_GRPC_BODY: Uint8Array = Buffer.from(NOT_GRPC_TEXT);

@@ -5,7 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http2';
 import type { GrpcCallStream } from '../call-stream.js';
-import { UNSUPPORTED_MEDIA_TYPE, trailersOnlyBlock } from './response-heads.js';
+import { NOT_GRPC_BODY, UNSUPPORTED_MEDIA_TYPE, trailersOnlyBlock } from './response-heads.js';
 
 /** What a stream needs of its connection (H2Connection). */
 export interface StreamConnection {
@@ -14,6 +14,7 @@ export interface StreamConnection {
   readonly lingering: Set<H2Stream>;
   sendResponse(stream: H2Stream, prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void;
   sendFinalHeaders(stream: H2Stream, block: Uint8Array): void;
+  sendPlain(stream: H2Stream, head: Uint8Array, body: Uint8Array): void;
   /** Called when a socket write of a stream completes. */
   writeProgress(): void;
 }
@@ -31,6 +32,10 @@ export class H2Stream implements GrpcCallStream {
   localEnded = false;
   /** Taken out of its connection: reset, done, or the connection is gone. */
   closed = false;
+  /** The request's content-length, or -1 when it has none. */
+  declaredLength = -1;
+  /** Request DATA bytes received (counted against declaredLength). */
+  receivedBytes = 0;
   /** Request DATA read and dropped after this side answered while the client was still sending. */
   droppedBytes = 0;
   /** While answered and the client still sends: when its last DATA (or the answer) came (Date.now()). */
@@ -92,7 +97,7 @@ export class H2Stream implements GrpcCallStream {
   }
 
   respondUnsupported(): void {
-    if (this.writable) this.connection.sendFinalHeaders(this, UNSUPPORTED_MEDIA_TYPE);
+    if (this.writable) this.connection.sendPlain(this, UNSUPPORTED_MEDIA_TYPE, NOT_GRPC_BODY);
   }
 
   onClose(listener: () => void): void {
