@@ -151,17 +151,25 @@ describe('output lending (real onnxruntime)', () => {
       await server.exited;
     });
 
-    it('concurrent responses over gRPC, KServe gRPC and KServe HTTP equal raw onnxruntime byte for byte', async () => {
+    it('concurrent responses over gRPC (both client transports), KServe gRPC and KServe HTTP equal raw onnxruntime byte for byte', async () => {
       const clients: [string, Predictor & { close(): void }][] = [
         ['tfs-grpc', createTfsGrpcClient({ address: `127.0.0.1:${server.ports.grpc!}` })],
         ['kserve-grpc', createKServeGrpcClient({ address: `127.0.0.1:${server.ports.grpc!}` })],
         ['kserve-http', createKServeHttpClient({ baseUrl: `http://127.0.0.1:${server.ports.rest!}` })],
+        [
+          'tfs-grpc-node',
+          createTfsGrpcClient({ address: `127.0.0.1:${server.ports.grpc!}`, transport: 'node' }),
+        ],
+        [
+          'kserve-grpc-node',
+          createKServeGrpcClient({ address: `127.0.0.1:${server.ports.grpc!}`, transport: 'node' }),
+        ],
       ];
       try {
         // Many more calls in flight than the one instance runs: each response is written
         // while later runs finish, over 1 MiB HTTP/2 windows, so writes wait on the client.
         const calls: Promise<void>[] = [];
-        for (let i = 0; i < 36; i++) {
+        for (let i = 0; i < 40; i++) {
           const [name, client] = clients[i % clients.length]!;
           const seed = 100 + i;
           calls.push(
@@ -174,6 +182,71 @@ describe('output lending (real onnxruntime)', () => {
         await Promise.all(calls);
       } finally {
         for (const [, client] of clients) client.close();
+      }
+    });
+  });
+
+  describe('34 MB answers (full-size raw detector) over the client transports', () => {
+    const FULL = rawDetectorModel();
+    let server: ServerProcess;
+    let fullRaw: ort.InferenceSession;
+    let fullBase: string;
+    before(async () => {
+      fullBase = await placeModel(root, 'full', 1, FULL);
+      fullRaw = await ort.InferenceSession.create(FULL);
+      server = await startServerProcess([
+        '--model_name=full',
+        `--model_base_path=${fullBase}`,
+        '--enable_serialization_as_tensor_content',
+      ]);
+    });
+    after(async () => {
+      server.child.kill('SIGTERM');
+      await server.exited;
+      await fullRaw.release();
+    });
+
+    it('lean and node:http2 channels receive the same bytes as raw onnxruntime; a deadline mid-call leaves the channel usable', async () => {
+      const input: Tensor = {
+        dtype: 'uint8',
+        shape: [1, 640, 640, 3],
+        data: new Uint8Array(640 * 640 * 3).map((_, i) => (i * 7) & 0xff),
+      };
+      const out = await fullRaw.run({
+        input_tensor: new ort.Tensor('uint8', input.data as Uint8Array, input.shape),
+      });
+      const want = (name: string): Buffer => {
+        const data = out[name]!.data as Float32Array;
+        return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+      };
+      const address = `127.0.0.1:${server.ports.grpc!}`;
+      for (const transport of ['lean', 'node'] as const) {
+        const clients: Predictor[] = [
+          createTfsGrpcClient({ address, transport }),
+          createKServeGrpcClient({ address, transport }),
+        ];
+        try {
+          for (const client of clients) {
+            await assert.rejects(
+              client.predict('full', { input_tensor: input }, { timeoutMs: 15 }),
+              (e: unknown) => e instanceof Error && 'code' in e && e.code === 4,
+            );
+            const results = await Promise.all([
+              client.predict('full', { input_tensor: input }),
+              client.predict('full', { input_tensor: input }),
+            ]);
+            for (const result of results) {
+              for (const name of ['raw_detection_boxes', 'raw_detection_scores']) {
+                assert.ok(bytesOf(result.outputs[name]!).equals(want(name)), `${transport}: ${name}`);
+              }
+              // The scores (the largest tensor) view the received message without a copy.
+              const scores = result.outputs['raw_detection_scores']!.data as Float32Array;
+              assert.ok(scores.buffer.byteLength > scores.byteLength, `${transport}: scores copied`);
+            }
+          }
+        } finally {
+          for (const client of clients) (client as unknown as { close(): void }).close();
+        }
       }
     });
   });

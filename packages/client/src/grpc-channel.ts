@@ -1,9 +1,11 @@
 import { connect, constants } from 'node:http2';
 import type { ClientHttp2Session, IncomingHttpHeaders, IncomingHttpStatusHeader } from 'node:http2';
-import { Code, ServingError, codeFromNumber } from '@visionserve/protocol';
+import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
 import { createResponseReceiver } from './grpc-response-receiver.js';
+import { grpcStatusFrom } from './grpc-status.js';
+import { createH2GrpcChannel } from './h2-grpc-channel.js';
 
 export type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
 
@@ -17,22 +19,16 @@ export interface GrpcChannelOptions {
    * it, in bytes, 16384 to 16777215. Default GRPC_MAX_FRAME_BYTES.
    */
   readonly maxFrameBytes?: number;
+  /**
+   * The HTTP/2 implementation: 'lean', the client's own (h2-grpc-channel.ts: a large response
+   * is read from the socket straight into the buffer its tensors view), or 'node', node:http2.
+   * Default 'lean'.
+   */
+  readonly transport?: GrpcClientTransport;
 }
 
-function statusFrom(headers: IncomingHttpHeaders): { code: Code; message: string } | undefined {
-  const raw = headers['grpc-status'];
-  if (raw === undefined) return undefined;
-  const n = Number(Array.isArray(raw) ? raw[0] : raw);
-  const code = codeFromNumber(n);
-  const msg = headers['grpc-message'];
-  let message = typeof msg === 'string' ? msg : '';
-  try {
-    message = decodeURIComponent(message);
-  } catch {
-    // keep the raw text
-  }
-  return { code, message };
-}
+/** Which HTTP/2 implementation a gRPC channel runs on (GrpcChannelOptions.transport). */
+export type GrpcClientTransport = 'lean' | 'node';
 
 /**
  * HTTP/2 receive window (per stream and for the connection) this client advertises, in bytes:
@@ -98,6 +94,7 @@ function writeRequestMessage(
 }
 
 export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
+  if (options.transport !== 'node') return createH2GrpcChannel(options);
   const authority = options.address.includes('://') ? options.address : `http://${options.address}`;
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
   let session: ClientHttp2Session | undefined;
@@ -201,7 +198,7 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
                 finish(new ServingError(Code.DEADLINE_EXCEEDED, `Deadline of ${timeoutMs} ms exceeded`));
               }, timeoutMs);
         stream.on('response', (h: IncomingHttpHeaders & IncomingHttpStatusHeader) => {
-          status = statusFrom(h) ?? status;
+          status = grpcStatusFrom(h) ?? status;
           if (h[':status'] !== 200) {
             finish(
               new ServingError(Code.UNAVAILABLE, `HTTP status ${String(h[':status'])} from gRPC endpoint`),
@@ -209,7 +206,7 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
           }
         });
         stream.on('trailers', (h: IncomingHttpHeaders) => {
-          status = statusFrom(h) ?? status;
+          status = grpcStatusFrom(h) ?? status;
         });
         stream.on('data', (chunk: Buffer) => {
           if (done) return;

@@ -8,7 +8,7 @@
 import type { Tensor } from '@visionserve/protocol';
 import type { InferParameters } from '@visionserve/protocol/kserve';
 import { type CallOptions, withCallScope } from './call-options.js';
-import { type GrpcChannel, createGrpcChannel } from './grpc-channel.js';
+import { type GrpcChannel, type GrpcClientTransport, createGrpcChannel } from './grpc-channel.js';
 import type {
   KServeInferResult,
   KServeModelMetadata,
@@ -29,6 +29,8 @@ export interface KServeGrpcClientOptions {
   readonly defaultTimeoutMs?: number;
   /** Largest accepted response message in bytes. Default 2 GiB - 1. */
   readonly maxReceiveBytes?: number;
+  /** The HTTP/2 implementation (GrpcChannelOptions.transport). Default 'lean'. */
+  readonly transport?: GrpcClientTransport;
   /** Request metadata sent with every call (ASCII values), e.g. an authorization header. */
   readonly metadata?: Readonly<Record<string, string>>;
 }
@@ -92,6 +94,7 @@ export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServe
   const channel: GrpcChannel = createGrpcChannel({
     address: options.address,
     ...(options.maxReceiveBytes !== undefined ? { maxReceiveBytes: options.maxReceiveBytes } : {}),
+    ...(options.transport !== undefined ? { transport: options.transport } : {}),
   });
 
   /** Encodes, calls and decodes inside one deadline. */

@@ -3,7 +3,7 @@
  * GetModelStatus / HandleReloadConfigRequest) over the node:http2 channel; no grpc-js.
  * The protobuf codec is loaded on the first call, so creating a client is cheap.
  */
-import { createGrpcChannel } from './grpc-channel.js';
+import { type GrpcClientTransport, createGrpcChannel } from './grpc-channel.js';
 import { createTfsGrpcStub } from './tfs-grpc-stub.js';
 import type { TfsCallDefaults, TfsGrpcClient } from './tfs-grpc-types.js';
 
@@ -15,12 +15,15 @@ export interface TfsGrpcClientOptions extends TfsCallDefaults {
   readonly address: string;
   /** Largest accepted response message in bytes. Default 2 GiB - 1. */
   readonly maxReceiveBytes?: number;
+  /** The HTTP/2 implementation (GrpcChannelOptions.transport). Default 'lean'. */
+  readonly transport?: GrpcClientTransport;
 }
 
 export function createTfsGrpcClient(options: TfsGrpcClientOptions): TfsGrpcClient {
   const channel = createGrpcChannel({
     address: options.address,
     ...(options.maxReceiveBytes !== undefined ? { maxReceiveBytes: options.maxReceiveBytes } : {}),
+    ...(options.transport !== undefined ? { transport: options.transport } : {}),
   });
   return createTfsGrpcStub(channel, options);
 }

@@ -108,68 +108,77 @@ describe('gRPC channel: response placement (stub HTTP/2 server)', () => {
     return out;
   };
 
-  it('receives into a buffer at the offset responsePadding picks, with the same bytes', async () => {
-    const channel = createGrpcChannel({ address });
-    const message = new Uint8Array(300_000).map((_, i) => (i * 31 + 7) & 0xff);
-    for (const [piece, pad] of [
-      [16_384, 3],
-      [1000, 0],
-      [70_001, 7],
-      [4099, undefined],
-    ] as const) {
-      answer = { data: framed(message), piece };
-      let seen: { held: number; start: number; length: number } | undefined;
-      const got = await channel.unary('/x/y', new Uint8Array(0), {
-        responsePadding: (frames, start, length) => {
-          seen = { held: frames.reduce((n, f) => n + f.byteLength, 0), start, length };
-          return pad;
-        },
-      });
-      assert.deepEqual(seen && { start: seen.start, length: seen.length }, {
-        start: 0,
-        length: message.length,
-      });
-      // Asked with the whole message.
-      assert.equal(seen!.held, message.length);
-      assert.equal(got.byteOffset, pad ?? 0);
-      assert.deepEqual(Buffer.from(got), Buffer.from(message));
-    }
-    channel.close();
-  });
-
-  it('leaves small messages unplaced; refuses compressed, truncated and oversized ones', async () => {
-    const channel = createGrpcChannel({ address, maxReceiveBytes: 150_000 });
-    let calls = 0;
-    const responsePadding = (): number => {
-      calls++;
-      return 1;
-    };
-    answer = { data: framed(new Uint8Array([1, 2, 3])), piece: 2 };
-    assert.deepEqual([...(await channel.unary('/x/y', new Uint8Array(0), { responsePadding }))], [1, 2, 3]);
-    answer = { data: framed(new Uint8Array(100_000), 1), piece: 16_384 };
-    await assert.rejects(
-      channel.unary('/x/y', new Uint8Array(0), { responsePadding }),
-      isCode(Code.UNIMPLEMENTED),
-    );
-    // The prefix declares more than arrived.
-    const short = framed(new Uint8Array(100_000));
-    new DataView(short.buffer).setUint32(1, 120_000);
-    answer = { data: short, piece: 16_384 };
-    await assert.rejects(channel.unary('/x/y', new Uint8Array(0)), (e: unknown) => {
-      assert.ok(e instanceof ServingError);
-      assert.equal(e.code, Code.INTERNAL);
-      assert.match(e.message, /ended after 100000 of the message's 120000 bytes/);
-      return true;
+  for (const transport of ['lean', 'node'] as const) {
+    it(`receives into a buffer at the offset responsePadding picks, with the same bytes (${transport})`, async () => {
+      const channel = createGrpcChannel({ address, transport });
+      const message = new Uint8Array(300_000).map((_, i) => (i * 31 + 7) & 0xff);
+      for (const [piece, pad] of [
+        [16_384, 3],
+        [1000, 0],
+        [70_001, 7],
+        [4099, undefined],
+      ] as const) {
+        answer = { data: framed(message), piece };
+        let seen: { held: number; start: number; length: number } | undefined;
+        const got = await channel.unary('/x/y', new Uint8Array(0), {
+          responsePadding: (frames, start, length) => {
+            seen ??= { held: frames.reduce((n, f) => n + f.byteLength, 0), start, length };
+            if (pad === undefined) seen.held = frames.reduce((n, f) => n + f.byteLength, 0);
+            return pad;
+          },
+        });
+        assert.deepEqual(seen && { start: seen.start, length: seen.length }, {
+          start: 0,
+          length: message.length,
+        });
+        if (transport === 'node' || pad === undefined) {
+          // Asked with the whole message (node: only then; lean: undecided until the end).
+          assert.equal(seen!.held, message.length);
+        } else {
+          // Lean: asked as soon as message bytes arrived, the buffer placed before the rest came.
+          assert.ok(seen!.held < message.length, `held ${seen!.held}`);
+        }
+        assert.equal(got.byteOffset, pad ?? 0);
+        assert.deepEqual(Buffer.from(got), Buffer.from(message));
+      }
+      channel.close();
     });
-    // Above maxReceiveBytes: refused from the prefix.
-    answer = { data: framed(new Uint8Array(200_000)), piece: 16_384 };
-    await assert.rejects(channel.unary('/x/y', new Uint8Array(0)), isCode(Code.RESOURCE_EXHAUSTED));
-    assert.equal(calls, 0);
-    // The connection still serves calls.
-    answer = { data: framed(new Uint8Array([4])), piece: 16_384 };
-    assert.deepEqual([...(await channel.unary('/x/y', new Uint8Array(0)))], [4]);
-    channel.close();
-  });
+  }
+
+  for (const transport of ['lean', 'node'] as const)
+    it(`leaves small messages unplaced; refuses compressed, truncated and oversized ones (${transport})`, async () => {
+      const channel = createGrpcChannel({ address, maxReceiveBytes: 150_000, transport });
+      let calls = 0;
+      const responsePadding = (): number => {
+        calls++;
+        return 1;
+      };
+      answer = { data: framed(new Uint8Array([1, 2, 3])), piece: 2 };
+      assert.deepEqual([...(await channel.unary('/x/y', new Uint8Array(0), { responsePadding }))], [1, 2, 3]);
+      answer = { data: framed(new Uint8Array(100_000), 1), piece: 16_384 };
+      await assert.rejects(
+        channel.unary('/x/y', new Uint8Array(0), { responsePadding }),
+        isCode(Code.UNIMPLEMENTED),
+      );
+      // The prefix declares more than arrived.
+      const short = framed(new Uint8Array(100_000));
+      new DataView(short.buffer).setUint32(1, 120_000);
+      answer = { data: short, piece: 16_384 };
+      await assert.rejects(channel.unary('/x/y', new Uint8Array(0)), (e: unknown) => {
+        assert.ok(e instanceof ServingError);
+        assert.equal(e.code, Code.INTERNAL);
+        assert.match(e.message, /ended after 100000 of the message's 120000 bytes/);
+        return true;
+      });
+      // Above maxReceiveBytes: refused from the prefix.
+      answer = { data: framed(new Uint8Array(200_000)), piece: 16_384 };
+      await assert.rejects(channel.unary('/x/y', new Uint8Array(0)), isCode(Code.RESOURCE_EXHAUSTED));
+      assert.equal(calls, 0);
+      // The connection still serves calls.
+      answer = { data: framed(new Uint8Array([4])), piece: 16_384 };
+      assert.deepEqual([...(await channel.unary('/x/y', new Uint8Array(0)))], [4]);
+      channel.close();
+    });
 });
 
 /** A stub HTTP server: REST error answers, a slow route, and the /invocations contract. */

@@ -5,6 +5,7 @@ import { writePredictResponse } from '@visionserve/protocol/tfs-proto';
 import { decodeModelInferResponse, writeModelInferResponse } from '@visionserve/protocol/kserve-proto';
 import { Code, ServingError } from '../src/index.js';
 import { createResponseReceiver, PLACE_MIN_BYTES } from '../src/grpc-response-receiver.js';
+import { createMessageAssembler } from '../src/grpc-message-assembler.js';
 import { modelInferResponsePadding, predictResponsePadding } from '../src/response-placement.js';
 import { decodePredictResponse } from '../src/tfs-grpc-codec.js';
 
@@ -284,5 +285,80 @@ describe('response placement on partly received messages', () => {
         assert.ok(whole !== undefined && whole >= 0 && whole < 8, `decided ${String(whole)}`);
       }
     }
+  });
+});
+
+/**
+ * The lean channel's assembler, fed the way its connection feeds it: every chunk copied into
+ * one scratch buffer that is overwritten after each push, or (where `target` offers a view)
+ * written straight into that view and pushed as it is.
+ */
+function assemble(
+  bytes: Uint8Array,
+  random: () => number,
+  maxChunk: number,
+  options: Parameters<typeof createMessageAssembler>[0],
+): { result: Uint8Array | ServingError; direct: number } {
+  const assembler = createMessageAssembler(options);
+  const scratch = Buffer.alloc(maxChunk);
+  let direct = 0;
+  for (let at = 0; at < bytes.byteLength;) {
+    const want = Math.min(1 + Math.floor(random() * maxChunk), bytes.byteLength - at);
+    // The target only ever covers message bytes: never the 5-byte prefix.
+    const target = at >= 5 ? assembler.target(want) : undefined;
+    let chunk: Uint8Array;
+    if (target !== undefined) {
+      target.set(bytes.subarray(at, at + target.byteLength));
+      chunk = target;
+      direct++;
+    } else {
+      scratch.set(bytes.subarray(at, at + want));
+      chunk = scratch.subarray(0, want);
+    }
+    at += chunk.byteLength;
+    const error = assembler.push(chunk);
+    if (error) return { result: error, direct };
+    scratch.fill(0xee);
+  }
+  return { result: assembler.end(), direct };
+}
+
+describe('gRPC message assembler (lean channel)', () => {
+  it('assembles from a reused scratch buffer and in-place targets, placed as the message tells', () => {
+    const random = seeded(11);
+    for (let round = 0; round < 30; round++) {
+      const outputs = randomOutputs(random);
+      const message = concat(writePredictResponse(outputs, undefined, random() < 0.7));
+      const { result, direct } = assemble(framed(message), random, [7, 1000, 16_384, 70_001][round % 4]!, {
+        maxReceiveBytes: 1 << 24,
+        responsePadding: predictResponsePadding,
+      });
+      assert.ok(result instanceof Uint8Array, String(result));
+      assert.ok(Buffer.from(result).equals(message), `round ${round}: bytes differ`);
+      if (message.byteLength > 100_000 && round % 4 !== 0)
+        assert.ok(direct > 0, `round ${round}: no direct read`);
+      const decoded = decodePredictResponse(result, SPEC).outputs;
+      for (const [name, t] of Object.entries(decoded)) assert.ok(bytesOf(t).equals(bytesOf(outputs[name]!)));
+    }
+  });
+
+  it('refuses compressed, oversized, truncated and extra bytes like the receiver', () => {
+    const random = seeded(12);
+    const options = { maxReceiveBytes: 100_000 };
+    const big = new Uint8Array(90_000);
+    assert.equal(code(assemble(framed(big, 1), random, 1000, options).result), Code.UNIMPLEMENTED);
+    assert.equal(
+      code(assemble(framed(new Uint8Array(100_001)), random, 1000, options).result),
+      Code.RESOURCE_EXHAUSTED,
+    );
+    const truncated = assemble(framed(big, 0, 95_000), random, 1000, options).result;
+    assert.ok(
+      truncated instanceof ServingError && /ended after 90000 of the message's 95000/.test(truncated.message),
+    );
+    const extra = assemble(framed(big, 0, 80_000), random, 1000, options).result;
+    assert.ok(extra instanceof ServingError && /more than one message/.test(extra.message));
+    assert.equal(code(assemble(new Uint8Array(3), random, 1000, options).result), Code.INTERNAL);
+    const empty = assemble(framed(new Uint8Array(0)), random, 1000, options).result;
+    assert.ok(empty instanceof Uint8Array && empty.byteLength === 0);
   });
 });

@@ -10,12 +10,10 @@ import {
   HeaderListTooLargeError,
   HpackError,
   type HpackDecoder,
-} from '../src/frontends/grpc/h2/hpack.js';
-import {
   decodeHuffman,
   encodeHuffman,
   huffmanEncodedLength,
-} from '../src/frontends/grpc/h2/hpack-huffman.js';
+} from '@visionserve/protocol/h2';
 
 type Fields = (readonly [string, string])[];
 

@@ -94,6 +94,11 @@ export function planLatency(i: LatencyPlanInput): SuitePlan {
   let ms = 0;
   const servers = i.external ? 0 : (i.paths.includes('in-process') ? 1 : 0) + 2;
   for (const id of i.cases) {
+    // The server RSS probe (latency-suite.ts): 1 + 2 requests in flight, 6 per slot.
+    if (id === 'raw_detector' && i.paths.includes('grpc-tensor-content')) {
+      steps += 1;
+      ms += 18 * costMs(id, 'grpc-tensor-content') + 500;
+    }
     for (const path of i.paths) {
       const floor = isFloorPath(path);
       const blocks = i.repeat * (floor ? 2 : i.modes.length);

@@ -101,6 +101,21 @@ function formatLatency(report: BenchReport, lines: string[]): void {
     }
     const note = imageFloorNote(c, report.rows);
     if (note !== undefined) lines.push('', note);
+    const rss = c.serverRssPerMessage;
+    if (rss !== undefined) {
+      const mb = (n: number): string => (n / 1e6).toFixed(1);
+      lines.push(
+        '',
+        'unavailable' in rss
+          ? `Server RSS per message in flight (gRPC tensor_content): not measured (${rss.unavailable}).`
+          : `Server RSS per message in flight (gRPC tensor_content; peak VmHWM above idle VmRSS ÷ messages in flight): ${rss
+              .map(
+                (p) =>
+                  `c=${p.concurrency}: ${mb(p.perMessageBytes)} MB = ${(p.perMessageBytes / p.messageBytes).toFixed(2)}× the ${mb(p.messageBytes)} MB message (idle ${mb(p.idleBytes)} MB, peak ${mb(p.peakBytes)} MB, ${p.requests} req)`,
+              )
+              .join('; ')}.`,
+      );
+    }
     const open = report.rows.filter((r) => r.case === c.id && r.mode === 'open');
     if (open.length > 0) {
       const rateText =

@@ -1,4 +1,5 @@
 /** The shape of results.json: what each suite measured, plus the run's settings. */
+import type { RssPerMessagePoint } from './server-rss-per-message.js';
 import type { CaseId } from './bench-cases.js';
 import type { PathId, PathInfo } from './bench-paths.js';
 import type { SuiteId } from './bench-suites.js';
@@ -58,6 +59,8 @@ export interface CaseReport {
   readonly floorP99: number;
   /** The image floor (cases with an image, when it ran). */
   readonly imageFloor?: FloorReference & { readonly answer: string | undefined };
+  /** Server RSS per response in flight over gRPC tensor_content (server-rss-per-message.ts), where measured. */
+  readonly serverRssPerMessage?: readonly RssPerMessagePoint[] | { readonly unavailable: string };
 }
 
 /** One point of the throughput sweep: a server layout, a case, a concurrency. */

@@ -146,7 +146,9 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
         tcGc = tc.gc;
       }
     }
-    const clientOptions = { defaultTimeoutMs: o.timeoutMs };
+    // VISIONSERVE_BENCH_GRPC_CLIENT=node runs the gRPC paths on node:http2 (A/B against the default, lean).
+    const transport = process.env['VISIONSERVE_BENCH_GRPC_CLIENT'] === 'node' ? ('node' as const) : undefined;
+    const clientOptions = { defaultTimeoutMs: o.timeoutMs, ...(transport ? { transport } : {}) };
     const closing = <C extends { close(): void }>(
       client: C,
       pid: number | undefined,

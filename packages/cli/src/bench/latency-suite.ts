@@ -14,6 +14,7 @@ import { type FloorRunner, createFloorRunner } from './floor-runner.js';
 import { type LatencyEndpoints, runnerFor } from './latency-endpoints.js';
 import { type FloorImageWork, createOrtFloor } from './ort-floor.js';
 import type { LoopMode, PathRunner, Sample, Unavailable } from './path-runner.js';
+import { measureRssPerMessage } from './server-rss-per-message.js';
 
 export interface LatencySuiteOptions {
   readonly cases: readonly BenchCase[];
@@ -40,6 +41,11 @@ export interface LatencySuiteOptions {
   readonly floorSettings: OrtSessionSettings;
   readonly endpoints: LatencyEndpoints;
   readonly progress: BenchProgress;
+  /**
+   * Cases whose server RSS per message in flight is measured before their rounds (gRPC
+   * tensor_content path, concurrency 1 and 2; server-rss-per-message.ts). Default: raw_detector.
+   */
+  readonly rssPerMessageCases?: readonly string[];
 }
 
 export interface LatencySuiteResult {
@@ -144,6 +150,7 @@ async function runCase(
   };
 
   const floors = await openFloors(c, o);
+  let rssPerMessage: CaseReport['serverRssPerMessage'];
   try {
     const runners = new Map<PathId, PathRunner | Unavailable>();
     for (const p of servedPaths) runners.set(p, runnerFor(p, c, o.endpoints));
@@ -174,6 +181,19 @@ async function runCase(
         }
       }
     };
+
+    // Before the rounds: the server has not yet served these answers (see server-rss-per-message.ts).
+    const tc = runners.get('grpc-tensor-content');
+    const tcPid = o.endpoints.grpcTensorContent?.pid;
+    if ((o.rssPerMessageCases ?? ['raw_detector']).includes(c.id) && tc !== undefined) {
+      o.progress.step(`${c.id} · server RSS per message in flight`);
+      rssPerMessage =
+        isUnavailable(tc) || tcPid === undefined
+          ? { unavailable: 'needs the gRPC tensor_content server started here' }
+          : await measureRssPerMessage({ runner: tc, pid: tcPid }).catch((error: unknown) => ({
+              unavailable: `failed: ${error instanceof Error ? error.message : String(error)}`,
+            }));
+    }
 
     for (let round = 0; round < o.repeat; round++) {
       await runFloors(round, 'before');
@@ -284,6 +304,7 @@ async function runCase(
     ...(imageRef && imageRunner && !isUnavailable(imageRunner)
       ? { imageFloor: { ...imageRef, answer: imageRunner.lastAnswer() } }
       : {}),
+    ...(rssPerMessage !== undefined ? { serverRssPerMessage: rssPerMessage } : {}),
   };
   return { report, rows };
 }

@@ -1,5 +1,5 @@
 /**
- * Fuzz targets for the HPACK codec (packages/server/src/frontends/grpc/h2/hpack.ts):
+ * Fuzz targets for the HPACK codec (packages/protocol/src/h2/, @visionserve/protocol/h2):
  * - hpack/round-trip: any header list (latin1 values, static and new names) encoded by
  *   encodeHeaderBlock decodes to the same list, on a fresh decoder and on one whose dynamic
  *   table is in use; Huffman coding of any latin1 text decodes back.
@@ -15,12 +15,10 @@ import {
   encodeHeaderBlock,
   HeaderListTooLargeError,
   HpackError,
-} from '../../src/frontends/grpc/h2/hpack.js';
-import {
   decodeHuffman,
   encodeHuffman,
   huffmanEncodedLength,
-} from '../../src/frontends/grpc/h2/hpack-huffman.js';
+} from '@visionserve/protocol/h2';
 import { mutate, mutationArb } from './arbitraries.js';
 import { HANG_MS, fuzzSync, targetOptions } from './campaign.js';
 

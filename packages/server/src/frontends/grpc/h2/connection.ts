@@ -24,9 +24,12 @@ import {
   encodeSettings,
   encodeUint32Frame,
   writeFrameHeader,
-} from './frame.js';
-import { type FrameSink, FrameReader } from './frame-reader.js';
-import { HeaderListTooLargeError, type HpackDecoder, createHpackDecoder } from './hpack.js';
+  type FrameSink,
+  FrameReader,
+  HeaderListTooLargeError,
+  type HpackDecoder,
+  createHpackDecoder,
+} from '@visionserve/protocol/h2';
 import { OK_TRAILERS, RESPONSE_HEAD, trailersOnlyBlock } from './response-heads.js';
 import { H2Stream, type StreamConnection } from './stream.js';
 

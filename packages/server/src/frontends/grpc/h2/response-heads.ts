@@ -3,8 +3,8 @@
  * a block encodes once and can be sent on any connection: the blocks of every OK response
  * are constants.
  */
+import { encodeHeaderBlock } from '@visionserve/protocol/h2';
 import { NOT_GRPC_TEXT } from '../call-stream.js';
-import { encodeHeaderBlock } from './hpack.js';
 
 /** Response headers of every call that gets a message. */
 export const RESPONSE_HEAD = encodeHeaderBlock([

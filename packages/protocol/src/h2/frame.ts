@@ -1,6 +1,6 @@
 /**
  * HTTP/2 frame facts (RFC 9113 section 6) and the frame header writer: the constants every
- * other file of this server-side HTTP/2 shares.
+ * other file of the HTTP/2 transports (the server's and the client's) shares.
  */
 
 /** Frame types (RFC 9113 6). */

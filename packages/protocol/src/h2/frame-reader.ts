@@ -60,6 +60,15 @@ export class FrameReader {
     private readonly maxHeaderBlock: number,
   ) {}
 
+  /**
+   * Data bytes of the current DATA frame still to come (padding excluded); 0 outside a DATA
+   * frame's data. An owner that knows where they belong may read up to this many bytes from
+   * its socket straight into place and push that view: it reaches onData as the same view.
+   */
+  get dataLeft(): number {
+    return this.state === State.Data ? this.left : 0;
+  }
+
   /** Stops parsing for good (the connection is ending). */
   stop(): void {
     this.stopped = true;

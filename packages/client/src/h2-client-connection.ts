@@ -1,0 +1,628 @@
+/**
+ * One client HTTP/2 connection of our own (plaintext, prior knowledge; RFC 9113) for unary
+ * gRPC calls: the preface and SETTINGS exchange, streams opened by one HEADERS frame, request
+ * DATA sent within the peer's windows and frame size, response HEADERS (+ CONTINUATION),
+ * DATA and trailers, WINDOW_UPDATE, PING, RST_STREAM and GOAWAY. The frame reader and HPACK
+ * decoder are the server's (@visionserve/protocol/h2).
+ *
+ * Receive path: the socket reads into one reusable scratch buffer, except while a DATA frame
+ * whose stream has its message buffer ready is being read: then the next read goes straight
+ * into that buffer (MessageAssembler.target), so a large response is copied once, by the
+ * kernel, into the buffer the caller's tensors view.
+ *
+ * Anything the server sends that breaks the protocol ends the connection (GOAWAY with the
+ * error) and fails its calls with a ServingError; nothing a server sends can throw out of
+ * the socket callbacks.
+ */
+import net from 'node:net';
+import { Code, ServingError } from '@visionserve/protocol';
+import {
+  CLIENT_PREFACE,
+  DEFAULT_FRAME_SIZE,
+  DEFAULT_WINDOW,
+  ErrorCode,
+  FRAME_HEADER_BYTES,
+  Flag,
+  FrameReader,
+  FrameType,
+  HeaderListTooLargeError,
+  MAX_WINDOW,
+  Setting,
+  createHpackDecoder,
+  encodeFrame,
+  encodeGoaway,
+  encodeHeaderBlock,
+  encodeSettings,
+  encodeUint32Frame,
+  writeFrameHeader,
+  type FrameSink,
+  type HpackDecoder,
+} from '@visionserve/protocol/h2';
+import type { MessageAssembler } from './grpc-message-assembler.js';
+
+export interface H2ClientConnectionOptions {
+  readonly host: string;
+  readonly port: number;
+  /** Receive window per stream and for the connection, bytes. */
+  readonly windowBytes: number;
+  /** SETTINGS_MAX_FRAME_SIZE advertised, bytes. */
+  readonly maxFrameBytes: number;
+  /** Largest response header list accepted, bytes (SETTINGS_MAX_HEADER_LIST_SIZE). */
+  readonly maxHeaderListBytes: number;
+  /** Called once when the connection can take no new streams (GOAWAY, error, close). */
+  readonly onDrain: () => void;
+}
+
+/** What a stream tells its call. Called at most once each, except onHeaders (headers, then trailers). */
+export interface ClientStreamHandler {
+  /** The message's bytes go here. */
+  readonly assembler: MessageAssembler;
+  /** A header block: response headers (first) or trailers. `endStream`: the response ended with it. */
+  onHeaders(fields: Readonly<Record<string, string>>, endStream: boolean): void;
+  /** The assembler refused DATA: the stream has been reset; the call fails with this. */
+  onDataError(error: ServingError): void;
+  /** The response ended after DATA (END_STREAM on a DATA frame). */
+  onEnd(): void;
+  /** The stream or connection failed (RST_STREAM, GOAWAY, protocol error, socket closed). */
+  onError(error: ServingError): void;
+}
+
+export interface ClientStream {
+  /** Resets the stream with CANCEL; no handler is called after this. */
+  cancel(): void;
+}
+
+/** Header block bytes kept for one block (HEADERS + CONTINUATIONs), over the header list limit. */
+const HEADER_BLOCK_SLACK = 16_384;
+/** Scratch buffer the socket reads into when not reading DATA into place, bytes. */
+const SCRATCH_BYTES = 64 * 1024;
+/** DATA still to come in a frame below which it is read into scratch anyway (the syscall costs more than the copy). */
+const DIRECT_MIN_BYTES = 16 * 1024;
+/** Highest client stream id (RFC 9113 5.1.1). */
+const MAX_STREAM_ID = 2 ** 31 - 1;
+
+/** gRPC's mapping of an RST_STREAM error code to a status code (grpc's PROTOCOL-HTTP2 doc). */
+function codeOfReset(code: number): Code {
+  switch (code) {
+    case ErrorCode.REFUSED_STREAM:
+      return Code.UNAVAILABLE;
+    case ErrorCode.CANCEL:
+      return Code.CANCELLED;
+    case ErrorCode.ENHANCE_YOUR_CALM:
+      return Code.RESOURCE_EXHAUSTED;
+    case ErrorCode.INADEQUATE_SECURITY:
+      return Code.PERMISSION_DENIED;
+    default:
+      return Code.INTERNAL;
+  }
+}
+
+class ProtocolFault extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface StreamState {
+  readonly id: number;
+  readonly handler: ClientStreamHandler;
+  /** Request DATA not yet sent: the whole length-prefixed message, as views. */
+  pending: Uint8Array[];
+  pendingBytes: number;
+  /** Send window the peer gave this stream, bytes (may go negative after a SETTINGS change). */
+  sendWindow: number;
+  /** Bytes received on this stream not yet returned to the peer by WINDOW_UPDATE. */
+  unacked: number;
+  sawHeaders: boolean;
+  /** The peer's side ended (END_STREAM) or the stream was reset: nothing more is taken. */
+  closed: boolean;
+}
+
+export class H2ClientConnection implements FrameSink {
+  private readonly socket: net.Socket;
+  private readonly reader: FrameReader;
+  private readonly hpack: HpackDecoder;
+  private readonly streams = new Map<number, StreamState>();
+  private readonly scratch = Buffer.allocUnsafeSlow(SCRATCH_BYTES);
+  private nextId = 1;
+  private draining = false;
+  private failed: ServingError | undefined;
+  // Peer settings.
+  private peerMaxFrame = DEFAULT_FRAME_SIZE;
+  private peerInitialWindow = DEFAULT_WINDOW;
+  private connSendWindow = DEFAULT_WINDOW;
+  /** Connection-level bytes received and not yet returned by WINDOW_UPDATE. */
+  private connUnacked = 0;
+  /** The stream of the DATA frame being read (undefined: none, or one no longer open). */
+  private dataStream: StreamState | undefined;
+  /** A header block being collected (HEADERS without END_HEADERS). */
+  private block: { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number } | undefined;
+  private inFlight = 0;
+
+  constructor(private readonly options: H2ClientConnectionOptions) {
+    this.hpack = createHpackDecoder({ maxHeaderListBytes: options.maxHeaderListBytes });
+    this.reader = new FrameReader(
+      this,
+      options.maxFrameBytes,
+      options.maxHeaderListBytes + HEADER_BLOCK_SLACK,
+    );
+    this.socket = net.connect({
+      host: options.host,
+      port: options.port,
+      noDelay: true,
+      onread: {
+        buffer: () => this.nextReadBuffer(),
+        callback: (n: number, buffer: Uint8Array) => {
+          this.onRead(n, buffer);
+          return true;
+        },
+      },
+    });
+    this.socket.unref();
+    this.socket.on('error', (error: Error) => {
+      this.fail(new ServingError(Code.UNAVAILABLE, `Connection failed: ${error.message}`));
+    });
+    this.socket.on('end', () => {
+      this.fail(new ServingError(Code.UNAVAILABLE, 'Connection closed by the server'));
+    });
+    this.socket.on('close', () => {
+      this.fail(new ServingError(Code.UNAVAILABLE, 'Connection closed'));
+    });
+    const window = options.windowBytes;
+    this.socket.cork();
+    this.socket.write(CLIENT_PREFACE);
+    this.socket.write(
+      encodeSettings([
+        [Setting.ENABLE_PUSH, 0],
+        [Setting.INITIAL_WINDOW_SIZE, window],
+        [Setting.MAX_FRAME_SIZE, options.maxFrameBytes],
+        [Setting.MAX_HEADER_LIST_SIZE, options.maxHeaderListBytes],
+      ]),
+    );
+    if (window > DEFAULT_WINDOW) {
+      this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, window - DEFAULT_WINDOW));
+    }
+    this.socket.uncork();
+  }
+
+  /** Whether new streams may be opened here. */
+  get usable(): boolean {
+    return !this.draining && this.failed === undefined && this.nextId <= MAX_STREAM_ID;
+  }
+
+  /**
+   * Opens a stream: HEADERS (the fields, in order) then the request message (`parts`
+   * concatenated, sent as DATA within the windows, END_STREAM on the last frame).
+   */
+  open(
+    headers: readonly (readonly [string, string])[],
+    parts: readonly Uint8Array[],
+    handler: ClientStreamHandler,
+  ): ClientStream {
+    const id = this.nextId;
+    this.nextId += 2;
+    if (this.nextId > MAX_STREAM_ID) this.drain();
+    const block = encodeHeaderBlock(headers);
+    let bytes = 0;
+    for (const part of parts) bytes += part.byteLength;
+    const stream: StreamState = {
+      id,
+      handler,
+      pending: parts.filter((p) => p.byteLength > 0),
+      pendingBytes: bytes,
+      sendWindow: this.peerInitialWindow,
+      unacked: 0,
+      sawHeaders: false,
+      closed: false,
+    };
+    this.streams.set(id, stream);
+    if (this.inFlight++ === 0) this.socket.ref();
+    this.socket.cork();
+    this.writeHeaderBlock(id, block, bytes === 0);
+    if (bytes > 0) this.flush(stream);
+    this.socket.uncork();
+    return {
+      cancel: () => {
+        if (!this.streams.has(id)) return;
+        this.forget(stream);
+        if (this.failed === undefined)
+          this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, id, ErrorCode.CANCEL));
+      },
+    };
+  }
+
+  /** Ends the connection: GOAWAY, then the socket; calls in flight fail UNAVAILABLE. */
+  close(): void {
+    if (this.failed !== undefined) return;
+    this.socket.end(encodeGoaway(0, ErrorCode.NO_ERROR));
+    this.fail(new ServingError(Code.UNAVAILABLE, 'Channel closed'));
+  }
+
+  // ---- send side
+
+  private writeHeaderBlock(id: number, block: Uint8Array, endStream: boolean): void {
+    const max = this.peerMaxFrame;
+    let at = 0;
+    let first = true;
+    do {
+      const n = Math.min(max, block.byteLength - at);
+      const last = at + n === block.byteLength;
+      const type = first ? FrameType.HEADERS : FrameType.CONTINUATION;
+      const flags = (last ? Flag.END_HEADERS : 0) | (first && endStream ? Flag.END_STREAM : 0);
+      this.socket.write(encodeFrame(type, flags, id, block.subarray(at, at + n)));
+      at += n;
+      first = false;
+    } while (at < block.byteLength);
+  }
+
+  /** Sends as much of the stream's request as the windows allow. */
+  private flush(stream: StreamState): void {
+    while (stream.pendingBytes > 0) {
+      const allowed = Math.min(
+        stream.sendWindow,
+        this.connSendWindow,
+        this.peerMaxFrame,
+        stream.pendingBytes,
+      );
+      if (allowed <= 0) return;
+      stream.sendWindow -= allowed;
+      this.connSendWindow -= allowed;
+      stream.pendingBytes -= allowed;
+      const head = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+      writeFrameHeader(
+        head,
+        0,
+        allowed,
+        FrameType.DATA,
+        stream.pendingBytes === 0 ? Flag.END_STREAM : 0,
+        stream.id,
+      );
+      this.socket.write(head);
+      let left = allowed;
+      while (left > 0) {
+        const part = stream.pending[0]!;
+        if (part.byteLength <= left) {
+          this.socket.write(part);
+          left -= part.byteLength;
+          stream.pending.shift();
+        } else {
+          this.socket.write(part.subarray(0, left));
+          stream.pending[0] = part.subarray(left);
+          left = 0;
+        }
+      }
+    }
+  }
+
+  private flushAll(): void {
+    this.socket.cork();
+    for (const stream of this.streams.values()) {
+      if (stream.pendingBytes > 0) this.flush(stream);
+      if (this.connSendWindow <= 0) break;
+    }
+    this.socket.uncork();
+  }
+
+  // ---- receive side
+
+  private nextReadBuffer(): Uint8Array {
+    const left = this.reader.dataLeft;
+    if (left >= DIRECT_MIN_BYTES && this.dataStream !== undefined && !this.dataStream.closed) {
+      const target = this.dataStream.handler.assembler.target(left);
+      if (target !== undefined && target.byteLength >= DIRECT_MIN_BYTES) return target;
+    }
+    return this.scratch;
+  }
+
+  private onRead(n: number, buffer: Uint8Array): void {
+    if (this.failed !== undefined) return;
+    const chunk =
+      buffer === this.scratch
+        ? this.scratch.subarray(0, n)
+        : Buffer.from(buffer.buffer, buffer.byteOffset, n);
+    // Whatever this read makes us send (WINDOW_UPDATE, SETTINGS and PING acks, request DATA) leaves in one write.
+    this.socket.cork();
+    try {
+      this.reader.push(chunk);
+    } catch (error) {
+      // Handlers run user callbacks only through promises; this is a fault of ours or the peer's bytes.
+      this.protocolError(
+        error instanceof ProtocolFault ? error.code : ErrorCode.INTERNAL_ERROR,
+        error instanceof Error ? error.message : String(error),
+      );
+    }
+    if (this.connUnacked >= this.options.windowBytes / 2 && this.failed === undefined) {
+      this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.connUnacked));
+      this.connUnacked = 0;
+    }
+    this.socket.uncork();
+  }
+
+  onFrameError(code: number, message: string): void {
+    this.protocolError(code, message);
+  }
+
+  onDataStart(streamId: number, _flags: number, length: number): void {
+    if (streamId === 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
+    this.connUnacked += length;
+    if (this.connUnacked > this.options.windowBytes) {
+      throw new ProtocolFault(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
+    }
+    const stream = this.streams.get(streamId);
+    this.dataStream = stream;
+    if (stream === undefined) {
+      if (streamId >= this.nextId || (streamId & 1) === 0) {
+        throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, `DATA on stream ${streamId}, never opened`);
+      }
+      return; // a stream we cancelled: its bytes are dropped (and count against the connection)
+    }
+    if (!stream.sawHeaders) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'DATA before response headers');
+    stream.unacked += length;
+    if (stream.unacked > this.options.windowBytes) {
+      this.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR);
+      stream.handler.onError(new ServingError(Code.INTERNAL, 'Server sent DATA beyond the stream window'));
+    }
+  }
+
+  onData(chunk: Buffer): void {
+    const stream = this.dataStream;
+    if (stream === undefined || stream.closed) return;
+    const error = stream.handler.assembler.push(chunk);
+    if (error) {
+      this.resetStream(stream, ErrorCode.CANCEL);
+      stream.handler.onDataError(error);
+    }
+  }
+
+  onDataEnd(flags: number): void {
+    const stream = this.dataStream;
+    this.dataStream = undefined;
+    if (stream === undefined || stream.closed) return;
+    if ((flags & Flag.END_STREAM) !== 0) {
+      this.forget(stream);
+      stream.handler.onEnd();
+      return;
+    }
+    if (stream.unacked >= this.options.windowBytes / 2) {
+      this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.unacked));
+      stream.unacked = 0;
+    }
+  }
+
+  onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
+    if (this.block !== undefined && type !== FrameType.CONTINUATION) {
+      throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'Header block interrupted by another frame');
+    }
+    switch (type) {
+      case FrameType.HEADERS:
+        this.onHeadersFrame(flags, streamId, payload);
+        break;
+      case FrameType.CONTINUATION: {
+        const block = this.block;
+        if (block === undefined || block.streamId !== streamId) {
+          throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without a header block');
+        }
+        block.bytes += payload.byteLength;
+        if (block.bytes > this.options.maxHeaderListBytes + HEADER_BLOCK_SLACK) {
+          throw new ProtocolFault(ErrorCode.ENHANCE_YOUR_CALM, 'Header block too large');
+        }
+        block.parts.push(Buffer.from(payload));
+        if ((flags & Flag.END_HEADERS) !== 0) {
+          this.block = undefined;
+          this.headerBlock(streamId, Buffer.concat(block.parts), block.endStream);
+        }
+        break;
+      }
+      case FrameType.SETTINGS:
+        this.onSettings(flags, streamId, payload);
+        break;
+      case FrameType.PING:
+        if (streamId !== 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
+        if (payload.byteLength !== 8) throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'PING not 8 bytes');
+        if ((flags & Flag.ACK) === 0) this.socket.write(encodeFrame(FrameType.PING, Flag.ACK, 0, payload));
+        break;
+      case FrameType.WINDOW_UPDATE:
+        this.onWindowUpdate(streamId, payload);
+        break;
+      case FrameType.RST_STREAM: {
+        if (streamId === 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
+        if (payload.byteLength !== 4)
+          throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
+        const stream = this.streams.get(streamId);
+        if (stream === undefined) return;
+        const code = payload.readUInt32BE(0);
+        this.forget(stream);
+        stream.handler.onError(
+          new ServingError(codeOfReset(code), `Stream reset by the server (HTTP/2 error ${code})`),
+        );
+        break;
+      }
+      case FrameType.GOAWAY: {
+        if (streamId !== 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
+        if (payload.byteLength < 8)
+          throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY under 8 bytes');
+        const last = payload.readUInt32BE(0) & 0x7fffffff;
+        const code = payload.readUInt32BE(4);
+        this.drain();
+        for (const stream of [...this.streams.values()]) {
+          if (stream.id <= last) continue;
+          this.forget(stream);
+          stream.handler.onError(
+            new ServingError(
+              Code.UNAVAILABLE,
+              `Connection going away (HTTP/2 error ${code}); call not processed`,
+            ),
+          );
+        }
+        if (this.streams.size === 0) this.close();
+        break;
+      }
+      case FrameType.PUSH_PROMISE:
+        throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE with push disabled');
+      default:
+        // PRIORITY and unknown frame types are ignored.
+        break;
+    }
+  }
+
+  private onHeadersFrame(flags: number, streamId: number, payload: Buffer): void {
+    if (streamId === 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
+    let from = 0;
+    let to = payload.byteLength;
+    if ((flags & Flag.PADDED) !== 0) {
+      if (to < 1) throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'Padded HEADERS without a pad length');
+      to -= payload[0]!;
+      from = 1;
+    }
+    if ((flags & Flag.PRIORITY) !== 0) from += 5;
+    if (to < from) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'HEADERS padding longer than the frame');
+    const fragment = payload.subarray(from, to);
+    const endStream = (flags & Flag.END_STREAM) !== 0;
+    if ((flags & Flag.END_HEADERS) !== 0) {
+      this.headerBlock(streamId, fragment, endStream);
+      return;
+    }
+    this.block = { streamId, endStream, parts: [Buffer.from(fragment)], bytes: fragment.byteLength };
+  }
+
+  /** A whole header block: decoded always (the HPACK state is the connection's), delivered if the stream is live. */
+  private headerBlock(streamId: number, block: Uint8Array, endStream: boolean): void {
+    const fields: Record<string, string> = {};
+    let tooLarge = false;
+    try {
+      this.hpack.decode(block, (name, value) => {
+        fields[name] = name in fields ? `${fields[name]!},${value}` : value;
+      });
+    } catch (error) {
+      if (!(error instanceof HeaderListTooLargeError)) {
+        throw new ProtocolFault(ErrorCode.COMPRESSION_ERROR, `Bad header block: ${String(error)}`);
+      }
+      tooLarge = true;
+    }
+    const stream = this.streams.get(streamId);
+    if (stream === undefined) {
+      if (streamId >= this.nextId || (streamId & 1) === 0) {
+        throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${streamId}, never opened`);
+      }
+      return;
+    }
+    if (tooLarge) {
+      this.resetStream(stream, ErrorCode.CANCEL);
+      stream.handler.onError(new ServingError(Code.RESOURCE_EXHAUSTED, 'Response header list too large'));
+      return;
+    }
+    if (stream.sawHeaders && !endStream) {
+      this.resetStream(stream, ErrorCode.PROTOCOL_ERROR);
+      stream.handler.onError(new ServingError(Code.INTERNAL, 'Trailers without END_STREAM'));
+      return;
+    }
+    stream.sawHeaders = true;
+    if (endStream) this.forget(stream);
+    stream.handler.onHeaders(fields, endStream);
+  }
+
+  private onSettings(flags: number, streamId: number, payload: Buffer): void {
+    if (streamId !== 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
+    if ((flags & Flag.ACK) !== 0) {
+      if (payload.byteLength !== 0)
+        throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
+      this.hpack.settingsAcknowledged();
+      return;
+    }
+    if (payload.byteLength % 6 !== 0)
+      throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS not a multiple of 6 bytes');
+    for (let at = 0; at < payload.byteLength; at += 6) {
+      const id = payload.readUInt16BE(at);
+      const value = payload.readUInt32BE(at + 2);
+      if (id === Setting.INITIAL_WINDOW_SIZE) {
+        if (value > MAX_WINDOW)
+          throw new ProtocolFault(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE too large');
+        const delta = value - this.peerInitialWindow;
+        this.peerInitialWindow = value;
+        for (const stream of this.streams.values()) stream.sendWindow += delta;
+      } else if (id === Setting.MAX_FRAME_SIZE) {
+        if (value < DEFAULT_FRAME_SIZE || value > 16_777_215) {
+          throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'MAX_FRAME_SIZE out of range');
+        }
+        this.peerMaxFrame = value;
+      } else if (id === Setting.ENABLE_PUSH && value > 1) {
+        throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'ENABLE_PUSH not 0 or 1');
+      }
+      // HEADER_TABLE_SIZE: our encoder never uses the dynamic table. Others need nothing here.
+    }
+    this.socket.write(encodeFrame(FrameType.SETTINGS, Flag.ACK, 0));
+    this.flushAll();
+  }
+
+  private onWindowUpdate(streamId: number, payload: Buffer): void {
+    if (payload.byteLength !== 4)
+      throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE not 4 bytes');
+    const increment = payload.readUInt32BE(0) & 0x7fffffff;
+    if (streamId === 0) {
+      if (increment === 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
+      this.connSendWindow += increment;
+      if (this.connSendWindow > MAX_WINDOW)
+        throw new ProtocolFault(ErrorCode.FLOW_CONTROL_ERROR, 'Window over 2^31-1');
+      this.flushAll();
+      return;
+    }
+    const stream = this.streams.get(streamId);
+    if (stream === undefined) return;
+    if (increment === 0 || stream.sendWindow + increment > MAX_WINDOW) {
+      this.resetStream(stream, increment === 0 ? ErrorCode.PROTOCOL_ERROR : ErrorCode.FLOW_CONTROL_ERROR);
+      stream.handler.onError(new ServingError(Code.INTERNAL, 'Bad WINDOW_UPDATE from the server'));
+      return;
+    }
+    stream.sendWindow += increment;
+    this.socket.cork();
+    this.flush(stream);
+    this.socket.uncork();
+  }
+
+  // ---- endings
+
+  private forget(stream: StreamState): void {
+    if (stream.closed) return;
+    stream.closed = true;
+    stream.pending = [];
+    stream.pendingBytes = 0;
+    this.streams.delete(stream.id);
+    if (--this.inFlight === 0) this.socket.unref();
+    if (this.draining && this.streams.size === 0 && this.failed === undefined) this.close();
+  }
+
+  private resetStream(stream: StreamState, code: number): void {
+    this.forget(stream);
+    this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, code));
+  }
+
+  private drain(): void {
+    if (this.draining) return;
+    this.draining = true;
+    this.options.onDrain();
+  }
+
+  private protocolError(code: number, message: string): void {
+    if (this.failed !== undefined) return;
+    this.reader.stop();
+    this.socket.end(encodeGoaway(0, code));
+    this.fail(new ServingError(Code.INTERNAL, `HTTP/2 protocol error from the server: ${message}`));
+  }
+
+  private fail(error: ServingError): void {
+    if (this.failed !== undefined) return;
+    this.failed = error;
+    this.drain();
+    this.reader.stop();
+    const streams = [...this.streams.values()];
+    for (const stream of streams) this.forget(stream);
+    for (const stream of streams) stream.handler.onError(error);
+    if (!this.socket.destroyed) {
+      // Give a GOAWAY written by close()/protocolError() a moment to leave, then drop the socket.
+      setTimeout(() => this.socket.destroy(), 1000).unref();
+    }
+  }
+}

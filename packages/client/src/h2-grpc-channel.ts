@@ -1,0 +1,193 @@
+/**
+ * The unary gRPC channel on the client's own HTTP/2 connection (h2-client-connection.ts):
+ * deadlines (`grpc-timeout` and a local timer), cancellation (RST_STREAM CANCEL), the gRPC
+ * status from headers or trailers, and a new connection once the current one goes away.
+ * The response message is received into its final buffer (grpc-message-assembler.ts).
+ */
+import { Code, ServingError } from '@visionserve/protocol';
+import { abortReason } from './call-options.js';
+import type { GrpcChannel } from './grpc-channel-types.js';
+import { createMessageAssembler } from './grpc-message-assembler.js';
+import { grpcStatusFrom } from './grpc-status.js';
+import { type ClientStream, H2ClientConnection } from './h2-client-connection.js';
+
+export interface H2GrpcChannelOptions {
+  /** "host:port" or "http://host:port" (plaintext HTTP/2; TLS is not supported). */
+  readonly address: string;
+  /** Largest accepted response message in bytes. Default 2 GiB - 1 (no practical limit). */
+  readonly maxReceiveBytes?: number;
+  /** SETTINGS_MAX_FRAME_SIZE advertised, bytes, 16384 to 16777215. Default 1 MiB. */
+  readonly maxFrameBytes?: number;
+  /** Receive window per stream and for the connection, bytes. Default H2_RECEIVE_WINDOW_BYTES. */
+  readonly windowBytes?: number;
+}
+
+/**
+ * Receive window this channel advertises per stream and for the connection, in bytes. This
+ * client always reads its socket, so a window above the kernel's socket buffers cannot stall
+ * a peer that stops reading while it writes (node:http2 does); a larger window only lets a
+ * server send further ahead of the client.
+ */
+export const H2_RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
+
+/** Largest response header list accepted, bytes (SETTINGS_MAX_HEADER_LIST_SIZE). */
+const MAX_HEADER_LIST_BYTES = 64 * 1024;
+
+function parseAddress(address: string): { host: string; port: number } {
+  let url: URL;
+  try {
+    url = new URL(address.includes('://') ? address : `http://${address}`);
+  } catch {
+    throw new ServingError(Code.INVALID_ARGUMENT, `Bad gRPC address: ${address}`);
+  }
+  if (url.protocol !== 'http:') {
+    throw new ServingError(
+      Code.INVALID_ARGUMENT,
+      `Only plaintext http:// gRPC addresses are supported: ${address}`,
+    );
+  }
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  return { host, port: url.port === '' ? 80 : Number(url.port) };
+}
+
+export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel {
+  let parsed: { host: string; port: number } | ServingError;
+  try {
+    parsed = parseAddress(options.address);
+  } catch (error) {
+    parsed = error as ServingError;
+  }
+  const { host, port } = parsed instanceof ServingError ? { host: '', port: 0 } : parsed;
+  const authority = port === 80 ? host : `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
+  let connection: H2ClientConnection | undefined;
+
+  const getConnection = (): H2ClientConnection => {
+    if (parsed instanceof ServingError) throw parsed;
+    if (connection?.usable) return connection;
+    const created: H2ClientConnection = new H2ClientConnection({
+      host,
+      port,
+      windowBytes: options.windowBytes ?? H2_RECEIVE_WINDOW_BYTES,
+      maxFrameBytes: options.maxFrameBytes ?? 1024 * 1024,
+      maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
+      onDrain: () => {
+        if (connection === created) connection = undefined;
+      },
+    });
+    connection = created;
+    return created;
+  };
+
+  return {
+    unary(path, request, callOptions = {}) {
+      return new Promise<Uint8Array>((resolve, reject) => {
+        if (callOptions.signal?.aborted) {
+          reject(abortReason(callOptions.signal));
+          return;
+        }
+        const headers: [string, string][] = [
+          [':method', 'POST'],
+          [':scheme', 'http'],
+          [':path', path],
+          [':authority', authority],
+          ['content-type', 'application/grpc+proto'],
+          ['te', 'trailers'],
+        ];
+        if (callOptions.timeoutMs !== undefined)
+          headers.push(['grpc-timeout', `${Math.max(1, Math.ceil(callOptions.timeoutMs))}m`]);
+        for (const [name, value] of Object.entries(callOptions.metadata ?? {}))
+          headers.push([name.toLowerCase(), value]);
+        const parts = request instanceof Uint8Array ? [request] : request;
+        let length = 0;
+        for (const part of parts) length += part.byteLength;
+        const prefix = new Uint8Array(5);
+        new DataView(prefix.buffer).setUint32(1, length);
+
+        const assembler = createMessageAssembler({
+          maxReceiveBytes: maxReceive,
+          ...(callOptions.responsePadding ? { responsePadding: callOptions.responsePadding } : {}),
+        });
+        let status: { code: Code; message: string } | undefined;
+        let done = false;
+        let stream: ClientStream | undefined;
+        const finish = (error?: ServingError): void => {
+          if (done) return;
+          done = true;
+          if (deadline !== undefined) clearTimeout(deadline);
+          callOptions.signal?.removeEventListener('abort', onAbort);
+          if (error) {
+            reject(error);
+            return;
+          }
+          if (!status) {
+            reject(new ServingError(Code.INTERNAL, 'Response ended without a gRPC status'));
+            return;
+          }
+          if (status.code !== Code.OK) {
+            reject(new ServingError(status.code, status.message));
+            return;
+          }
+          const message = assembler.end();
+          if (message instanceof ServingError) reject(message);
+          else resolve(message);
+        };
+        const cancel = (error: ServingError): void => {
+          stream?.cancel();
+          finish(error);
+        };
+        const onAbort = (): void => {
+          cancel(abortReason(callOptions.signal!));
+        };
+        const timeoutMs = callOptions.timeoutMs;
+        const deadline =
+          timeoutMs === undefined
+            ? undefined
+            : setTimeout(() => {
+                cancel(new ServingError(Code.DEADLINE_EXCEEDED, `Deadline of ${timeoutMs} ms exceeded`));
+              }, timeoutMs);
+        callOptions.signal?.addEventListener('abort', onAbort, { once: true });
+        let sawHeaders = false;
+        try {
+          stream = getConnection().open(headers, [prefix, ...parts], {
+            assembler,
+            onHeaders(fields, endStream) {
+              status = grpcStatusFrom(fields) ?? status;
+              if (!sawHeaders) {
+                sawHeaders = true;
+                if (fields[':status'] !== '200') {
+                  if (!endStream) stream?.cancel();
+                  finish(
+                    new ServingError(
+                      Code.UNAVAILABLE,
+                      `HTTP status ${fields[':status'] ?? '(none)'} from gRPC endpoint`,
+                    ),
+                  );
+                  return;
+                }
+              }
+              if (endStream) finish();
+            },
+            onDataError: finish,
+            onEnd: () => {
+              finish();
+            },
+            onError: finish,
+          });
+        } catch (error) {
+          finish(
+            error instanceof ServingError
+              ? error
+              : error instanceof RangeError
+                ? new ServingError(Code.INVALID_ARGUMENT, `Bad request metadata: ${error.message}`)
+                : new ServingError(Code.UNAVAILABLE, `Connection failed: ${String(error)}`),
+          );
+        }
+      });
+    },
+    close() {
+      connection?.close();
+      connection = undefined;
+    },
+  };
+}

@@ -1,0 +1,17 @@
+/**
+ * HTTP/2 wire pieces shared by the server's own transport and the client's: frame facts and
+ * writers (RFC 9113), the frame reader, and HPACK (RFC 7541): a per-connection decoder for
+ * header blocks and a stateless encoder.
+ */
+export * from './frame.js';
+export { type FrameSink, FrameReader } from './frame-reader.js';
+export { HeaderListTooLargeError, HpackError } from './hpack-errors.js';
+export {
+  createHpackDecoder,
+  type DynamicTableSnapshot,
+  type HpackDecoder,
+  type HpackDecoderOptions,
+} from './hpack-decoder.js';
+export { encodeHeaderBlock } from './hpack-encoder.js';
+export { decodeHuffman, encodeHuffman, huffmanEncodedLength } from './hpack-huffman.js';
+export { STATIC_NAMES, STATIC_TABLE_LENGTH, STATIC_VALUES, staticName } from './hpack-static-table.js';
