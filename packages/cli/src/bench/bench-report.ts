@@ -143,7 +143,7 @@ function formatLatency(report: BenchReport, lines: string[]): void {
       'Server GC: pauses and incremental marking steps of every isolate of the started servers (main thread and inference workers), ' +
       "from V8's --trace-gc, per request, with major collections (Mark-Compact) per 1000 requests in brackets; concurrent " +
       'marking and sweeping on V8 threads count only in server CPU. Memory-reducer collections (V8 shrinking the heap of an ' +
-      'isolate it sees allocating slowly: the main thread after start-up, the JSON decode threads; inference workers run ' +
+      'isolate it sees allocating slowly: the main thread after start-up; inference workers and JSON decode threads run ' +
       'without the reducer) are shown apart as "+ N reducer" (ms per request): they still cost the thread they run on.',
   );
 }
