@@ -4,7 +4,7 @@ import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
 import { createResponseReceiver } from './grpc-response-receiver.js';
-import { grpcStatusFrom } from './grpc-status.js';
+import { codeOfHttpStatus, grpcStatusFrom } from './grpc-status.js';
 import { createH2GrpcChannel } from './h2-grpc-channel.js';
 
 export type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
@@ -201,7 +201,10 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
           status = grpcStatusFrom(h) ?? status;
           if (h[':status'] !== 200) {
             finish(
-              new ServingError(Code.UNAVAILABLE, `HTTP status ${String(h[':status'])} from gRPC endpoint`),
+              new ServingError(
+                codeOfHttpStatus(h[':status']),
+                `HTTP status ${String(h[':status'])} from gRPC endpoint`,
+              ),
             );
           }
         });

@@ -1,5 +1,5 @@
 /** The gRPC status a response's headers or trailers carry (grpc-status, percent-decoded grpc-message). */
-import { type Code, codeFromNumber } from '@visionserve/protocol';
+import { Code, codeFromNumber } from '@visionserve/protocol';
 
 export function grpcStatusFrom(
   headers: Readonly<Record<string, string | string[] | undefined>>,
@@ -16,4 +16,29 @@ export function grpcStatusFrom(
     // keep the raw text
   }
   return { code, message };
+}
+
+/**
+ * The gRPC code of a response whose HTTP status is not 200 (the mapping in gRPC's
+ * http-grpc-status-mapping): 400 INTERNAL, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED,
+ * 404 UNIMPLEMENTED, 429 / 502 / 503 / 504 UNAVAILABLE, anything else UNKNOWN.
+ */
+export function codeOfHttpStatus(status: unknown): Code {
+  switch (Number(status)) {
+    case 400:
+      return Code.INTERNAL;
+    case 401:
+      return Code.UNAUTHENTICATED;
+    case 403:
+      return Code.PERMISSION_DENIED;
+    case 404:
+      return Code.UNIMPLEMENTED;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return Code.UNAVAILABLE;
+    default:
+      return Code.UNKNOWN;
+  }
 }

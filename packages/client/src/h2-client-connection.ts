@@ -51,7 +51,29 @@ export interface H2ClientConnectionOptions {
   readonly maxHeaderListBytes: number;
   /** Called once when the connection can take no new streams (GOAWAY, error, close). */
   readonly onDrain: () => void;
+  /** Called once when the connection has ended (every call on it settled). Default: nothing. */
+  readonly onClosed?: () => void;
 }
+
+/**
+ * Errors of calls the server never processed (a stream refused, or above a GOAWAY's last
+ * stream id, or queued when the connection went away): safe to send again on a new connection.
+ */
+export const NOT_PROCESSED = new WeakSet<ServingError>();
+
+function notProcessed(message: string): ServingError {
+  const error = new ServingError(Code.UNAVAILABLE, message);
+  NOT_PROCESSED.add(error);
+  return error;
+}
+
+/** Control frames (PING, SETTINGS) answered per FLOOD_WINDOW_MS at most: more ends the connection. */
+const MAX_CONTROL_FRAMES = 1000;
+const FLOOD_WINDOW_MS = 10_000;
+/** Streams opened before the server's SETTINGS say its limit (RFC 9113 §6.5.2 asks for at least 100). */
+const PRE_SETTINGS_STREAMS = 100;
+/** CONTINUATION frames one header block may have. */
+const MAX_CONTINUATIONS = 128;
 
 /** What a stream tells its call. Called at most once each, except onHeaders (headers, then trailers). */
 export interface ClientStreamHandler {
@@ -106,6 +128,18 @@ class ProtocolFault extends Error {
   }
 }
 
+interface Waiting {
+  readonly headers: readonly (readonly [string, string])[];
+  readonly parts: readonly Uint8Array[];
+  readonly handler: ClientStreamHandler;
+  /** Opened only once the server's SETTINGS arrived (a call sent again after a refusal). */
+  readonly afterSettings: boolean;
+  /** Set once the stream is open. */
+  stream: StreamState | undefined;
+  /** Cancelled or failed while waiting. */
+  gone: boolean;
+}
+
 interface StreamState {
   readonly id: number;
   readonly handler: ClientStreamHandler;
@@ -139,8 +173,18 @@ export class H2ClientConnection implements FrameSink {
   /** The stream of the DATA frame being read (undefined: none, or one no longer open). */
   private dataStream: StreamState | undefined;
   /** A header block being collected (HEADERS without END_HEADERS). */
-  private block: { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number } | undefined;
+  private block:
+    { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
+  /** Calls opened here (streams open or waiting) not yet settled: the socket is ref'd while any. */
   private inFlight = 0;
+  /** The server's SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until it says). */
+  private peerMaxStreams = Number.POSITIVE_INFINITY;
+  /** Calls waiting for a stream under the server's limit, in order. */
+  private readonly waiting: Waiting[] = [];
+  /** The server's first SETTINGS has arrived. */
+  private gotSettings = false;
+  private controlFrames = 0;
+  private controlWindowStart = 0;
 
   constructor(private readonly options: H2ClientConnectionOptions) {
     this.hpack = createHpackDecoder({ maxHeaderListBytes: options.maxHeaderListBytes });
@@ -201,7 +245,35 @@ export class H2ClientConnection implements FrameSink {
     headers: readonly (readonly [string, string])[],
     parts: readonly Uint8Array[],
     handler: ClientStreamHandler,
+    /** Wait for the server's SETTINGS first (a call sent again after it was refused). */
+    afterSettings = false,
   ): ClientStream {
+    const entry: Waiting = { headers, parts, handler, afterSettings, stream: undefined, gone: false };
+    if (this.inFlight++ === 0) this.socket.ref();
+    // Past the server's SETTINGS_MAX_CONCURRENT_STREAMS a call waits for a stream to close.
+    if (this.waiting.length > 0 || !this.mayStart(entry)) this.waiting.push(entry);
+    else this.start(entry);
+    return {
+      cancel: () => {
+        const stream = entry.stream;
+        if (stream === undefined) {
+          if (entry.gone) return;
+          entry.gone = true;
+          this.waiting.splice(this.waiting.indexOf(entry), 1);
+          if (--this.inFlight === 0) this.socket.unref();
+          return;
+        }
+        if (!this.streams.has(stream.id)) return;
+        this.forget(stream);
+        if (this.failed === undefined)
+          this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, ErrorCode.CANCEL));
+      },
+    };
+  }
+
+  /** Opens the stream of a call: HEADERS, then its request within the windows. */
+  private start(entry: Waiting): void {
+    const { headers, parts, handler } = entry;
     const id = this.nextId;
     this.nextId += 2;
     if (this.nextId > MAX_STREAM_ID) this.drain();
@@ -219,19 +291,41 @@ export class H2ClientConnection implements FrameSink {
       closed: false,
     };
     this.streams.set(id, stream);
-    if (this.inFlight++ === 0) this.socket.ref();
+    entry.stream = stream;
     this.socket.cork();
     this.writeHeaderBlock(id, block, bytes === 0);
     if (bytes > 0) this.flush(stream);
     this.socket.uncork();
-    return {
-      cancel: () => {
-        if (!this.streams.has(id)) return;
-        this.forget(stream);
-        if (this.failed === undefined)
-          this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, id, ErrorCode.CANCEL));
-      },
-    };
+  }
+
+  /**
+   * Whether a call may open its stream now: under the server's limit, which is taken as at most
+   * PRE_SETTINGS_STREAMS until its SETTINGS arrive.
+   */
+  private mayStart(entry: Waiting): boolean {
+    if (entry.afterSettings && !this.gotSettings) return false;
+    const limit = this.gotSettings
+      ? this.peerMaxStreams
+      : Math.min(this.peerMaxStreams, PRE_SETTINGS_STREAMS);
+    return this.streams.size < limit;
+  }
+
+  /** Opens waiting calls, in order, while the server's limit allows. */
+  private startWaiting(): void {
+    while (this.waiting.length > 0 && this.usable && this.mayStart(this.waiting[0]!)) {
+      this.start(this.waiting.shift()!);
+    }
+  }
+
+  /** Fails the calls still waiting for a stream (never sent: safe to send elsewhere). */
+  private failWaiting(error: ServingError): void {
+    const waiting = this.waiting.splice(0);
+    for (const entry of waiting) {
+      entry.gone = true;
+      --this.inFlight;
+    }
+    if (waiting.length > 0 && this.inFlight === 0) this.socket.unref();
+    for (const entry of waiting) entry.handler.onError(error);
   }
 
   /** Ends the connection: GOAWAY, then the socket; calls in flight fail UNAVAILABLE. */
@@ -382,7 +476,7 @@ export class H2ClientConnection implements FrameSink {
     this.dataStream = undefined;
     if (stream === undefined || stream.closed) return;
     if ((flags & Flag.END_STREAM) !== 0) {
-      this.forget(stream);
+      this.endedByPeer(stream);
       stream.handler.onEnd();
       return;
     }
@@ -409,7 +503,10 @@ export class H2ClientConnection implements FrameSink {
         if (block.bytes > this.options.maxHeaderListBytes + HEADER_BLOCK_SLACK) {
           throw new ProtocolFault(ErrorCode.ENHANCE_YOUR_CALM, 'Header block too large');
         }
-        block.parts.push(Buffer.from(payload));
+        if (++block.frames > MAX_CONTINUATIONS) {
+          throw new ProtocolFault(ErrorCode.ENHANCE_YOUR_CALM, 'Too many CONTINUATION frames');
+        }
+        if (payload.byteLength > 0) block.parts.push(Buffer.from(payload));
         if ((flags & Flag.END_HEADERS) !== 0) {
           this.block = undefined;
           this.headerBlock(streamId, Buffer.concat(block.parts), block.endStream);
@@ -422,7 +519,10 @@ export class H2ClientConnection implements FrameSink {
       case FrameType.PING:
         if (streamId !== 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
         if (payload.byteLength !== 8) throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'PING not 8 bytes');
-        if ((flags & Flag.ACK) === 0) this.socket.write(encodeFrame(FrameType.PING, Flag.ACK, 0, payload));
+        if ((flags & Flag.ACK) === 0) {
+          this.controlFrame();
+          this.socket.write(encodeFrame(FrameType.PING, Flag.ACK, 0, payload));
+        }
         break;
       case FrameType.WINDOW_UPDATE:
         this.onWindowUpdate(streamId, payload);
@@ -436,7 +536,9 @@ export class H2ClientConnection implements FrameSink {
         const code = payload.readUInt32BE(0);
         this.forget(stream);
         stream.handler.onError(
-          new ServingError(codeOfReset(code), `Stream reset by the server (HTTP/2 error ${code})`),
+          code === ErrorCode.REFUSED_STREAM && !stream.sawHeaders
+            ? notProcessed(`Stream refused by the server (HTTP/2 error ${code}); call not processed`)
+            : new ServingError(codeOfReset(code), `Stream reset by the server (HTTP/2 error ${code})`),
         );
         break;
       }
@@ -451,10 +553,7 @@ export class H2ClientConnection implements FrameSink {
           if (stream.id <= last) continue;
           this.forget(stream);
           stream.handler.onError(
-            new ServingError(
-              Code.UNAVAILABLE,
-              `Connection going away (HTTP/2 error ${code}); call not processed`,
-            ),
+            notProcessed(`Connection going away (HTTP/2 error ${code}); call not processed`),
           );
         }
         if (this.streams.size === 0) this.close();
@@ -485,12 +584,19 @@ export class H2ClientConnection implements FrameSink {
       this.headerBlock(streamId, fragment, endStream);
       return;
     }
-    this.block = { streamId, endStream, parts: [Buffer.from(fragment)], bytes: fragment.byteLength };
+    this.block = {
+      streamId,
+      endStream,
+      parts: [Buffer.from(fragment)],
+      bytes: fragment.byteLength,
+      frames: 0,
+    };
   }
 
   /** A whole header block: decoded always (the HPACK state is the connection's), delivered if the stream is live. */
   private headerBlock(streamId: number, block: Uint8Array, endStream: boolean): void {
-    const fields: Record<string, string> = {};
+    // No prototype: a header named like an Object property (constructor, __proto__) is just a header.
+    const fields = Object.create(null) as Record<string, string>;
     let tooLarge = false;
     try {
       this.hpack.decode(block, (name, value) => {
@@ -520,7 +626,7 @@ export class H2ClientConnection implements FrameSink {
       return;
     }
     stream.sawHeaders = true;
-    if (endStream) this.forget(stream);
+    if (endStream) this.endedByPeer(stream);
     stream.handler.onHeaders(fields, endStream);
   }
 
@@ -548,13 +654,30 @@ export class H2ClientConnection implements FrameSink {
           throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'MAX_FRAME_SIZE out of range');
         }
         this.peerMaxFrame = value;
+      } else if (id === Setting.MAX_CONCURRENT_STREAMS) {
+        this.peerMaxStreams = value;
       } else if (id === Setting.ENABLE_PUSH && value > 1) {
         throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'ENABLE_PUSH not 0 or 1');
       }
       // HEADER_TABLE_SIZE: our encoder never uses the dynamic table. Others need nothing here.
     }
+    this.controlFrame();
+    this.gotSettings = true;
     this.socket.write(encodeFrame(FrameType.SETTINGS, Flag.ACK, 0));
     this.flushAll();
+    this.startWaiting();
+  }
+
+  /** Counts a control frame we answer: a flood of them ends the connection (ENHANCE_YOUR_CALM). */
+  private controlFrame(): void {
+    const now = Date.now();
+    if (now - this.controlWindowStart >= FLOOD_WINDOW_MS) {
+      this.controlWindowStart = now;
+      this.controlFrames = 0;
+    }
+    if (++this.controlFrames > MAX_CONTROL_FRAMES) {
+      throw new ProtocolFault(ErrorCode.ENHANCE_YOUR_CALM, 'Too many control frames');
+    }
   }
 
   private onWindowUpdate(streamId: number, payload: Buffer): void {
@@ -591,7 +714,19 @@ export class H2ClientConnection implements FrameSink {
     stream.pendingBytes = 0;
     this.streams.delete(stream.id);
     if (--this.inFlight === 0) this.socket.unref();
+    if (this.waiting.length > 0 && this.failed === undefined) this.startWaiting();
     if (this.draining && this.streams.size === 0 && this.failed === undefined) this.close();
+  }
+
+  /**
+   * The server ended the stream. If part of the request was still unsent, the stream is reset
+   * (CANCEL) so that the server stops waiting for the rest: the call is over either way.
+   */
+  private endedByPeer(stream: StreamState): void {
+    const unsent = stream.pendingBytes > 0;
+    this.forget(stream);
+    if (unsent && this.failed === undefined)
+      this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, ErrorCode.CANCEL));
   }
 
   private resetStream(stream: StreamState, code: number): void {
@@ -603,6 +738,7 @@ export class H2ClientConnection implements FrameSink {
     if (this.draining) return;
     this.draining = true;
     this.options.onDrain();
+    this.failWaiting(notProcessed('Connection going away; call not sent'));
   }
 
   private protocolError(code: number, message: string): void {
@@ -617,9 +753,11 @@ export class H2ClientConnection implements FrameSink {
     this.failed = error;
     this.drain();
     this.reader.stop();
+    this.failWaiting(error);
     const streams = [...this.streams.values()];
     for (const stream of streams) this.forget(stream);
     for (const stream of streams) stream.handler.onError(error);
+    this.options.onClosed?.();
     if (!this.socket.destroyed) {
       // Give a GOAWAY written by close()/protocolError() a moment to leave, then drop the socket.
       setTimeout(() => this.socket.destroy(), 1000).unref();

@@ -8,8 +8,13 @@ import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
 import { createMessageAssembler } from './grpc-message-assembler.js';
-import { grpcStatusFrom } from './grpc-status.js';
-import { type ClientStream, H2ClientConnection } from './h2-client-connection.js';
+import { codeOfHttpStatus, grpcStatusFrom } from './grpc-status.js';
+import {
+  type ClientStream,
+  type ClientStreamHandler,
+  H2ClientConnection,
+  NOT_PROCESSED,
+} from './h2-client-connection.js';
 
 export interface H2GrpcChannelOptions {
   /** "host:port" or "http://host:port" (plaintext HTTP/2; TLS is not supported). */
@@ -61,6 +66,8 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
   const authority = port === 80 ? host : `${host.includes(':') ? `[${host}]` : host}:${port}`;
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
   let connection: H2ClientConnection | undefined;
+  /** Every connection not yet ended, draining ones included: close() ends them all. */
+  const live = new Set<H2ClientConnection>();
 
   const getConnection = (): H2ClientConnection => {
     if (parsed instanceof ServingError) throw parsed;
@@ -74,7 +81,11 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
       onDrain: () => {
         if (connection === created) connection = undefined;
       },
+      onClosed: () => {
+        live.delete(created);
+      },
     });
+    live.add(created);
     connection = created;
     return created;
   };
@@ -148,32 +159,52 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
               }, timeoutMs);
         callOptions.signal?.addEventListener('abort', onAbort, { once: true });
         let sawHeaders = false;
-        try {
-          stream = getConnection().open(headers, [prefix, ...parts], {
-            assembler,
-            onHeaders(fields, endStream) {
-              status = grpcStatusFrom(fields) ?? status;
-              if (!sawHeaders) {
-                sawHeaders = true;
-                if (fields[':status'] !== '200') {
-                  if (!endStream) stream?.cancel();
-                  finish(
-                    new ServingError(
-                      Code.UNAVAILABLE,
-                      `HTTP status ${fields[':status'] ?? '(none)'} from gRPC endpoint`,
-                    ),
-                  );
-                  return;
-                }
+        let resent = false;
+        const send = (): void => {
+          stream = getConnection().open(headers, [prefix, ...parts], handler, resent);
+        };
+        // A call the server never processed (refused, above a GOAWAY's last stream id, or not
+        // sent before the connection went away) is sent once more on a new connection, within
+        // its deadline, as gRPC clients do.
+        const onError = (error: ServingError): void => {
+          if (!done && !resent && NOT_PROCESSED.has(error)) {
+            resent = true;
+            try {
+              send();
+              return;
+            } catch {
+              // The first error stands.
+            }
+          }
+          finish(error);
+        };
+        const handler: ClientStreamHandler = {
+          assembler,
+          onHeaders(fields, endStream) {
+            status = grpcStatusFrom(fields) ?? status;
+            if (!sawHeaders) {
+              sawHeaders = true;
+              if (fields[':status'] !== '200') {
+                if (!endStream) stream?.cancel();
+                finish(
+                  new ServingError(
+                    codeOfHttpStatus(fields[':status']),
+                    `HTTP status ${fields[':status'] ?? '(none)'} from gRPC endpoint`,
+                  ),
+                );
+                return;
               }
-              if (endStream) finish();
-            },
-            onDataError: finish,
-            onEnd: () => {
-              finish();
-            },
-            onError: finish,
-          });
+            }
+            if (endStream) finish();
+          },
+          onDataError: finish,
+          onEnd: () => {
+            finish();
+          },
+          onError,
+        };
+        try {
+          send();
         } catch (error) {
           finish(
             error instanceof ServingError
@@ -186,7 +217,8 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
       });
     },
     close() {
-      connection?.close();
+      for (const c of [...live]) c.close();
+      live.clear();
       connection = undefined;
     },
   };

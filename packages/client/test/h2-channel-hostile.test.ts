@@ -152,6 +152,46 @@ describe('lean gRPC channel against a scripted HTTP/2 server', () => {
     assert.deepEqual(Buffer.from(got), Buffer.from(message));
   });
 
+  it('ends the connection on a flood of empty CONTINUATION frames or PINGs, memory bounded', async () => {
+    await assert.rejects(
+      call((socket, id) => {
+        socket.write(encodeFrame(FrameType.HEADERS, 0, id, Buffer.from(RESPONSE).subarray(0, 1)));
+        const empty = encodeFrame(FrameType.CONTINUATION, 0, id, Buffer.alloc(0));
+        for (let i = 0; i < 10_000 && !socket.destroyed; i++) socket.write(empty);
+      }),
+      isCode(Code.INTERNAL, /CONTINUATION/),
+    );
+    await assert.rejects(
+      call((socket) => {
+        const ping = encodeFrame(FrameType.PING, 0, 0, Buffer.alloc(8));
+        for (let i = 0; i < 5_000 && !socket.destroyed; i++) socket.write(ping);
+      }),
+      isCode(Code.INTERNAL, /control frames/),
+    );
+  });
+
+  it('sends a call again on a new connection when the server refused it (REFUSED_STREAM), once', async () => {
+    let streams = 0;
+    const got = await call((socket, id) => {
+      if (++streams === 1) {
+        socket.write(encodeUint32Frame(FrameType.RST_STREAM, id, ErrorCode.REFUSED_STREAM));
+        return;
+      }
+      socket.write(encodeFrame(FrameType.HEADERS, Flag.END_HEADERS, id, RESPONSE));
+      socket.write(encodeFrame(FrameType.DATA, 0, id, framed(Buffer.from('ok'))));
+      socket.write(encodeFrame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, id, OK_TRAILERS));
+    });
+    assert.equal(Buffer.from(got).toString(), 'ok');
+    assert.equal(streams, 2);
+    streams = -100; // refuse every time: the second refusal is the answer
+    await assert.rejects(
+      call((socket, id) => {
+        socket.write(encodeUint32Frame(FrameType.RST_STREAM, id, ErrorCode.REFUSED_STREAM));
+      }),
+      isCode(Code.UNAVAILABLE, /refused/),
+    );
+  });
+
   it('reports a trailers-only error status with its decoded message', async () => {
     await assert.rejects(
       call((socket, id) => {
