@@ -9,7 +9,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import { type Socket, connect } from 'node:net';
-import { Code } from '@visionserve/protocol';
+import { Code, ServingError } from '@visionserve/protocol';
+import { createInflightBudget } from '../src/frontends/shared/inflight-budget.js';
 import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
 import { startH2Listener } from '../src/frontends/grpc/h2/h2-server.js';
 import { createHpackDecoder } from '@visionserve/protocol/h2';
@@ -559,4 +560,65 @@ describe('gRPC server options', () => {
       );
     });
   }
+});
+
+describe('gRPC: a message abandoned before it is whole leaves the in-flight budget at once', () => {
+  let server: RunningGrpcServer;
+  const budget = createInflightBudget({ maxBytes: 64 * 1024 * 1024, maxRequests: 100 });
+
+  before(async () => {
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      transport: 'lean',
+      logger: quiet,
+      budget,
+      // Long, so that only the early release can free the bytes within the test.
+      sendStallTimeoutMs: 60_000,
+      services: [
+        {
+          name: 't.Svc',
+          methods: {
+            Missing: {
+              admit: () => {
+                throw new ServingError(Code.NOT_FOUND, 'no such model');
+              },
+              handler: () => Promise.resolve([]),
+            },
+          },
+        },
+      ],
+    });
+  });
+
+  after(async () => {
+    await server.close(500);
+  });
+
+  it('refused at its head, the rest unsent and the stream left open: its 8 MB reservation is released', async () => {
+    const c = new RawClient(server.port);
+    try {
+      const length = 8 * 1024 * 1024;
+      const head = Buffer.alloc(5 + 100_000);
+      head.writeUInt32BE(length, 1);
+      c.write(
+        PREFACE,
+        settings([]),
+        frame(T.HEADERS, F.END_HEADERS, 1, request('/t.Svc/Missing')),
+        frame(T.DATA, 0, 1, head.subarray(0, 16_384)),
+        ...Array.from({ length: 6 }, (_, i) =>
+          frame(T.DATA, 0, 1, head.subarray(16_384 * (i + 1), 16_384 * (i + 2))),
+        ),
+      );
+      await waitFor(
+        () => c.on(1).some((f) => f.type === T.HEADERS && (f.flags & F.END_STREAM) !== 0),
+        5000,
+        'the NOT_FOUND answer',
+      );
+      await waitFor(() => budget.usedBytes === 0, 2000, 'the reservation to be released');
+      assert.equal(server.inFlight, 1, 'the stream itself is still open (the client has not ended it)');
+    } finally {
+      c.close();
+    }
+  });
 });

@@ -332,7 +332,18 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       let fill = 0;
       const fail = (error: ServingError): void => {
         cleanup();
+        dropReservation();
         reject(error);
+      };
+      /**
+       * A message abandoned before it was whole: its buffer is garbage and the rest of it is
+       * read and dropped, so its bytes leave the in-flight budget now rather than when the
+       * client ends the stream (a client that stops sending would hold them until the
+       * send-stall timeout).
+       */
+      const dropReservation = (): void => {
+        call.reservation?.release();
+        call.reservation = undefined;
       };
       /** Admits the call on the message's head and places the message; false when refused. */
       const place = (): boolean => {
@@ -430,6 +441,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         if (length >= 0 && target === undefined && head !== undefined && headBytes >= length && !place())
           return;
         if (target === undefined || fill !== length) {
+          dropReservation();
           reject(new ServingError(Code.INTERNAL, 'Incomplete request message'));
           return;
         }
@@ -441,6 +453,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       };
       const onAbort = (): void => {
         cleanup();
+        dropReservation();
         reject(call.controller.signal.reason as ServingError);
       };
       const cleanup = (): void => {
