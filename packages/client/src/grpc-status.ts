@@ -20,8 +20,9 @@ export function grpcStatusFrom(
 
 /**
  * The gRPC code of a response whose HTTP status is not 200 (the mapping in gRPC's
- * http-grpc-status-mapping): 400 INTERNAL, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED,
- * 404 UNIMPLEMENTED, 429 / 502 / 503 / 504 UNAVAILABLE, anything else UNKNOWN.
+ * http-grpc-status-mapping, plus gRPC-web's 413): 400 INTERNAL, 401 UNAUTHENTICATED,
+ * 403 PERMISSION_DENIED, 404 UNIMPLEMENTED, 413 RESOURCE_EXHAUSTED, 429 / 502 / 503 / 504
+ * UNAVAILABLE, anything else UNKNOWN. Used by every gRPC channel (HTTP/2 and gRPC-web).
  */
 export function codeOfHttpStatus(status: unknown): Code {
   switch (Number(status)) {
@@ -33,6 +34,8 @@ export function codeOfHttpStatus(status: unknown): Code {
       return Code.PERMISSION_DENIED;
     case 404:
       return Code.UNIMPLEMENTED;
+    case 413:
+      return Code.RESOURCE_EXHAUSTED;
     case 429:
     case 502:
     case 503:

@@ -7,6 +7,7 @@
 import { Code, ServingError, codeFromNumber } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 import type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
+import { codeOfHttpStatus } from './grpc-status.js';
 
 export interface GrpcWebChannelOptions {
   /** Base URL of the server's REST port, e.g. "http://127.0.0.1:8501" or "" (same origin); a path prefix is kept. */
@@ -28,29 +29,6 @@ export interface GrpcWebWireSizes {
 export interface GrpcWebChannel extends GrpcChannel {
   /** Body sizes of the most recent completed call (what the network carried). */
   readonly lastWire: GrpcWebWireSizes | undefined;
-}
-
-/** gRPC's mapping of HTTP statuses from a gRPC-web endpoint that did not answer 200. */
-function codeForHttp(status: number): Code {
-  switch (status) {
-    case 400:
-      return Code.INTERNAL;
-    case 401:
-      return Code.UNAUTHENTICATED;
-    case 403:
-      return Code.PERMISSION_DENIED;
-    case 404:
-      return Code.UNIMPLEMENTED;
-    case 413:
-      return Code.RESOURCE_EXHAUSTED;
-    case 429:
-    case 502:
-    case 503:
-    case 504:
-      return Code.UNAVAILABLE;
-    default:
-      return Code.UNKNOWN;
-  }
 }
 
 function decodeMessage(raw: string | null): string {
@@ -216,7 +194,7 @@ export function createGrpcWebChannel(options: GrpcWebChannelOptions): GrpcWebCha
       if (response.status !== 200) {
         const snippet = new TextDecoder().decode(bytes.subarray(0, 200));
         throw new ServingError(
-          codeForHttp(response.status),
+          codeOfHttpStatus(response.status),
           `HTTP status ${response.status} from gRPC-web endpoint${snippet === '' ? '' : `: ${snippet}`}`,
         );
       }
