@@ -49,6 +49,11 @@ export interface H2ClientConnectionOptions {
   readonly maxFrameBytes: number;
   /** Largest response header list accepted, bytes (SETTINGS_MAX_HEADER_LIST_SIZE). */
   readonly maxHeaderListBytes: number;
+  /**
+   * The server's first SETTINGS must arrive this long after the connection starts, or the
+   * connection fails (UNAVAILABLE) with its calls, in ms. Default HANDSHAKE_TIMEOUT_MS.
+   */
+  readonly handshakeTimeoutMs?: number;
   /** Called once when the connection can take no new streams (GOAWAY, error, close). */
   readonly onDrain: () => void;
   /** Called once when the connection has ended (every call on it settled). Default: nothing. */
@@ -70,6 +75,8 @@ function notProcessed(message: string): ServingError {
 /** Control frames (PING, SETTINGS) answered per FLOOD_WINDOW_MS at most: more ends the connection. */
 const MAX_CONTROL_FRAMES = 1000;
 const FLOOD_WINDOW_MS = 10_000;
+/** How long the server has to send its first SETTINGS, ms. */
+export const HANDSHAKE_TIMEOUT_MS = 20_000;
 /** Streams opened before the server's SETTINGS say its limit (RFC 9113 §6.5.2 asks for at least 100). */
 const PRE_SETTINGS_STREAMS = 100;
 /** CONTINUATION frames one header block may have. */
@@ -230,7 +237,16 @@ export class H2ClientConnection implements FrameSink {
       this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, window - DEFAULT_WINDOW));
     }
     this.socket.uncork();
+    // A peer that accepts the connection but never speaks HTTP/2 would otherwise hold every
+    // call without a deadline for ever.
+    this.handshakeTimer = setTimeout(() => {
+      if (!this.gotSettings)
+        this.fail(new ServingError(Code.UNAVAILABLE, 'No HTTP/2 SETTINGS from the server in time'));
+    }, options.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS);
+    this.handshakeTimer.unref();
   }
+
+  private readonly handshakeTimer: NodeJS.Timeout;
 
   /** Whether new streams may be opened here. */
   get usable(): boolean {
@@ -662,6 +678,7 @@ export class H2ClientConnection implements FrameSink {
       // HEADER_TABLE_SIZE: our encoder never uses the dynamic table. Others need nothing here.
     }
     this.controlFrame();
+    if (!this.gotSettings) clearTimeout(this.handshakeTimer);
     this.gotSettings = true;
     this.socket.write(encodeFrame(FrameType.SETTINGS, Flag.ACK, 0));
     this.flushAll();
@@ -751,6 +768,7 @@ export class H2ClientConnection implements FrameSink {
   private fail(error: ServingError): void {
     if (this.failed !== undefined) return;
     this.failed = error;
+    clearTimeout(this.handshakeTimer);
     this.drain();
     this.reader.stop();
     this.failWaiting(error);

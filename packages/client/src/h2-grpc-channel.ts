@@ -25,6 +25,8 @@ export interface H2GrpcChannelOptions {
   readonly maxFrameBytes?: number;
   /** Receive window per stream and for the connection, bytes. Default H2_RECEIVE_WINDOW_BYTES. */
   readonly windowBytes?: number;
+  /** A server's first SETTINGS must arrive within this, ms (else its calls fail UNAVAILABLE). Default 20000. */
+  readonly handshakeTimeoutMs?: number;
 }
 
 /**
@@ -78,6 +80,7 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
       windowBytes: options.windowBytes ?? H2_RECEIVE_WINDOW_BYTES,
       maxFrameBytes: options.maxFrameBytes ?? 1024 * 1024,
       maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
+      ...(options.handshakeTimeoutMs === undefined ? {} : { handshakeTimeoutMs: options.handshakeTimeoutMs }),
       onDrain: () => {
         if (connection === created) connection = undefined;
       },

@@ -399,3 +399,27 @@ describe('lean gRPC channel against a scripted HTTP/2 server', () => {
     channel.close();
   });
 });
+
+describe('lean gRPC channel against a server that never speaks HTTP/2', () => {
+  it('fails a call without a deadline UNAVAILABLE once the handshake time is over', async () => {
+    const sockets: net.Socket[] = [];
+    const silent = net.createServer((socket) => {
+      sockets.push(socket);
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const channel = createH2GrpcChannel({
+      address: `127.0.0.1:${(silent.address() as AddressInfo).port}`,
+      handshakeTimeoutMs: 200,
+    });
+    try {
+      const started = Date.now();
+      await assert.rejects(channel.unary('/x/y', new Uint8Array(0)), isCode(Code.UNAVAILABLE, /SETTINGS/));
+      assert.ok(Date.now() - started >= 150, `failed after ${Date.now() - started} ms`);
+    } finally {
+      channel.close();
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+});
