@@ -21,6 +21,7 @@ import {
 } from '@visionserve/protocol/h2';
 import { mutate, mutationArb } from './arbitraries.js';
 import { HANG_MS, fuzzSync, targetOptions } from './campaign.js';
+import { hpackInt } from '../h2-wire.js';
 
 type Fields = (readonly [string, string])[];
 
@@ -59,25 +60,11 @@ function decodeAll(decoder: ReturnType<typeof createHpackDecoder>, block: Uint8A
   return fields;
 }
 
-/** An HPACK integer with an n-bit prefix whose first byte ORs in `high` (RFC 7541 §5.1). */
-function integer(value: number, bits: number, high: number): number[] {
-  const max = (1 << bits) - 1;
-  if (value < max) return [high | value];
-  const out = [high | max];
-  let rest = value - max;
-  while (rest >= 128) {
-    out.push((rest % 128) + 128);
-    rest = Math.floor(rest / 128);
-  }
-  out.push(rest);
-  return out;
-}
-
 function stringLiteral(text: string, huffman: boolean): number[] {
-  if (!huffman) return [...integer(text.length, 7, 0), ...Buffer.from(text, 'latin1')];
+  if (!huffman) return [...hpackInt(text.length, 7, 0), ...Buffer.from(text, 'latin1')];
   const out = new Uint8Array(huffmanEncodedLength(text));
   encodeHuffman(text, out, 0);
-  return [...integer(out.length, 7, 0x80), ...out];
+  return [...hpackInt(out.length, 7, 0x80), ...out];
 }
 
 /** One field representation of any kind (RFC 7541 §6), with indices that may or may not exist. */
@@ -86,7 +73,7 @@ const representationArb: fc.Arbitrary<number[]> = fc.oneof(
     weight: 6,
     arbitrary: fc
       .oneof(fc.integer({ min: 1, max: 61 }), fc.integer({ min: 62, max: 72 }))
-      .map((index) => integer(index, 7, 0x80)),
+      .map((index) => hpackInt(index, 7, 0x80)),
   },
   {
     weight: 6,
@@ -104,13 +91,13 @@ const representationArb: fc.Arbitrary<number[]> = fc.oneof(
         fc.boolean(),
       )
       .map(([[bits, high], index, name, value, huffName, huffValue]) => [
-        ...integer(index, bits, high),
+        ...hpackInt(index, bits, high),
         ...(index === 0 ? stringLiteral(name, huffName) : []),
         ...stringLiteral(value, huffValue),
       ]),
   },
   // A size update: allowed only before the first field, so mostly an error here.
-  { weight: 1, arbitrary: fc.integer({ min: 0, max: 5000 }).map((size) => integer(size, 5, 0x20)) },
+  { weight: 1, arbitrary: fc.integer({ min: 0, max: 5000 }).map((size) => hpackInt(size, 5, 0x20)) },
 );
 /** Size updates at the start of a block: mostly within `maxTableBytes`, sometimes one past it. */
 const sizeUpdatesArb = (maxTableBytes: number): fc.Arbitrary<number[]> =>
@@ -122,7 +109,7 @@ const sizeUpdatesArb = (maxTableBytes: number): fc.Arbitrary<number[]> =>
       ),
       { maxLength: 2 },
     )
-    .map((sizes) => sizes.flatMap((size) => integer(size, 5, 0x20)));
+    .map((sizes) => sizes.flatMap((size) => hpackInt(size, 5, 0x20)));
 const blockArb = (maxTableBytes: number): fc.Arbitrary<Uint8Array> =>
   fc
     .tuple(sizeUpdatesArb(maxTableBytes), fc.array(representationArb, { maxLength: 8 }))

@@ -15,6 +15,7 @@ import { createInflightBudget } from '../../src/frontends/shared/inflight-budget
 import { createJsonLogger } from '../../src/util/logger.js';
 import { mutate, mutationArb } from './arbitraries.js';
 import { fuzzAsync, targetOptions } from './campaign.js';
+import { frame, hpack } from '../h2-wire.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const MAX_MESSAGE = 64 * 1024;
@@ -32,41 +33,6 @@ const T = {
   CONTINUATION: 9,
 } as const;
 const F = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4, PADDED: 0x8, PRIORITY: 0x20 } as const;
-
-function frame(type: number, flags: number, stream: number, payload: Uint8Array, declared?: number): Buffer {
-  const head = Buffer.alloc(9);
-  const length = declared ?? payload.byteLength;
-  head.writeUIntBE(length & 0xffffff, 0, 3);
-  head[3] = type & 0xff;
-  head[4] = flags & 0xff;
-  head.writeUInt32BE(stream >>> 0, 5);
-  return Buffer.concat([head, payload]);
-}
-
-/** An HPACK integer with an n-bit prefix (RFC 7541 5.1), first byte ORed with `high`. */
-function hpackInt(value: number, bits: number, high: number): number[] {
-  const max = (1 << bits) - 1;
-  if (value < max) return [high | value];
-  const out = [high | max];
-  let rest = value - max;
-  while (rest >= 128) {
-    out.push((rest % 128) + 128);
-    rest = Math.floor(rest / 128);
-  }
-  out.push(rest);
-  return out;
-}
-
-/** Header fields as literals without indexing, new names, no Huffman coding. */
-function hpack(fields: readonly (readonly [string, string])[]): Buffer {
-  const out: number[] = [];
-  for (const [name, value] of fields) {
-    const n = Buffer.from(name, 'latin1');
-    const v = Buffer.from(value, 'latin1');
-    out.push(0x00, ...hpackInt(n.length, 7, 0), ...n, ...hpackInt(v.length, 7, 0), ...v);
-  }
-  return Buffer.from(out);
-}
 
 function grpcMessage(body: Uint8Array, flag = 0, declared = body.byteLength): Buffer {
   const out = Buffer.alloc(5 + body.byteLength);
