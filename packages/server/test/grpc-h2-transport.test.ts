@@ -819,7 +819,11 @@ async function waitFor(test: () => boolean, ms = 5000): Promise<void> {
 }
 
 describe('gRPC over our own HTTP/2: drain', () => {
-  let release: () => void = () => undefined;
+  /** Answers of the Hold calls in progress: release() answers them all. */
+  let holds: (() => void)[] = [];
+  const release = (): void => {
+    for (const answer of holds.splice(0)) answer();
+  };
   let started: () => void = () => undefined;
   let aborted: unknown;
   const makeServer = (): Promise<RunningGrpcServer> =>
@@ -835,9 +839,9 @@ describe('gRPC over our own HTTP/2: drain', () => {
             Hold: {
               handler: (_m, context) =>
                 new Promise((resolve, reject) => {
-                  release = () => {
+                  holds.push(() => {
                     resolve([Buffer.from('done')]);
-                  };
+                  });
                   context.signal.addEventListener(
                     'abort',
                     () => {
@@ -915,9 +919,10 @@ describe('gRPC over our own HTTP/2: drain', () => {
     );
   });
 
-  it('a stream opened after our GOAWAY is refused, and its DATA, WINDOW_UPDATE and RST_STREAM do not end the connection', async () => {
+  it('drains in two steps: GOAWAY for every stream id and a PING, the final GOAWAY once the PING is answered; streams sent meanwhile are served, later ones refused without ending the connection', async () => {
     const server = await makeServer();
-    const running = new Promise<void>((resolve) => {
+    holds = [];
+    let running = new Promise<void>((resolve) => {
       started = resolve;
     });
     const c = new RawClient(server.port);
@@ -930,33 +935,82 @@ describe('gRPC over our own HTTP/2: drain', () => {
     const closed = server.close(10_000);
     await c.until(() => c.goawayCode() !== undefined, 5000, 'GOAWAY');
     assert.equal(c.goawayCode(), E.NO_ERROR);
-    assert.equal(c.frames.find((f) => f.type === T.GOAWAY)!.payload.readUInt32BE(0), 1);
+    const lastIds = (): number[] =>
+      c.frames.filter((f) => f.type === T.GOAWAY).map((f) => f.payload.readUInt32BE(0));
+    assert.deepEqual(lastIds(), [0x7fffffff]);
+    await c.until(
+      () => c.frames.some((f) => f.type === T.PING && (f.flags & F.ACK) === 0),
+      5000,
+      'the drain PING',
+    );
+    const drainPing = c.frames.find((f) => f.type === T.PING && (f.flags & F.ACK) === 0)!;
+    // A call the client sent before it read the GOAWAY (it has not answered the PING yet): served.
+    running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
     c.write(
       frame(T.HEADERS, F.END_HEADERS, 3, call('Hold')),
-      frame(T.DATA, 0, 3, grpcMessage(Buffer.alloc(3))),
-      frame(T.WINDOW_UPDATE, 0, 3, u32(100)),
-      frame(T.DATA, F.END_STREAM, 3, Buffer.alloc(0)),
-      frame(T.RST_STREAM, 0, 3, u32(E.CANCEL)),
+      frame(T.DATA, F.END_STREAM, 3, grpcMessage(Buffer.alloc(0))),
     );
-    await c.until(() => c.reset(3) !== undefined, 5000, 'RST_STREAM on stream 3');
-    assert.equal(c.reset(3), E.REFUSED_STREAM);
+    await running;
+    assert.equal(c.reset(3), undefined);
+    assert.deepEqual(lastIds(), [0x7fffffff]);
+    // The PING's answer: the final GOAWAY names stream 3.
+    c.write(frame(T.PING, F.ACK, 0, drainPing.payload));
+    await c.until(() => lastIds().length === 2, 5000, 'the final GOAWAY');
+    assert.deepEqual(lastIds(), [0x7fffffff, 3]);
+    // A stream after the final GOAWAY is refused; its DATA, WINDOW_UPDATE and RST_STREAM do not end the connection.
+    c.write(
+      frame(T.HEADERS, F.END_HEADERS, 5, call('Hold')),
+      frame(T.DATA, 0, 5, grpcMessage(Buffer.alloc(3))),
+      frame(T.WINDOW_UPDATE, 0, 5, u32(100)),
+      frame(T.DATA, F.END_STREAM, 5, Buffer.alloc(0)),
+      frame(T.RST_STREAM, 0, 5, u32(E.CANCEL)),
+    );
+    await c.until(() => c.reset(5) !== undefined, 5000, 'RST_STREAM on stream 5');
+    assert.equal(c.reset(5), E.REFUSED_STREAM);
     // A PING round trip: every frame above has been processed.
     c.write(frame(T.PING, 0, 0, Buffer.alloc(8)));
-    await c.until(() => c.frames.some((f) => f.type === T.PING), 5000, 'PING ack');
+    await c.until(() => c.frames.some((f) => f.type === T.PING && (f.flags & F.ACK) !== 0), 5000, 'PING ack');
     release();
-    await c.until(
-      () => c.frames.some((f) => f.type === T.HEADERS && f.stream === 1 && (f.flags & F.END_STREAM) !== 0),
-      5000,
-      'the trailers of stream 1',
-    );
-    const trailers = c.frames.find(
-      (f) => f.type === T.HEADERS && f.stream === 1 && (f.flags & F.END_STREAM) !== 0,
-    )!;
-    assert.match(trailers.payload.toString('latin1'), /grpc-status.0/);
+    const trailersOf = (id: number): Frame | undefined =>
+      c.frames.find((f) => f.type === T.HEADERS && f.stream === id && (f.flags & F.END_STREAM) !== 0);
+    await c.until(() => trailersOf(1) !== undefined && trailersOf(3) !== undefined, 5000, 'the trailers');
+    assert.match(trailersOf(1)!.payload.toString('latin1'), /grpc-status.0/);
+    assert.match(trailersOf(3)!.payload.toString('latin1'), /grpc-status.0/);
     assert.deepEqual(
       c.frames.filter((f) => f.type === T.GOAWAY).map((f) => f.payload.readUInt32BE(4)),
-      [E.NO_ERROR],
+      [E.NO_ERROR, E.NO_ERROR],
     );
+    // The server ended its side; what the client sends now is read and dropped (no reset), and
+    // the connection closes once the client closes its side.
+    c.write(frame(T.PING, 0, 0, Buffer.alloc(8)));
+    c.socket.end();
+    await closed;
+    await c.until(() => c.closed, 5000, 'the socket closed');
+  });
+
+  it('without an answer to the drain PING, the final GOAWAY follows within about a second', async () => {
+    const server = await makeServer();
+    holds = [];
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const c = new RawClient(server.port);
+    c.write(PREFACE, settings([]));
+    c.write(
+      frame(T.HEADERS, F.END_HEADERS, 1, call('Hold')),
+      frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
+    );
+    await running;
+    const t0 = Date.now();
+    const closed = server.close(10_000);
+    const finals = (): Frame[] =>
+      c.frames.filter((f) => f.type === T.GOAWAY && f.payload.readUInt32BE(0) === 1);
+    await c.until(() => finals().length === 1, 5000, 'the final GOAWAY');
+    const waited = Date.now() - t0;
+    assert.ok(waited >= 900 && waited < 4000, `final GOAWAY after ${waited} ms`);
+    release();
     await closed;
     c.close();
   });

@@ -95,6 +95,16 @@ export const DEFAULT_HEADER_TIMEOUT_MS = 10_000;
 export const DEFAULT_SEND_STALL_MS = 30_000;
 /** After a GOAWAY for an error, the socket is destroyed if the peer has not closed it by then, ms. */
 const ERROR_CLOSE_MS = 1000;
+/**
+ * A graceful close announces itself first (GOAWAY naming the highest possible stream id, then a
+ * PING); the final GOAWAY, naming the last stream processed, follows the PING's answer, or this
+ * long without one, ms.
+ */
+const DRAIN_PING_MS = 1000;
+/** Once this side has ended the socket, the peer has this long to close its side, ms. */
+const LINGER_CLOSE_MS = 2000;
+/** The largest stream id (2^31 - 1): a GOAWAY naming it refuses nothing the client has sent. */
+const MAX_STREAM_ID = 0x7fffffff;
 
 const CONNECTION_HEADERS = new Set([
   'connection',
@@ -176,7 +186,13 @@ export class H2Connection implements FrameSink, StreamConnection {
   private dataStream: H2Stream | undefined;
   /** A header block being continued: stream, HEADERS flags, fragments. */
   private continuation: { streamId: number; flags: number; parts: Buffer[]; bytes: number } | undefined;
+  /** The final GOAWAY went out (or the client sent one): new streams are refused. */
   private goawaySent = false;
+  /** The first GOAWAY of a graceful close went out; the final one waits for the PING's answer. */
+  private drainAnnounced = false;
+  private drainTimer: NodeJS.Timeout | undefined;
+  /** This side ended the socket: whatever the client still sends is read and dropped. */
+  private ended = false;
   private closed = false;
   private queuedAcks = 0;
   /** Runs while the handshake or a header block is unfinished (headerTimeoutMs). */
@@ -240,6 +256,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.closed = true;
       if (this.stallTimer !== undefined) clearTimeout(this.stallTimer);
       if (this.headerTimer !== undefined) clearTimeout(this.headerTimer);
+      if (this.drainTimer !== undefined) clearTimeout(this.drainTimer);
       this.reader.stop();
       for (const stream of this.streams.values()) {
         stream.closed = true;
@@ -263,14 +280,47 @@ export class H2Connection implements FrameSink, StreamConnection {
   }
 
   /**
-   * Starts a graceful close: GOAWAY NO_ERROR with the last stream id seen; streams already
-   * open finish, and the socket is ended when the last one closes.
+   * Starts a graceful close in two steps, so that no call the client sends meanwhile is lost:
+   * GOAWAY NO_ERROR naming the highest possible stream id and a PING (the client opens no more
+   * streams, those already sent are still served); once the PING is answered (every stream
+   * the client sent before it has arrived) or after DRAIN_PING_MS, GOAWAY NO_ERROR with the
+   * last stream id processed. Open streams finish; the socket is ended when the last closes.
    */
   drain(): void {
+    if (this.drainAnnounced || this.goawaySent || this.closed) return;
+    this.drainAnnounced = true;
+    this.socket.cork();
+    this.socket.write(encodeGoaway(MAX_STREAM_ID, ErrorCode.NO_ERROR));
+    this.socket.write(DRAIN_PING_FRAME);
+    this.socket.uncork();
+    this.drainTimer = setTimeout(() => {
+      this.finishDrain();
+    }, DRAIN_PING_MS);
+    this.drainTimer.unref();
+  }
+
+  /** The final GOAWAY of a graceful close (drain). */
+  private finishDrain(): void {
+    if (this.drainTimer !== undefined) clearTimeout(this.drainTimer);
+    this.drainTimer = undefined;
     if (this.goawaySent || this.closed) return;
     this.goawaySent = true;
     this.socket.write(encodeGoaway(this.lastStreamId, ErrorCode.NO_ERROR));
-    if (this.streams.size === 0) this.socket.end();
+    if (this.streams.size === 0) this.endSocket();
+  }
+
+  /**
+   * Ends this side of the socket after a graceful close, and keeps reading (and dropping) what
+   * the client still sends until it closes its side: closing with unread bytes would make the
+   * kernel reset the connection, and a reset can discard the GOAWAY before the client reads it.
+   */
+  private endSocket(): void {
+    if (this.ended || this.closed) return;
+    this.ended = true;
+    this.socket.end();
+    setTimeout(() => {
+      this.socket.destroy();
+    }, LINGER_CLOSE_MS).unref();
   }
 
   /**
@@ -278,7 +328,7 @@ export class H2Connection implements FrameSink, StreamConnection {
    * while another is unanswered replaces its callback.
    */
   ping(onAck: () => void): void {
-    if (this.closed) return;
+    if (this.closed || this.ended) return;
     this.pingAck = onAck;
     const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + KEEPALIVE_PING.byteLength);
     writeFrameHeader(frame, 0, KEEPALIVE_PING.byteLength, FrameType.PING, 0, 0);
@@ -292,7 +342,7 @@ export class H2Connection implements FrameSink, StreamConnection {
   }
 
   private readonly onSocketData = (chunk: Buffer): void => {
-    if (this.closed) return;
+    if (this.closed || this.ended) return;
     this.socket.cork();
     try {
       if (this.prefaceFill < CLIENT_PREFACE.byteLength) {
@@ -493,6 +543,8 @@ export class H2Connection implements FrameSink, StreamConnection {
             const ack = this.pingAck;
             this.pingAck = undefined;
             ack?.();
+          } else if (this.drainAnnounced && payload.equals(DRAIN_PING)) {
+            this.finishDrain();
           }
           return;
         }
@@ -518,7 +570,8 @@ export class H2Connection implements FrameSink, StreamConnection {
         // The client opens no more streams; those open finish.
         if (!this.goawaySent) {
           this.goawaySent = true;
-          if (this.streams.size === 0) this.socket.end();
+          if (this.drainTimer !== undefined) clearTimeout(this.drainTimer);
+          if (this.streams.size === 0) this.endSocket();
         }
         return;
       case FrameType.PUSH_PROMISE:
@@ -840,7 +893,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     if (this.dataStream === stream) this.dataStream = undefined;
     if (stream.pendingWrites === 0) stream.fireClose();
     else this.lingering.add(stream);
-    if (this.goawaySent && this.streams.size === 0 && !this.closed) this.socket.end();
+    if (this.goawaySent && this.streams.size === 0) this.endSocket();
   }
 
   /**
@@ -1089,6 +1142,14 @@ export class H2Connection implements FrameSink, StreamConnection {
 
 /** The payload of this server's keepalive PINGs. */
 const KEEPALIVE_PING = Buffer.from('vs-alive', 'latin1');
+/** The payload of the PING that follows a graceful close's first GOAWAY (drain). */
+const DRAIN_PING = Buffer.from('vs-drain', 'latin1');
+const DRAIN_PING_FRAME = (() => {
+  const out = Buffer.alloc(FRAME_HEADER_BYTES + DRAIN_PING.byteLength);
+  writeFrameHeader(out, 0, DRAIN_PING.byteLength, FrameType.PING, 0, 0);
+  out.set(DRAIN_PING, FRAME_HEADER_BYTES);
+  return out;
+})();
 
 const SETTINGS_ACK = (() => {
   const out = Buffer.alloc(FRAME_HEADER_BYTES);
