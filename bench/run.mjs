@@ -6,6 +6,10 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { main } from '../packages/cli/dist/src/main.js';
+import { rerunWithMallocTuning, wantsMallocTuning } from '../packages/cli/dist/src/malloc-tuning.js';
+
+// Floors run in this process: it starts with the servers' malloc settings (src/malloc-tuning.ts).
+if (wantsMallocTuning(process.env)) process.exit(await rerunWithMallocTuning());
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 process.exitCode = await main(

@@ -232,7 +232,10 @@ def bench_server(a, name, x, ref, model_dir, run_dir):
     print(f"[{name}] starting: {' '.join(cmd)}", flush=True)
     log = open(os.path.join(a.out, f"{name}.log"), "w")
     t0 = time.time()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+    # Every server gets the glibc malloc settings visionserve's launchers and image set
+    # (packages/cli/src/malloc-tuning.ts); values already in the environment win.
+    env = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "268435456", **os.environ}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True, env=env)
     try:
         target, raw, res["cold_start"] = cold_start(proc, t0, targets, a.cold_timeout)
         res["grpc_kind"] = target.kind

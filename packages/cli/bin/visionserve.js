@@ -8,5 +8,14 @@ if (!existsSync(entry)) {
   );
   process.exit(1);
 }
+// The benchmark runs its floors in this process: glibc must start with the same malloc settings
+// as the servers it starts (src/malloc-tuning.ts), so it runs itself again with them.
+if (process.argv[2] === 'bench') {
+  const tuning = await import(new URL('../dist/src/malloc-tuning.js', import.meta.url).href);
+  if (tuning.wantsMallocTuning(process.env)) {
+    process.exitCode = await tuning.rerunWithMallocTuning();
+    process.exit();
+  }
+}
 const { main } = await import(entry.href);
 process.exitCode = await main(process.argv.slice(2), process.env);

@@ -5,6 +5,7 @@ import { ConfigError, FLAGS, type SpareInferenceWorkers } from '@visionserve/ser
 import { loadServerEntries } from '@visionserve/server/entries';
 import type { Command } from './cli-args.js';
 import { initialInferenceThreads } from './initial-inference-threads.js';
+import { describeMallocTuning } from './malloc-tuning.js';
 
 export const SERVE_HELP = `Usage: visionserve serve [flags]
 
@@ -94,7 +95,7 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
       process.on('SIGINT', onInt);
       process.on('SIGTERM', onTerm);
     });
-    logger.info('visionserve ready', { ...server.ports });
+    logger.info('visionserve ready', { ...server.ports, malloc: describeMallocTuning(process.env) });
     await stopped;
     await server.close();
     return 0;

@@ -240,7 +240,8 @@ export function formatMarkdown(report: BenchReport): string {
   lines.push('');
   lines.push(
     `${m.cpu}, ${m.cores} cores, Node ${m.node}; ${m.mode} server${m.serverArgs.length > 0 ? ` (${m.serverArgs.join(' ')})` : ''}. ` +
-      `Suites: ${m.suites.join(', ')}. Whole run: ${formatDuration(m.durationS)} (estimated ${formatDuration(m.estimatedS)}).`,
+      `Suites: ${m.suites.join(', ')}. Whole run: ${formatDuration(m.durationS)} (estimated ${formatDuration(m.estimatedS)}).` +
+      (m.malloc !== undefined ? ` Malloc (this process and every one it started): ${m.malloc}.` : ''),
   );
   if (m.suites.includes('latency')) formatLatency(report, lines);
   if (report.sweep) formatSweep(report.sweep, lines);

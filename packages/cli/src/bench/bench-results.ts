@@ -251,6 +251,8 @@ export interface BenchReport {
     readonly mode: 'embedded' | 'external';
     readonly suites: readonly SuiteId[];
     readonly serverArgs: readonly string[];
+    /** glibc malloc settings of this process and every process it started (malloc-tuning.ts); absent in older results. */
+    readonly malloc?: string;
     /** The settings of the run (results.json only). */
     readonly options: Readonly<Record<string, unknown>> & {
       readonly concurrency: number;

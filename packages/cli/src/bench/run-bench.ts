@@ -8,6 +8,7 @@
 import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { describeMallocTuning } from '../malloc-tuning.js';
 import { join } from 'node:path';
 import type { TensorEncoding } from '@visionserve/client';
 import { parseFlags, resolveServerConfig } from '@visionserve/server';
@@ -300,6 +301,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
       mode: options.targets ? 'external' : 'embedded',
       suites,
       serverArgs: options.serverArgs,
+      malloc: describeMallocTuning(process.env),
       options: {
         cases: options.cases,
         paths: options.paths,
