@@ -71,6 +71,8 @@ interface Frame {
 /** A raw HTTP/2 client connection: writes bytes, parses the server's frames as they come. */
 class RawClient {
   readonly frames: Frame[] = [];
+  /** Socket errors seen (codes), e.g. ECONNRESET when the server reset the connection. */
+  readonly errors: string[] = [];
   closed = false;
   private buffered = Buffer.alloc(0);
   private waiters: (() => void)[] = [];
@@ -96,7 +98,9 @@ class RawClient {
       }
       this.wake();
     });
-    this.socket.on('error', () => undefined);
+    this.socket.on('error', (error: NodeJS.ErrnoException) => {
+      this.errors.push(error.code ?? error.message);
+    });
     this.socket.on('close', () => {
       this.closed = true;
       this.wake();
@@ -982,12 +986,18 @@ describe('gRPC over our own HTTP/2: drain', () => {
       c.frames.filter((f) => f.type === T.GOAWAY).map((f) => f.payload.readUInt32BE(4)),
       [E.NO_ERROR, E.NO_ERROR],
     );
-    // The server ended its side; what the client sends now is read and dropped (no reset), and
-    // the connection closes once the client closes its side.
-    c.write(frame(T.PING, 0, 0, Buffer.alloc(8)));
+    // The server ended its side; what the client sends now is read and dropped (no answer, no
+    // reset), and the connection closes once the client closes its side.
+    const pingAcks = (): number =>
+      c.frames.filter((f) => f.type === T.PING && (f.flags & F.ACK) !== 0).length;
+    const acksBefore = pingAcks();
+    c.write(frame(T.PING, 0, 0, Buffer.alloc(8)), frame(T.WINDOW_UPDATE, 0, 0, u32(100)));
+    await new Promise((resolve) => setTimeout(resolve, 50));
     c.socket.end();
     await closed;
     await c.until(() => c.closed, 5000, 'the socket closed');
+    assert.equal(pingAcks(), acksBefore);
+    assert.deepEqual(c.errors, []);
   });
 
   it('without an answer to the drain PING, the final GOAWAY follows within about a second', async () => {

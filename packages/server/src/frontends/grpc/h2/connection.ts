@@ -313,14 +313,28 @@ export class H2Connection implements FrameSink, StreamConnection {
    * Ends this side of the socket after a graceful close, and keeps reading (and dropping) what
    * the client still sends until it closes its side: closing with unread bytes would make the
    * kernel reset the connection, and a reset can discard the GOAWAY before the client reads it.
+   * No frame is parsed after this call; what the frame being handled writes still goes out (the
+   * end waits for the current read to finish). The socket is destroyed LINGER_CLOSE_MS after
+   * everything queued reached the kernel, if the client has not closed its side by then.
    */
   private endSocket(): void {
     if (this.ended || this.closed) return;
     this.ended = true;
-    this.socket.end();
-    setTimeout(() => {
-      this.socket.destroy();
-    }, LINGER_CLOSE_MS).unref();
+    this.reader.stop();
+    this.clearHeaderTimer();
+    if (this.paused) {
+      this.paused = false;
+      this.socket.resume();
+    }
+    setImmediate(() => {
+      if (this.closed) return;
+      this.socket.once('finish', () => {
+        setTimeout(() => {
+          this.socket.destroy();
+        }, LINGER_CLOSE_MS).unref();
+      });
+      this.socket.end();
+    });
   }
 
   /**
@@ -357,7 +371,7 @@ export class H2Connection implements FrameSink, StreamConnection {
         chunk = chunk.subarray(take);
       }
       this.reader.push(chunk);
-      if (this.recvUnacked >= this.options.windowBytes / 2 && !this.closed) {
+      if (this.recvUnacked >= this.options.windowBytes / 2 && !this.closed && !this.ended) {
         this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.recvUnacked));
         this.recvWindow += this.recvUnacked;
         this.recvUnacked = 0;
@@ -1130,6 +1144,11 @@ export class H2Connection implements FrameSink, StreamConnection {
   /** A connection error: GOAWAY `code`, every stream closed, the socket ended. */
   private connectionError(code: number, message: string): void {
     if (this.closed) return;
+    if (this.ended) {
+      // Ending already: no more frames; a fault now only closes the socket.
+      this.socket.destroy();
+      return;
+    }
     this.options.logger.debug('grpc connection error', { code, message });
     this.reader.stop();
     this.closed = true;
