@@ -233,8 +233,11 @@ def bench_server(a, name, x, ref, model_dir, run_dir):
     log = open(os.path.join(a.out, f"{name}.log"), "w")
     t0 = time.time()
     # Every server gets the glibc malloc settings visionserve's launchers and image set
-    # (packages/cli/src/malloc-tuning.ts); values already in the environment win.
-    env = {"MALLOC_MMAP_THRESHOLD_": "1073741824", "MALLOC_TRIM_THRESHOLD_": "268435456", **os.environ}
+    # (packages/cli/src/malloc-tuning.ts; glibc >= 2.35 only); values already in the environment win.
+    env = dict(os.environ)
+    libc = (os.confstr("CS_GNU_LIBC_VERSION") or "").split()
+    if len(libc) == 2 and libc[0] == "glibc" and tuple(map(int, libc[1].split(".")[:2])) >= (2, 35):
+        env = {"MALLOC_MMAP_THRESHOLD_": "134217728", "MALLOC_TRIM_THRESHOLD_": "268435456", **env}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True, env=env)
     try:
         target, raw, res["cold_start"] = cold_start(proc, t0, targets, a.cold_timeout)

@@ -5,67 +5,119 @@
  * request: measured here, 20-25 ms of kernel CPU per 36 MB buffer, as much as the detector's
  * inference itself (onnxruntime-node's output copy, the socket's receive buffer). Raising the
  * mmap threshold keeps such buffers in the heap, where the next request reuses their pages;
- * the trim threshold bounds what a freed heap top keeps before it goes back to the system.
+ * the trim threshold bounds what a freed top of the main heap keeps before it goes back to
+ * the system. Worker threads allocate from arenas of at most 64 MiB per heap: buffers up to
+ * that size are reused there, larger ones are still mapped afresh.
  *
- * glibc reads these variables only at process start: launchers set them (`npm start`, the
- * container image, the benchmark for every process it starts, itself included). A value the
- * user set wins; VISIONSERVE_MALLOC_TUNING=0 leaves glibc's defaults. Other C libraries
- * (musl) ignore the variables.
+ * glibc reads these variables only at process start, and before 2.35 it refuses an mmap
+ * threshold over 32 MiB (while the trim setting would still freeze the adaptive threshold at
+ * 128 KiB: worse than the defaults), so they are set only on glibc >= 2.35, by launchers:
+ * `npm start` (scripts/start.mjs), the container image, the benchmark for every process it
+ * starts, itself included. A value the user set wins; VISIONSERVE_MALLOC_TUNING=0 leaves
+ * glibc's defaults.
  */
 import { spawn } from 'node:child_process';
 
-/** The settings: heap for allocations up to 1 GiB, a free heap top over 256 MiB is returned. */
+/** Allocations up to 128 MiB from the heap; a free main-heap top over 256 MiB is returned. */
 export const MALLOC_TUNING: Readonly<Record<string, string>> = {
-  MALLOC_MMAP_THRESHOLD_: String(1024 * 1024 * 1024),
+  MALLOC_MMAP_THRESHOLD_: String(128 * 1024 * 1024),
   MALLOC_TRIM_THRESHOLD_: String(256 * 1024 * 1024),
 };
 
-/** Whether `env` asks for the tuning and does not have it yet. */
-export function wantsMallocTuning(env: NodeJS.ProcessEnv): boolean {
-  if (env['VISIONSERVE_MALLOC_TUNING'] === '0' || process.platform !== 'linux') return false;
+/** The C library a decision is for: `glibc` is its version ("2.36"), absent for another one. */
+export interface Libc {
+  readonly glibc?: string;
+}
+
+/** The running process's C library. */
+export function currentLibc(): Libc {
+  if (process.platform !== 'linux') return {};
+  const header = (process.report.getReport() as { header?: { glibcVersionRuntime?: string } }).header;
+  const glibc = header?.glibcVersionRuntime;
+  return glibc === undefined ? {} : { glibc };
+}
+
+/** Whether this glibc accepts the settings (2.35 or newer). */
+export function glibcTakesTuning(libc: Libc = currentLibc()): boolean {
+  if (libc.glibc === undefined) return false;
+  const [major, minor] = libc.glibc.split('.').map(Number);
+  return major! > 2 || (major === 2 && minor! >= 35);
+}
+
+/** Whether `env` asks for the tuning, this glibc takes it, and the environment lacks it. */
+export function wantsMallocTuning(env: NodeJS.ProcessEnv, libc: Libc = currentLibc()): boolean {
+  if (env['VISIONSERVE_MALLOC_TUNING'] === '0' || !glibcTakesTuning(libc)) return false;
   return Object.keys(MALLOC_TUNING).some((name) => env[name] === undefined);
 }
 
-/** `env` with the tuning added where the user set nothing (unless VISIONSERVE_MALLOC_TUNING=0). */
-export function withMallocTuning(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  if (env['VISIONSERVE_MALLOC_TUNING'] === '0') return { ...env };
+/** `env` with the tuning added where the user set nothing (when wantsMallocTuning). */
+export function withMallocTuning(env: NodeJS.ProcessEnv, libc: Libc = currentLibc()): NodeJS.ProcessEnv {
+  if (!wantsMallocTuning(env, libc)) return { ...env };
   return { ...MALLOC_TUNING, ...env };
 }
 
 /** How this process's allocator runs, for logs and benchmark reports. */
-export function describeMallocTuning(env: NodeJS.ProcessEnv): string {
+export function describeMallocTuning(env: NodeJS.ProcessEnv, libc: Libc = currentLibc()): string {
+  const glibc = libc.glibc;
+  if (glibc === undefined) return 'not glibc: the MALLOC_* settings do not apply';
   const set = Object.keys(MALLOC_TUNING).filter((name) => env[name] !== undefined);
   if (set.length === 0) {
-    return 'glibc defaults (buffers over 32 MB are mapped afresh for every request; see README "Configuration")';
+    return `glibc ${glibc} defaults (buffers over 32 MB are mapped afresh for every use; README "Configuration")`;
   }
-  return set.map((name) => `${name}=${env[name]!}`).join(' ');
+  return `glibc ${glibc} with ${set.map((name) => `${name}=${env[name]!}`).join(' ')}`;
 }
 
+/** Debugger flags are not passed on: the child would contend for the parent's inspector port. */
+const NOT_PASSED_ON = /^--inspect(-brk|-port|-wait|-publish-uid)?(=|$)/;
+
 /**
- * Runs this same command again in a child process with the tuning in its environment (glibc
- * reads it only at start), passing stdio through, and resolves to its exit code. For batch
- * commands (the benchmark), not for `serve`, whose process id supervisors and probes watch.
+ * Runs `args` (a script and its arguments) in a child node process with the tuning in its
+ * environment (glibc reads it only at start), passing stdio through; resolves to the exit
+ * code to leave with, and re-raises a signal that killed the child. SIGTERM and SIGHUP are
+ * passed on; SIGINT is not (a terminal sends it to the whole process group, the child
+ * included, and a second one would cut a graceful stop short): this process only waits.
  */
-export function rerunWithMallocTuning(): Promise<number> {
+export function runWithMallocTuning(args: readonly string[]): Promise<number> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
-      stdio: 'inherit',
-      env: withMallocTuning(process.env),
-    });
-    // Ctrl-C reaches the whole process group: the child cleans up and exits; this one waits for it.
-    const ignore = (): void => undefined;
-    process.on('SIGINT', ignore);
-    process.on('SIGTERM', ignore);
-    const forwardTerm = (): void => {
+    const child = spawn(
+      process.execPath,
+      [...process.execArgv.filter((a) => !NOT_PASSED_ON.test(a)), ...args],
+      {
+        stdio: 'inherit',
+        env: withMallocTuning(process.env),
+      },
+    );
+    const onInt = (): void => undefined;
+    const onTerm = (): void => {
       child.kill('SIGTERM');
     };
-    process.on('SIGTERM', forwardTerm);
-    child.once('error', reject);
+    const onHup = (): void => {
+      child.kill('SIGHUP');
+    };
+    process.on('SIGINT', onInt);
+    process.on('SIGTERM', onTerm);
+    process.on('SIGHUP', onHup);
+    const detach = (): void => {
+      process.off('SIGINT', onInt);
+      process.off('SIGTERM', onTerm);
+      process.off('SIGHUP', onHup);
+    };
+    child.once('error', (error) => {
+      detach();
+      reject(error);
+    });
     child.once('exit', (code, signal) => {
-      process.off('SIGINT', ignore);
-      process.off('SIGTERM', ignore);
-      process.off('SIGTERM', forwardTerm);
-      resolve(code ?? (signal !== null ? 1 : 0));
+      detach();
+      if (signal !== null) {
+        process.kill(process.pid, signal);
+        // Not reached for signals whose default action ends the process.
+      }
+      resolve(code ?? 1);
     });
   });
+}
+
+/** Runs this same command again with the tuning (for batch commands such as the benchmark). */
+export function rerunWithMallocTuning(): Promise<number> {
+  return runWithMallocTuning(process.argv.slice(1));
 }

@@ -1,60 +1,153 @@
 /**
- * glibc malloc settings for large tensors (src/malloc-tuning.ts): the environment helpers, and
- * the benchmark running itself again with the settings so that its floors (in its own process)
- * and the servers it starts share them, and saying so in its results.
+ * glibc malloc settings for large tensors (src/malloc-tuning.ts): the environment helpers for
+ * each glibc version, the launcher passing exit codes and signals through, and the benchmark
+ * running itself again with the settings so that its floors (in its own process) and the
+ * servers it starts share them, and saying so in its results.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
   MALLOC_TUNING,
   describeMallocTuning,
+  glibcTakesTuning,
+  currentLibc,
   wantsMallocTuning,
   withMallocTuning,
 } from '../src/malloc-tuning.js';
 
 const BIN = fileURLToPath(new URL('../../bin/visionserve.js', import.meta.url));
+const START = fileURLToPath(new URL('../../../../scripts/start.mjs', import.meta.url));
+const MODULE = new URL('../src/malloc-tuning.js', import.meta.url).href;
+const takes = glibcTakesTuning();
+/** This environment without the settings. */
+const bare = Object.fromEntries(Object.entries(process.env).filter(([name]) => !(name in MALLOC_TUNING)));
 
 describe('malloc tuning', () => {
-  it('adds the settings the environment lacks; values the user set win; VISIONSERVE_MALLOC_TUNING=0 adds none', () => {
+  it('adds the settings only on glibc 2.35 or newer, where the environment lacks them; values the user set win; VISIONSERVE_MALLOC_TUNING=0 adds none', () => {
     const base = { PATH: '/bin' };
-    const tuned = withMallocTuning(base);
-    assert.equal(tuned['MALLOC_MMAP_THRESHOLD_'], String(1024 ** 3));
+    const tuned = withMallocTuning(base, { glibc: '2.36' });
+    assert.equal(tuned['MALLOC_MMAP_THRESHOLD_'], String(128 * 1024 ** 2));
     assert.equal(tuned['MALLOC_TRIM_THRESHOLD_'], String(256 * 1024 ** 2));
     assert.equal(tuned['PATH'], '/bin');
-    assert.deepEqual(
-      withMallocTuning({ ...base, MALLOC_TRIM_THRESHOLD_: '1' })['MALLOC_TRIM_THRESHOLD_'],
+    assert.equal(
+      withMallocTuning({ ...base, MALLOC_TRIM_THRESHOLD_: '1' }, { glibc: '2.36' })['MALLOC_TRIM_THRESHOLD_'],
       '1',
     );
-    assert.deepEqual(withMallocTuning({ ...base, VISIONSERVE_MALLOC_TUNING: '0' }), {
+    assert.equal(wantsMallocTuning({ ...base, MALLOC_MMAP_THRESHOLD_: '1' }, { glibc: '2.36' }), true);
+    assert.equal(wantsMallocTuning(tuned, { glibc: '2.36' }), false);
+    for (const libc of [{ glibc: '2.34' }, { glibc: '2.31' }, {}]) {
+      assert.deepEqual(withMallocTuning(base, libc), base, JSON.stringify(libc));
+      assert.equal(wantsMallocTuning(base, libc), false);
+    }
+    assert.equal(glibcTakesTuning({ glibc: '2.35' }), true);
+    assert.equal(glibcTakesTuning({ glibc: '3.0' }), true);
+    assert.deepEqual(withMallocTuning({ ...base, VISIONSERVE_MALLOC_TUNING: '0' }, { glibc: '2.36' }), {
       ...base,
       VISIONSERVE_MALLOC_TUNING: '0',
     });
-    if (process.platform === 'linux') {
-      assert.equal(wantsMallocTuning(base), true);
-      assert.equal(wantsMallocTuning({ ...base, MALLOC_MMAP_THRESHOLD_: '1' }), true);
-    }
-    assert.equal(wantsMallocTuning(tuned), false);
-    assert.equal(wantsMallocTuning({ ...base, VISIONSERVE_MALLOC_TUNING: '0' }), false);
-    assert.match(describeMallocTuning(base), /glibc defaults/);
+    assert.match(describeMallocTuning(base, { glibc: '2.36' }), /glibc 2\.36 defaults/);
+    assert.match(describeMallocTuning(base, {}), /not glibc/);
     assert.equal(
-      describeMallocTuning(tuned),
-      Object.entries(MALLOC_TUNING)
+      describeMallocTuning(tuned, { glibc: '2.36' }),
+      `glibc 2.36 with ${Object.entries(MALLOC_TUNING)
         .map(([k, v]) => `${k}=${v}`)
-        .join(' '),
+        .join(' ')}`,
     );
   });
 
-  it('`visionserve bench` runs itself again with the settings and reports them; with VISIONSERVE_MALLOC_TUNING=0 it runs on the defaults', () => {
-    const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !(name in MALLOC_TUNING)));
-    for (const [disable, expect] of [
-      [false, describeMallocTuning(withMallocTuning({}))],
-      [true, describeMallocTuning({})],
-    ] as const) {
+  it('the launcher runs its child with the settings (where they apply) and leaves with its exit code or signal', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vs-malloc-launch-'));
+    try {
+      const child = join(dir, 'child.mjs');
+      writeFileSync(
+        child,
+        `process.stdout.write(String(process.env.MALLOC_MMAP_THRESHOLD_));\n` +
+          `if (process.argv[2] === 'signal') { process.kill(process.pid, 'SIGTERM'); setTimeout(() => {}, 5000); }\n` +
+          `else process.exitCode = Number(process.argv[2]);\n`,
+      );
+      const launcher = join(dir, 'launcher.mjs');
+      writeFileSync(
+        launcher,
+        `import { runWithMallocTuning } from ${JSON.stringify(MODULE)};\n` +
+          `process.exitCode = await runWithMallocTuning([${JSON.stringify(child)}, ...process.argv.slice(2)]);\n`,
+      );
+      const run = (arg: string): Promise<{ code: number | null; signal: string | null; out: string }> =>
+        new Promise((resolve) => {
+          const p = spawn(process.execPath, [launcher, arg], { env: bare });
+          let out = '';
+          p.stdout.on('data', (c: Buffer) => (out += c.toString()));
+          p.on('exit', (code, signal) => {
+            resolve({ code, signal, out });
+          });
+        });
+      const exit3 = await run('3');
+      assert.equal(exit3.code, 3);
+      assert.equal(exit3.out, takes ? MALLOC_TUNING['MALLOC_MMAP_THRESHOLD_'] : 'undefined');
+      const killed = await run('signal');
+      assert.equal(killed.signal, 'SIGTERM');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('`npm start` (scripts/start.mjs) serves with the settings where they apply, says so in the ready line, and stops gracefully on SIGTERM passed on to the server', async () => {
+    const p = spawn(
+      process.execPath,
+      [START, '--port=0', '--rest_api_port=0', '--sagemaker_port=-1', '--host=127.0.0.1'],
+      {
+        env: bare,
+      },
+    );
+    let out = '';
+    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
+      p.on('exit', (code, signal) => {
+        resolve({ code, signal });
+      });
+    });
+    try {
+      const ready = await new Promise<{ malloc: string }>((resolve, reject) => {
+        p.once('exit', () => {
+          reject(new Error(`the launcher exited before ready:\n${out}`));
+        });
+        const timer = setTimeout(() => {
+          reject(new Error(`no ready line in 60 s:\n${out}`));
+        }, 60_000);
+        // The log goes to stderr when stdout is not a terminal.
+        const onData = (c: Buffer): void => {
+          out += c.toString();
+          const line = out.split('\n').find((l) => l.includes('"visionserve ready"'));
+          if (line !== undefined) {
+            clearTimeout(timer);
+            resolve(JSON.parse(line) as { malloc: string });
+          }
+        };
+        p.stdout.on('data', onData);
+        p.stderr.on('data', onData);
+      });
+      p.stdout.removeAllListeners('data');
+      p.stderr.removeAllListeners('data');
+      p.stdout.on('data', (c: Buffer) => (out += c.toString()));
+      p.stderr.on('data', (c: Buffer) => (out += c.toString()));
+      assert.equal(ready.malloc, describeMallocTuning(withMallocTuning(bare), currentLibc()));
+      if (takes)
+        assert.match(ready.malloc, /MALLOC_MMAP_THRESHOLD_=134217728 MALLOC_TRIM_THRESHOLD_=268435456/);
+    } catch (error) {
+      p.kill('SIGTERM');
+      throw error;
+    }
+    p.kill('SIGTERM');
+    assert.deepEqual(await exited, { code: 0, signal: null });
+    assert.match(out, /shutting down/);
+  });
+
+  it('`visionserve bench` runs itself again with the settings (where they apply) and reports them; with VISIONSERVE_MALLOC_TUNING=0 it runs on the defaults', () => {
+    for (const disable of [false, true]) {
+      const env = disable ? { ...bare, VISIONSERVE_MALLOC_TUNING: '0' } : bare;
       const out = mkdtempSync(join(tmpdir(), 'vs-malloc-bench-'));
       try {
         const run = spawnSync(
@@ -77,17 +170,14 @@ describe('malloc tuning', () => {
             '--out',
             out,
           ],
-          {
-            env: disable ? { ...env, VISIONSERVE_MALLOC_TUNING: '0' } : env,
-            encoding: 'utf8',
-            timeout: 120_000,
-          },
+          { env, encoding: 'utf8', timeout: 120_000 },
         );
         assert.equal(run.status, 0, run.stderr);
         const results = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8')) as {
           meta: { malloc: string };
         };
-        assert.equal(results.meta.malloc, expect);
+        assert.equal(results.meta.malloc, describeMallocTuning(withMallocTuning(env), currentLibc()));
+        if (takes && !disable) assert.match(results.meta.malloc, /MALLOC_MMAP_THRESHOLD_=134217728/);
         assert.match(
           readFileSync(join(out, 'results.md'), 'utf8'),
           /Malloc \(this process and every one it started\)/,
