@@ -12,11 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
+  LARGE_ANSWER_V8_FLAGS,
   MALLOC_TUNING,
   describeMallocTuning,
   glibcTakesTuning,
   currentLibc,
   wantsMallocTuning,
+  wantsV8Tuning,
   withMallocTuning,
 } from '../src/malloc-tuning.js';
 
@@ -44,6 +46,9 @@ describe('malloc tuning', () => {
       assert.deepEqual(withMallocTuning(base, libc), base, JSON.stringify(libc));
       assert.equal(wantsMallocTuning(base, libc), false);
     }
+    assert.equal(wantsV8Tuning([], {}), true);
+    assert.equal(wantsV8Tuning(['--initial-old-space-size=64'], {}), false);
+    assert.equal(wantsV8Tuning([], { NODE_OPTIONS: '--initial-old-space-size=512' }), false);
     assert.equal(glibcTakesTuning({ glibc: '2.35' }), true);
     assert.equal(glibcTakesTuning({ glibc: '3.0' }), true);
     assert.deepEqual(withMallocTuning({ ...base, VISIONSERVE_MALLOC_TUNING: '0' }, { glibc: '2.36' }), {
@@ -174,9 +179,11 @@ describe('malloc tuning', () => {
         );
         assert.equal(run.status, 0, run.stderr);
         const results = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8')) as {
-          meta: { malloc: string };
+          meta: { malloc: string; nodeFlags: string[] };
         };
         assert.equal(results.meta.malloc, describeMallocTuning(withMallocTuning(env), currentLibc()));
+        // The V8 flags for large answers come with the re-run whatever the malloc settings.
+        for (const flag of LARGE_ANSWER_V8_FLAGS) assert.ok(results.meta.nodeFlags.includes(flag), flag);
         if (takes && !disable) assert.match(results.meta.malloc, /MALLOC_MMAP_THRESHOLD_=134217728/);
         assert.match(
           readFileSync(join(out, 'results.md'), 'utf8'),

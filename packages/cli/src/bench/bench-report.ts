@@ -241,7 +241,10 @@ export function formatMarkdown(report: BenchReport): string {
   lines.push(
     `${m.cpu}, ${m.cores} cores, Node ${m.node}; ${m.mode} server${m.serverArgs.length > 0 ? ` (${m.serverArgs.join(' ')})` : ''}. ` +
       `Suites: ${m.suites.join(', ')}. Whole run: ${formatDuration(m.durationS)} (estimated ${formatDuration(m.estimatedS)}).` +
-      (m.malloc !== undefined ? ` Malloc (this process and every one it started): ${m.malloc}.` : ''),
+      (m.malloc !== undefined ? ` Malloc (this process and every one it started): ${m.malloc}.` : '') +
+      (m.nodeFlags !== undefined
+        ? ` Load generator and in-process path: node ${m.nodeFlags.length > 0 ? m.nodeFlags.join(' ') : 'without flags'} (servers: none but --trace-gc).`
+        : ''),
   );
   if (m.suites.includes('latency')) formatLatency(report, lines);
   if (report.sweep) formatSweep(report.sweep, lines);

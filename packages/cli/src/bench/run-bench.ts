@@ -302,6 +302,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
       suites,
       serverArgs: options.serverArgs,
       malloc: describeMallocTuning(process.env),
+      nodeFlags: process.execArgv,
       options: {
         cases: options.cases,
         paths: options.paths,
