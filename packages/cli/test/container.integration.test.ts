@@ -138,6 +138,11 @@ async function stopCleanly(name: string): Promise<void> {
   const text = await logs(name);
   assert.equal(stdout.trim(), '0', `exit code after SIGTERM\n${text}`);
   assert.match(text, /"msg":"shutting down","signal":"SIGTERM"/);
+  // The image's glibc (Debian bookworm: 2.36) took its malloc settings for large tensors.
+  assert.match(
+    text,
+    /"msg":"visionserve ready".*"malloc":"glibc 2\.\d+ with MALLOC_MMAP_THRESHOLD_=134217728 MALLOC_TRIM_THRESHOLD_=268435456"/,
+  );
   note(`${name}: SIGTERM -> exit 0 in ${(ms / 1000).toFixed(1)} s`);
 }
 
