@@ -15,7 +15,7 @@ import {
 
 // Floors run in this process: it starts with the servers' malloc settings, and the load generator
 // with V8 flags for large answers (src/malloc-tuning.ts).
-if (wantsMallocTuning(process.env) || wantsV8Tuning(process.execArgv, process.env)) {
+if (wantsMallocTuning(process.env) || wantsV8Tuning(process.execArgv)) {
   process.exit(await rerunWithMallocTuning(LARGE_ANSWER_V8_FLAGS));
 }
 

@@ -13,7 +13,7 @@ if (!existsSync(entry)) {
 // larger initial old generation (src/malloc-tuning.ts): it runs itself again with both.
 if (process.argv[2] === 'bench') {
   const tuning = await import(new URL('../dist/src/malloc-tuning.js', import.meta.url).href);
-  if (tuning.wantsMallocTuning(process.env) || tuning.wantsV8Tuning(process.execArgv, process.env)) {
+  if (tuning.wantsMallocTuning(process.env) || tuning.wantsV8Tuning(process.execArgv)) {
     process.exitCode = await tuning.rerunWithMallocTuning(tuning.LARGE_ANSWER_V8_FLAGS);
     process.exit();
   }

@@ -76,10 +76,23 @@ export function describeMallocTuning(env: NodeJS.ProcessEnv, libc: Libc = curren
  */
 export const LARGE_ANSWER_V8_FLAGS: readonly string[] = ['--initial-old-space-size=256'];
 
-/** Whether `execArgv` (and NODE_OPTIONS) lack LARGE_ANSWER_V8_FLAGS. */
-export function wantsV8Tuning(execArgv: readonly string[], env: NodeJS.ProcessEnv): boolean {
-  const given = [...execArgv, ...(env['NODE_OPTIONS'] ?? '').split(/\s+/)];
-  return LARGE_ANSWER_V8_FLAGS.some((flag) => !given.some((a) => a.startsWith(flag.split('=')[0]!)));
+/** A node flag's name in one spelling (V8 takes `_` and `-` alike): `--initial-old-space-size`. */
+function flagName(arg: string): string {
+  return arg.split('=')[0]!.replace(/_/g, '-');
+}
+
+/** Whether `execArgv` lacks one of `flags` in any spelling (node refuses them in NODE_OPTIONS). */
+export function wantsV8Tuning(
+  execArgv: readonly string[],
+  flags: readonly string[] = LARGE_ANSWER_V8_FLAGS,
+): boolean {
+  return flags.some((flag) => !execArgv.some((a) => flagName(a) === flagName(flag)));
+}
+
+/** `execArgv` without LARGE_ANSWER_V8_FLAGS (in any spelling): for processes that stand for a server. */
+export function withoutLargeAnswerFlags(execArgv: readonly string[]): string[] {
+  const names = new Set(LARGE_ANSWER_V8_FLAGS.map(flagName));
+  return execArgv.filter((a) => !names.has(flagName(a)));
 }
 
 /** Debugger flags are not passed on: the child would contend for the parent's inspector port. */
@@ -98,7 +111,7 @@ export function runWithMallocTuning(
 ): Promise<number> {
   return new Promise((resolve, reject) => {
     const execArgv = process.execArgv.filter((a) => !NOT_PASSED_ON.test(a));
-    const flags = v8Flags.filter((flag) => !execArgv.some((a) => a.startsWith(flag.split('=')[0]!)));
+    const flags = v8Flags.filter((flag) => wantsV8Tuning(execArgv, [flag]));
     const child = spawn(process.execPath, [...execArgv, ...flags, ...args], {
       stdio: 'inherit',
       env: withMallocTuning(process.env),

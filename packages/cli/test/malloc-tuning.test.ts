@@ -20,6 +20,7 @@ import {
   wantsMallocTuning,
   wantsV8Tuning,
   withMallocTuning,
+  withoutLargeAnswerFlags,
 } from '../src/malloc-tuning.js';
 
 const BIN = fileURLToPath(new URL('../../bin/visionserve.js', import.meta.url));
@@ -46,9 +47,13 @@ describe('malloc tuning', () => {
       assert.deepEqual(withMallocTuning(base, libc), base, JSON.stringify(libc));
       assert.equal(wantsMallocTuning(base, libc), false);
     }
-    assert.equal(wantsV8Tuning([], {}), true);
-    assert.equal(wantsV8Tuning(['--initial-old-space-size=64'], {}), false);
-    assert.equal(wantsV8Tuning([], { NODE_OPTIONS: '--initial-old-space-size=512' }), false);
+    assert.equal(wantsV8Tuning([]), true);
+    assert.equal(wantsV8Tuning(['--initial-old-space-size=64']), false);
+    assert.equal(wantsV8Tuning(['--initial_old_space_size=512']), false);
+    assert.deepEqual(
+      withoutLargeAnswerFlags(['--cpu-prof', '--initial_old_space_size=512', '--initial-old-space-size=256']),
+      ['--cpu-prof'],
+    );
     assert.equal(glibcTakesTuning({ glibc: '2.35' }), true);
     assert.equal(glibcTakesTuning({ glibc: '3.0' }), true);
     assert.deepEqual(withMallocTuning({ ...base, VISIONSERVE_MALLOC_TUNING: '0' }, { glibc: '2.36' }), {

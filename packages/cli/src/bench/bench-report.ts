@@ -243,7 +243,7 @@ export function formatMarkdown(report: BenchReport): string {
       `Suites: ${m.suites.join(', ')}. Whole run: ${formatDuration(m.durationS)} (estimated ${formatDuration(m.estimatedS)}).` +
       (m.malloc !== undefined ? ` Malloc (this process and every one it started): ${m.malloc}.` : '') +
       (m.nodeFlags !== undefined
-        ? ` Load generator and in-process path: node ${m.nodeFlags.length > 0 ? m.nodeFlags.join(' ') : 'without flags'} (servers: none but --trace-gc).`
+        ? ` Load generator and floors (its worker threads): node ${m.nodeFlags.length > 0 ? m.nodeFlags.join(' ') : 'without flags'}; in-process path and servers without the flags for large answers.`
         : ''),
   );
   if (m.suites.includes('latency')) formatLatency(report, lines);

@@ -253,7 +253,7 @@ export interface BenchReport {
     readonly serverArgs: readonly string[];
     /** glibc malloc settings of this process and every process it started (malloc-tuning.ts); absent in older results. */
     readonly malloc?: string;
-    /** node flags of this process (the load generator, floors) and the in-process path's; absent in older results. */
+    /** node flags of this process (the load generator and the floors in its worker threads); absent in older results. */
     readonly nodeFlags?: readonly string[];
     /** The settings of the run (results.json only). */
     readonly options: Readonly<Record<string, unknown>> & {

@@ -6,6 +6,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { type Tensor } from '@visionserve/protocol';
+import { withoutLargeAnswerFlags } from '../malloc-tuning.js';
 import type { ExitCleanup } from './exit-cleanup.js';
 import type { LoopResult } from './load-loop.js';
 
@@ -51,6 +52,8 @@ export function startInProcessProbe(
   cleanup?: ExitCleanup,
 ): Promise<InProcessProbe> {
   const child: ChildProcess = fork(CHILD, [...serverArgs], {
+    // The node flags the servers get (none): not the load generator's flags for large answers.
+    execArgv: withoutLargeAnswerFlags(process.execArgv),
     serialization: 'advanced',
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
   });
