@@ -923,10 +923,11 @@ describe('gRPC over our own HTTP/2: drain', () => {
     );
   });
 
-  it('drains in two steps: GOAWAY for every stream id and a PING, the final GOAWAY once the PING is answered; streams sent meanwhile are served, later ones refused without ending the connection', async () => {
+  /** A server and a raw client whose stream 1 is a Hold call in progress. */
+  async function holdOnRawClient(): Promise<{ server: RunningGrpcServer; c: RawClient }> {
     const server = await makeServer();
     holds = [];
-    let running = new Promise<void>((resolve) => {
+    const running = new Promise<void>((resolve) => {
       started = resolve;
     });
     const c = new RawClient(server.port);
@@ -936,6 +937,11 @@ describe('gRPC over our own HTTP/2: drain', () => {
       frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
     );
     await running;
+    return { server, c };
+  }
+
+  it('drains in two steps: GOAWAY for every stream id and a PING, the final GOAWAY once the PING is answered; streams sent meanwhile are served, later ones refused without ending the connection', async () => {
+    const { server, c } = await holdOnRawClient();
     const closed = server.close(10_000);
     await c.until(() => c.goawayCode() !== undefined, 5000, 'GOAWAY');
     assert.equal(c.goawayCode(), E.NO_ERROR);
@@ -949,7 +955,7 @@ describe('gRPC over our own HTTP/2: drain', () => {
     );
     const drainPing = c.frames.find((f) => f.type === T.PING && (f.flags & F.ACK) === 0)!;
     // A call the client sent before it read the GOAWAY (it has not answered the PING yet): served.
-    running = new Promise<void>((resolve) => {
+    const running = new Promise<void>((resolve) => {
       started = resolve;
     });
     c.write(
@@ -1001,18 +1007,7 @@ describe('gRPC over our own HTTP/2: drain', () => {
   });
 
   it('without an answer to the drain PING, the final GOAWAY follows within about a second', async () => {
-    const server = await makeServer();
-    holds = [];
-    const running = new Promise<void>((resolve) => {
-      started = resolve;
-    });
-    const c = new RawClient(server.port);
-    c.write(PREFACE, settings([]));
-    c.write(
-      frame(T.HEADERS, F.END_HEADERS, 1, call('Hold')),
-      frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(0))),
-    );
-    await running;
+    const { server, c } = await holdOnRawClient();
     const t0 = Date.now();
     const closed = server.close(10_000);
     const finals = (): Frame[] =>
