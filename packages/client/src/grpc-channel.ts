@@ -4,7 +4,7 @@ import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
 import { createResponseReceiver } from './grpc-response-receiver.js';
-import { codeOfHttpStatus, grpcStatusFrom } from './grpc-status.js';
+import { codeOfHttpStatus, grpcStatusFrom, unaryOutcome } from './grpc-status.js';
 import { createH2GrpcChannel } from './h2-grpc-channel.js';
 
 export type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
@@ -168,21 +168,9 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
           callEnded();
           if (deadline !== undefined) clearTimeout(deadline);
           callOptions.signal?.removeEventListener('abort', onAbort);
-          if (error) {
-            reject(error);
-            return;
-          }
-          if (!status) {
-            reject(new ServingError(Code.INTERNAL, 'Response ended without a gRPC status'));
-            return;
-          }
-          if (status.code !== Code.OK) {
-            reject(new ServingError(status.code, status.message));
-            return;
-          }
-          const message = receiver.end();
-          if (message instanceof ServingError) reject(message);
-          else resolve(message);
+          const outcome = error ?? unaryOutcome(status, () => receiver.end());
+          if (outcome instanceof ServingError) reject(outcome);
+          else resolve(outcome);
         };
         const onAbort = (): void => {
           stream.close(constants.NGHTTP2_CANCEL);

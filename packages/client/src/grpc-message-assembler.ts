@@ -14,6 +14,7 @@
  */
 import { Code, ServingError } from '@visionserve/protocol';
 import type { UnaryCallOptions } from './grpc-channel-types.js';
+import { MessagePrefix } from './grpc-message-prefix.js';
 import { PLACE_MIN_BYTES } from './grpc-response-receiver.js';
 
 export interface MessageAssemblerOptions {
@@ -41,8 +42,8 @@ export interface MessageAssembler {
 }
 
 export function createMessageAssembler(options: MessageAssemblerOptions): MessageAssembler {
-  const prefix = new Uint8Array(5);
-  let prefixBytes = 0;
+  const prefix = new MessagePrefix(options.maxReceiveBytes);
+  /** The declared message length, once the prefix is whole. */
   let length = 0;
   /** Copies of the first message bytes, kept until the placement is known. */
   let held: Uint8Array[] = [];
@@ -81,21 +82,12 @@ export function createMessageAssembler(options: MessageAssemblerOptions): Messag
   return {
     push(chunk) {
       let at = 0;
-      if (prefixBytes < 5) {
-        at = Math.min(5 - prefixBytes, chunk.byteLength);
-        prefix.set(chunk.subarray(0, at), prefixBytes);
-        prefixBytes += at;
-        if (prefixBytes < 5) return undefined;
-        if (prefix[0] !== 0) {
-          return new ServingError(Code.UNIMPLEMENTED, 'Compressed responses are not supported');
-        }
-        length = new DataView(prefix.buffer).getUint32(1);
-        if (length > options.maxReceiveBytes) {
-          return new ServingError(
-            Code.RESOURCE_EXHAUSTED,
-            `Received message larger than max (${length} vs. ${options.maxReceiveBytes})`,
-          );
-        }
+      if (!prefix.complete) {
+        const taken = prefix.take(chunk);
+        if (taken instanceof ServingError) return taken;
+        if (!prefix.complete) return undefined;
+        at = taken;
+        length = prefix.length;
         const error = tryPlace();
         if (error) return error;
       }
@@ -120,16 +112,8 @@ export function createMessageAssembler(options: MessageAssemblerOptions): Messag
       return out.subarray(filled, filled + Math.min(max, length - filled));
     },
     end() {
-      if (prefixBytes === 0) return new ServingError(Code.INTERNAL, 'Response carried no message');
-      const received = filled + heldBytes;
-      if (prefixBytes < 5 || received < length) {
-        return new ServingError(
-          Code.INTERNAL,
-          prefixBytes < 5
-            ? 'Response ended inside the 5-byte message prefix'
-            : `Response ended after ${received} of the message's ${length} bytes`,
-        );
-      }
+      const error = prefix.endError(filled + heldBytes);
+      if (error) return error;
       if (out === undefined) {
         const place = options.responsePadding?.(held, 0, length) ?? 0;
         const error = allocate(place);

@@ -12,6 +12,7 @@
  */
 import { Code, ServingError } from '@visionserve/protocol';
 import type { UnaryCallOptions } from './grpc-channel-types.js';
+import { MessagePrefix } from './grpc-message-prefix.js';
 
 /** Messages below this size are not placed (the saving is too small); one that arrives in one chunk is a view of it. */
 export const PLACE_MIN_BYTES = 64 * 1024;
@@ -35,9 +36,7 @@ export interface ResponseReceiver {
 }
 
 export function createResponseReceiver(options: ResponseReceiverOptions): ResponseReceiver {
-  const prefix = new Uint8Array(5);
-  let prefixBytes = 0;
-  let length = 0;
+  const prefix = new MessagePrefix(options.maxReceiveBytes);
   /** Message bytes received so far, as received (never written to). */
   const held: Uint8Array[] = [];
   let heldBytes = 0;
@@ -45,41 +44,25 @@ export function createResponseReceiver(options: ResponseReceiverOptions): Respon
   return {
     push(chunk) {
       let at = 0;
-      if (prefixBytes < 5) {
-        at = Math.min(5 - prefixBytes, chunk.byteLength);
-        prefix.set(chunk.subarray(0, at), prefixBytes);
-        prefixBytes += at;
-        if (prefixBytes < 5) return undefined;
-        if (prefix[0] !== 0) {
-          return new ServingError(Code.UNIMPLEMENTED, 'Compressed responses are not supported');
-        }
-        length = new DataView(prefix.buffer).getUint32(1);
-        if (length > options.maxReceiveBytes) {
-          return new ServingError(
-            Code.RESOURCE_EXHAUSTED,
-            `Received message larger than max (${length} vs. ${options.maxReceiveBytes})`,
-          );
-        }
+      if (!prefix.complete) {
+        const taken = prefix.take(chunk);
+        if (taken instanceof ServingError) return taken;
+        if (!prefix.complete) return undefined;
+        at = taken;
       }
       const rest = at === 0 ? chunk : chunk.subarray(at);
       if (rest.byteLength === 0) return undefined;
       heldBytes += rest.byteLength;
-      if (heldBytes > length) {
+      if (heldBytes > prefix.length) {
         return new ServingError(Code.INTERNAL, 'Response carried more than one message');
       }
       held.push(rest);
       return undefined;
     },
     end() {
-      if (prefixBytes === 0) return new ServingError(Code.INTERNAL, 'Response carried no message');
-      if (prefixBytes < 5 || heldBytes < length) {
-        return new ServingError(
-          Code.INTERNAL,
-          prefixBytes < 5
-            ? 'Response ended inside the 5-byte message prefix'
-            : `Response ended after ${heldBytes} of the message's ${length} bytes`,
-        );
-      }
+      const error = prefix.endError(heldBytes);
+      if (error) return error;
+      const length = prefix.length;
       if (length === 0) return new Uint8Array(0);
       const place = length >= PLACE_MIN_BYTES ? options.responsePadding : undefined;
       // One chunk and nothing to place: a view of it, no copy.

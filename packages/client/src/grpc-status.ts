@@ -1,5 +1,5 @@
 /** The gRPC status a response's headers or trailers carry (grpc-status, percent-decoded grpc-message). */
-import { Code, codeFromNumber } from '@visionserve/protocol';
+import { Code, ServingError, codeFromNumber } from '@visionserve/protocol';
 
 export function grpcStatusFrom(
   headers: Readonly<Record<string, string | string[] | undefined>>,
@@ -44,4 +44,17 @@ export function codeOfHttpStatus(status: unknown): Code {
     default:
       return Code.UNKNOWN;
   }
+}
+
+/**
+ * How a unary call ended, once its response is over and no error cut it short: the message
+ * (`takeMessage`, only for status OK), or the error its status or its bytes amount to.
+ */
+export function unaryOutcome(
+  status: { readonly code: Code; readonly message: string } | undefined,
+  takeMessage: () => Uint8Array | ServingError,
+): Uint8Array | ServingError {
+  if (!status) return new ServingError(Code.INTERNAL, 'Response ended without a gRPC status');
+  if (status.code !== Code.OK) return new ServingError(status.code, status.message);
+  return takeMessage();
 }

@@ -7,7 +7,7 @@
 import { Code, ServingError, codeFromNumber } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 import type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
-import { codeOfHttpStatus } from './grpc-status.js';
+import { codeOfHttpStatus, unaryOutcome } from './grpc-status.js';
 
 export interface GrpcWebChannelOptions {
   /** Base URL of the server's REST port, e.g. "http://127.0.0.1:8501" or "" (same origin); a path prefix is kept. */
@@ -120,10 +120,11 @@ export function parseGrpcWebResponse(body: Uint8Array, maxReceiveBytes: number):
     }
     message = payload;
   }
-  if (status === undefined) throw new ServingError(Code.INTERNAL, 'Response ended without a gRPC status');
-  if (status.code !== Code.OK) throw new ServingError(status.code, status.message);
-  if (message === undefined) throw new ServingError(Code.INTERNAL, 'Response carried no message');
-  return message;
+  const outcome = unaryOutcome(status, () =>
+    message === undefined ? new ServingError(Code.INTERNAL, 'Response carried no message') : message,
+  );
+  if (outcome instanceof ServingError) throw outcome;
+  return outcome;
 }
 
 export function createGrpcWebChannel(options: GrpcWebChannelOptions): GrpcWebChannel {

@@ -8,7 +8,7 @@ import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
 import { createMessageAssembler } from './grpc-message-assembler.js';
-import { codeOfHttpStatus, grpcStatusFrom } from './grpc-status.js';
+import { codeOfHttpStatus, grpcStatusFrom, unaryOutcome } from './grpc-status.js';
 import {
   type ClientStream,
   type ClientStreamHandler,
@@ -130,21 +130,9 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
           done = true;
           if (deadline !== undefined) clearTimeout(deadline);
           callOptions.signal?.removeEventListener('abort', onAbort);
-          if (error) {
-            reject(error);
-            return;
-          }
-          if (!status) {
-            reject(new ServingError(Code.INTERNAL, 'Response ended without a gRPC status'));
-            return;
-          }
-          if (status.code !== Code.OK) {
-            reject(new ServingError(status.code, status.message));
-            return;
-          }
-          const message = assembler.end();
-          if (message instanceof ServingError) reject(message);
-          else resolve(message);
+          const outcome = error ?? unaryOutcome(status, () => assembler.end());
+          if (outcome instanceof ServingError) reject(outcome);
+          else resolve(outcome);
         };
         const cancel = (error: ServingError): void => {
           stream?.cancel();
