@@ -166,12 +166,25 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
   const big = Buffer.alloc(BIG);
   for (let i = 0; i < BIG; i++) big[i] = bigByte(i);
   let holdStarted: (signal: AbortSignal) => void = () => undefined;
+  /** Told when a Gated call has its whole message; the call answers once `open` is called. */
+  let gated: (gate: { open: () => void }) => void = () => undefined;
   let leaseReleased = 0;
 
   const service: GrpcService = {
     name: 't.Svc',
     methods: {
       Echo: { handler: (message) => Promise.resolve([message.slice()]) },
+      Length: { handler: (message) => Promise.resolve([u32(message.byteLength)]) },
+      Gated: {
+        handler: (message) =>
+          new Promise((resolve) => {
+            gated({
+              open: () => {
+                resolve([u32(message.byteLength)]);
+              },
+            });
+          }),
+      },
       Big: {
         handler: (_message, context) => {
           context.outputLease?.hold(() => {
@@ -811,6 +824,92 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
     } finally {
       c.close();
     }
+  });
+
+  describe('the connection receive window (1 MiB) is given back', () => {
+    const connectionUpdates = (c: RawClient): Frame[] =>
+      c.frames.filter((f) => f.type === T.WINDOW_UPDATE && f.stream === 0);
+    /** The DATA payloads the server sent on `stream`, concatenated. */
+    const collectData = (c: RawClient, stream: number): (() => Buffer) => {
+      const parts: Buffer[] = [];
+      c.onFrame = (f) => {
+        if (f.type === T.DATA && f.stream === stream) parts.push(f.payload);
+      };
+      return () => Buffer.concat(parts);
+    };
+    const ended = (c: RawClient, stream: number) => () =>
+      c.frames.some((f) => f.type === T.HEADERS && f.stream === stream && (f.flags & F.END_STREAM) !== 0);
+
+    it('with the answer, in front of its HEADERS, for messages under three quarters of it (no write of its own)', async () => {
+      const c = open();
+      try {
+        // The server's first update raises the window from 65,535 to 1 MiB.
+        await c.until(() => connectionUpdates(c).length === 1, 5000, 'the initial WINDOW_UPDATE');
+        for (const stream of [1, 3, 5]) {
+          const before = connectionUpdates(c).length;
+          const data = collectData(c, stream);
+          const reached = new Promise<{ open: () => void }>((resolve) => {
+            gated = resolve;
+          });
+          const message = grpcMessage(Buffer.alloc(600_000 + stream, stream));
+          c.write(
+            frame(T.HEADERS, F.END_HEADERS, stream, call('Gated')),
+            frame(T.DATA, F.END_STREAM, stream, message),
+          );
+          const gate = await reached;
+          // The message is read whole; a PING's answer comes after anything written before it.
+          const pings = c.frames.filter((f) => f.type === T.PING).length;
+          c.write(frame(T.PING, 0, 0, Buffer.from('inflight')));
+          await c.until(
+            () => c.frames.filter((f) => f.type === T.PING).length > pings,
+            5000,
+            'the PING answer',
+          );
+          assert.equal(connectionUpdates(c).length, before, 'no WINDOW_UPDATE while the call runs');
+          gate.open();
+          await c.until(ended(c, stream), 5000, `the answer on stream ${stream}`);
+          assert.deepEqual(data(), grpcMessage(u32(600_000 + stream)));
+          const updates = connectionUpdates(c);
+          assert.equal(updates.length, before + 1, 'one update per answered message');
+          const update = updates.at(-1)!;
+          assert.equal(update.payload.readUInt32BE(0), message.byteLength);
+          const head = c.frames.findIndex((f) => f.type === T.HEADERS && f.stream === stream);
+          assert.equal(c.frames[head - 1], update, 'the update comes right before the answer');
+        }
+      } finally {
+        c.close();
+      }
+    });
+
+    it('on its own as soon as three quarters of it arrived unanswered, while the message is still coming', async () => {
+      const c = open();
+      try {
+        await c.until(() => connectionUpdates(c).length === 1, 5000, 'the initial WINDOW_UPDATE');
+        const data = collectData(c, 1);
+        const message = grpcMessage(Buffer.alloc(900_000, 9));
+        c.write(
+          frame(T.HEADERS, F.END_HEADERS, 1, call('Length')),
+          frame(T.DATA, 0, 1, message.subarray(0, 700_000)),
+        );
+        // 700,000 B is under 786,432 (3/4 MiB): nothing yet; 100,000 more pass it.
+        c.write(frame(T.DATA, 0, 1, message.subarray(700_000, 800_000)));
+        await c.until(
+          () => connectionUpdates(c).length === 2,
+          5000,
+          'a WINDOW_UPDATE before the message ended',
+        );
+        assert.equal(connectionUpdates(c)[1]!.payload.readUInt32BE(0), 800_000);
+        assert.ok(!ended(c, 1)(), 'no answer before the message is whole');
+        c.write(frame(T.DATA, F.END_STREAM, 1, message.subarray(800_000)));
+        await c.until(ended(c, 1), 5000, 'the answer');
+        assert.deepEqual(data(), grpcMessage(u32(900_000)));
+        const updates = connectionUpdates(c);
+        assert.equal(updates.length, 3);
+        assert.equal(updates[2]!.payload.readUInt32BE(0), message.byteLength - 800_000);
+      } finally {
+        c.close();
+      }
+    });
   });
 });
 

@@ -67,6 +67,13 @@ export interface H2ConnectionOptions {
 export const COALESCE_BYTES = 64 * 1024;
 /** Most header block bytes (HEADERS + CONTINUATIONs) kept for one block, over the header list limit. */
 const HEADER_BLOCK_SLACK = 16 * 1024;
+/**
+ * Share of the connection receive window received before a WINDOW_UPDATE goes out on its own;
+ * below it the update waits for the next answer (takeWindowUpdate). A request smaller than
+ * this share of the window (600 KB in 1 MiB) then costs no write of its own.
+ */
+const EAGER_WINDOW_UPDATE = 0.75;
+const WINDOW_UPDATE_BYTES = FRAME_HEADER_BYTES + 4;
 /** Flood limits: events of a kind per window before GOAWAY ENHANCE_YOUR_CALM. */
 const FLOOD_WINDOW_MS = 10_000;
 const MAX_CONTROL_FRAMES = 10_000;
@@ -371,7 +378,9 @@ export class H2Connection implements FrameSink, StreamConnection {
         chunk = chunk.subarray(take);
       }
       this.reader.push(chunk);
-      if (this.recvUnacked >= this.options.windowBytes / 2 && !this.closed && !this.ended) {
+      // The connection window goes back with the next answer (giveBackWindow); on its own
+      // only once most of it is used, so the client never waits for it.
+      if (this.recvUnacked >= this.options.windowBytes * EAGER_WINDOW_UPDATE && !this.closed && !this.ended) {
         this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.recvUnacked));
         this.recvWindow += this.recvUnacked;
         this.recvUnacked = 0;
@@ -936,11 +945,32 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.socket.write(chunk, stream.written);
   }
 
+  /**
+   * The connection window received since the last WINDOW_UPDATE, now counted as given back:
+   * the caller writes the update in front of an answer (the socket is corked, so both leave
+   * in one write). On its own it would cost a write, and on loopback a wakeup of the client,
+   * per request. 0 when there is nothing to give back or the connection is ending.
+   */
+  private takeWindowUpdate(): number {
+    const n = this.recvUnacked;
+    if (n === 0 || this.ended || this.closed) return 0;
+    this.recvWindow += n;
+    this.recvUnacked = 0;
+    return n;
+  }
+
+  /** Writes the connection's WINDOW_UPDATE, if any, ahead of the frames about to be written. */
+  private writeWindowUpdate(): void {
+    const n = this.takeWindowUpdate();
+    if (n > 0) this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, n));
+  }
+
   /** A HEADERS frame with END_STREAM: a trailers-only or non-gRPC answer. */
   sendFinalHeaders(stream: H2Stream, block: Uint8Array): void {
     stream.localEnded = true;
     const out = this.finalHeaderFrames(stream.id, block);
     this.socket.cork();
+    this.writeWindowUpdate();
     this.writeFor(stream, out);
     this.localDone(stream);
     this.socket.uncork();
@@ -996,10 +1026,16 @@ export class H2Connection implements FrameSink, StreamConnection {
       total <= stream.sendWindow &&
       this.blocked.size === 0
     ) {
-      const out = Buffer.allocUnsafe(headBytes + FRAME_HEADER_BYTES + total + trailerBytes);
-      writeFrameHeader(out, 0, RESPONSE_HEAD.byteLength, FrameType.HEADERS, Flag.END_HEADERS, id);
-      out.set(RESPONSE_HEAD, FRAME_HEADER_BYTES);
-      let at = headBytes;
+      const back = this.takeWindowUpdate();
+      const lead = back > 0 ? WINDOW_UPDATE_BYTES : 0;
+      const out = Buffer.allocUnsafe(lead + headBytes + FRAME_HEADER_BYTES + total + trailerBytes);
+      if (back > 0) {
+        writeFrameHeader(out, 0, 4, FrameType.WINDOW_UPDATE, 0, 0);
+        out.writeUInt32BE(back, FRAME_HEADER_BYTES);
+      }
+      writeFrameHeader(out, lead, RESPONSE_HEAD.byteLength, FrameType.HEADERS, Flag.END_HEADERS, id);
+      out.set(RESPONSE_HEAD, lead + FRAME_HEADER_BYTES);
+      let at = lead + headBytes;
       writeFrameHeader(out, at, total, FrameType.DATA, 0, id);
       at += FRAME_HEADER_BYTES;
       out.set(prefix, at);
@@ -1099,6 +1135,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     if (out.length === 0) return;
     this.socket.cork();
+    this.writeWindowUpdate();
     const last = out.length - 1;
     for (let i = 0; i < last; i++) this.socket.write(out[i]!);
     this.writeFor(stream, out[last]!);
