@@ -59,7 +59,29 @@ def summarize(results, index):
         "loadavg": [s.get("loadavg_before"), s.get("loadavg_after")],
         "phases": {"grpc1": g1, "grpc8": g8, "rest1": r1},
         "grpc_by_concurrency": {p["concurrency"]: p for p in s.get("phases", []) if p["kind"] != "rest-json"},
+        "paired": [r for r in s.get("paired_c1", []) if "error" not in r and r.get("p50_ms") and r.get("floor_p50_ms")],
     }
+
+
+def _median(values):
+    v = sorted(values)
+    n = len(v)
+    return None if n == 0 else (v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2)
+
+
+def paired_cells(s):
+    """The paired rounds (run_peers.paired_c1): c=1 p50 minus its round's floor p50, and p99 over the
+    floor's p99, each as the median over the rounds with its range."""
+    rounds = s["paired"]
+    if not rounds:
+        return "–", "–"
+    over = [r["p50_ms"] - r["floor_p50_ms"] for r in rounds]
+    p99 = [r["p99_ms"] / r["floor_p99_ms"] for r in rounds if r.get("floor_p99_ms")]
+    errors = sum(r.get("errors", 0) for r in rounds)
+    tail = f" ({errors} errors)" if errors else ""
+    a = f"{_median(over):+.2f} ({min(over):+.2f} … {max(over):+.2f})" + tail
+    b = "–" if not p99 else f"{_median(p99):.2f}× ({min(p99):.2f} … {max(p99):.2f})"
+    return a, b
 
 
 def _over(s, phase):
@@ -103,6 +125,13 @@ def main_table(results):
         f"{s['grpc1_ratio']:.2f}× ({_num(s['grpc1_p50_ms'])} / {_num(s['floor_p50_ms'])} ms)"
         + _errors(s["phases"]["grpc1"]))))
     lines.append(_row("gRPC c=1 p99 (ms)", cells(lambda s: _num(s["grpc1_p99_ms"]))))
+    st = results["settings"]
+    if any(s["paired"] for s in sums):
+        how = f"{st.get('paired_rounds', '?')} rounds of a floor then {_num(st.get('paired_seconds'), 0)} s c=1"
+        lines.append(_row(f"gRPC c=1 p50 − floor p50, floor interleaved ({how}; ms: median (range))",
+                          cells(lambda s: paired_cells(s)[0])))
+        lines.append(_row("gRPC c=1 p99 / floor p99, floor interleaved (median (range))",
+                          cells(lambda s: paired_cells(s)[1])))
     lines.append(_row(f"gRPC c={hc} throughput (req/s)", cells(
         lambda s: _num(s["grpc8_rps"]) + _errors(s["phases"]["grpc8"]))))
     ceiling = _mean([c["runs_per_s"] for c in results.get("ceilings", []) if c and "error" not in c])

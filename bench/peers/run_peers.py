@@ -4,7 +4,7 @@
 For each server in --servers: the onnxruntime floor (floor.py, its own process), then start the
 server on loopback (its own process group) and time it to the first correct answer, then drive it
 with loadgen.py's closed loop: gRPC c=1, gRPC c=--high-concurrency, gRPC at each --sweep concurrency,
-REST JSON c=1 (each after an
+--paired-rounds rounds of a floor followed by gRPC c=1 (paired_c1), REST JSON c=1 (each after an
 untimed warmup), then stop it (SIGTERM to the group, SIGKILL after a grace period). A last floor
 follows the last server, so every server sits between two floors. Results: <out>/results.json,
 <out>/results.md (report.py), <out>/<server>.log.
@@ -178,9 +178,9 @@ def stop(proc, grace):
     proc.wait()
 
 
-def run_floor(a, when, ref_out=None):
+def run_floor(a, when, ref_out=None, seconds=None, quiet=False):
     cmd = [sys.executable, os.path.join(HERE, "floor.py"), "--model", a.model_path, "--tensor", a.tensor,
-           "--seconds", str(a.floor_seconds)]
+           "--seconds", str(a.floor_seconds if seconds is None else seconds)]
     if ref_out:
         cmd += ["--ref-out", ref_out]
     # its own session, as every server: with sched_autogroup each session gets one share of the CPU
@@ -189,6 +189,8 @@ def run_floor(a, when, ref_out=None):
         return {"when": when, "error": p.stderr.strip()[-300:]}
     r = json.loads(p.stdout.strip().splitlines()[-1])
     r["when"] = when
+    if quiet:
+        return r
     print(f"  floor {when}: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms, {r['cpu_ms_per_run']} ms CPU/run, "
           f"load {r['loadavg_1m'][0]}", flush=True)
     return r
@@ -254,6 +256,7 @@ def bench_server(a, name, x, ref, model_dir, run_dir):
             loadgen.run_phase(target.caller_factory(), 1, a.server_warmup)
         levels = [1, a.high_concurrency] + [c for c in a.sweep if c not in (1, a.high_concurrency)]
         phases = loadgen.drive(target, levels, a.seconds, a.warmup, proc.pid)
+        res["paired_c1"] = paired_c1(a, target)
         target.close()
         if a.rest:
             rest = loadgen.Target("rest-json", f"127.0.0.1:{rport}", a.model, "input", x)
@@ -276,6 +279,28 @@ def bench_server(a, name, x, ref, model_dir, run_dir):
         log.close()
     res["loadavg_after"] = loadgen.loadavg()[0]
     return res
+
+
+def paired_c1(a, target):
+    """gRPC c=1 against the floor, interleaved: --paired-rounds rounds of a floor (its own process,
+    the server idle), then 1 s of untimed c=1 traffic and --paired-seconds timed. The machine's speed
+    drifts (on the 2-core VMs here the floor moved from 5.8 to 9.2 ms within one run); a floor taken
+    seconds before each block cancels that drift, where the floors minutes apart around a server
+    cannot. Returns one {floor p50/p99, server p50/p99} per round."""
+    rounds = []
+    factory = target.caller_factory()
+    for i in range(a.paired_rounds):
+        f = run_floor(a, f"paired {i + 1}", seconds=a.paired_seconds, quiet=True)
+        if "error" in f:
+            rounds.append({"error": f["error"]})
+            continue
+        loadgen.run_phase(factory, 1, 1.0)
+        p = loadgen.run_phase(factory, 1, a.paired_seconds)
+        rounds.append({"floor_p50_ms": f["p50_ms"], "floor_p99_ms": f["p99_ms"],
+                       "p50_ms": p["p50_ms"], "p99_ms": p["p99_ms"], "errors": p["errors"]})
+        print(f"  paired round {i + 1}: floor p50 {f['p50_ms']} p99 {f['p99_ms']} ms, "
+              f"gRPC c=1 p50 {p['p50_ms']} p99 {p['p99_ms']} ms", flush=True)
+    return rounds
 
 
 def cpu_description():
@@ -305,6 +330,9 @@ def main():
     ap.add_argument("--server-warmup", type=float, default=30,
                     help="untimed seconds of gRPC c=1 traffic after a server's first answer, before its blocks")
     ap.add_argument("--rest-warmup", type=float, default=10, help="untimed seconds before the REST block")
+    ap.add_argument("--paired-rounds", type=int, default=4,
+                    help="rounds of floor then gRPC c=1 after the other blocks (0: none); see paired_c1")
+    ap.add_argument("--paired-seconds", type=float, default=3, help="timed seconds of each paired floor and block")
     ap.add_argument("--high-concurrency", type=int, default=8)
     ap.add_argument("--sweep", default="4,16",
                     help="more gRPC concurrencies, each a block after c=1 and c=--high-concurrency ('' for none)")
@@ -337,7 +365,8 @@ def main():
                  "python": platform.python_version(), "grpcio_client": grpc.__version__},
         "settings": {"seconds": a.seconds, "warmup": a.warmup, "floor_seconds": a.floor_seconds,
                      "high_concurrency": a.high_concurrency, "sweep": a.sweep,
-                     "server_warmup": a.server_warmup, "rest_warmup": a.rest_warmup, "model": os.path.basename(a.model_path)},
+                     "server_warmup": a.server_warmup, "rest_warmup": a.rest_warmup,
+                     "paired_rounds": a.paired_rounds, "paired_seconds": a.paired_seconds, "model": os.path.basename(a.model_path)},
         "request": dict(meta, grpc_bytes={k: len(loadgen.Target(k, "x:1", a.model, "input", x).body)
                                           for k in loadgen.GRPC_KINDS},
                         rest_json_bytes=len(loadgen.rest_body("input", x))),
