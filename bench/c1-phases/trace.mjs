@@ -32,11 +32,13 @@ if (isMainThread) {
   const requests = [];
   let current;
   let readStart = 0;
+  let readBytes = 0;
   const now = () => performance.timeOrigin + performance.now();
   globalThis.__vsMark = (name, opens, bytes, worker) => {
     const t = now();
     if (name === 'd') {
       readStart = t;
+      readBytes = bytes;
       if (current !== undefined && current.e === undefined) (current.reads ??= []).push(bytes);
       return;
     }
@@ -47,7 +49,8 @@ if (isMainThread) {
       return;
     }
     if (opens) {
-      current = { h: t };
+      // The read that brought the headers began before the request opened.
+      current = { h: t, reads: [readBytes] };
       requests.push(current);
       return;
     }

@@ -60,6 +60,7 @@ def summarize(results, index):
         "phases": {"grpc1": g1, "grpc8": g8, "rest1": r1},
         "grpc_by_concurrency": {p["concurrency"]: p for p in s.get("phases", []) if p["kind"] != "rest-json"},
         "paired": [r for r in s.get("paired_c1", []) if "error" not in r and r.get("p50_ms") and r.get("floor_p50_ms")],
+        "paired_all": s.get("paired_c1", []),
     }
 
 
@@ -72,13 +73,14 @@ def _median(values):
 def paired_cells(s):
     """The paired rounds (run_peers.paired_c1): c=1 p50 minus its round's floor p50, and p99 over the
     floor's p99, each as the median over the rounds with its range."""
-    rounds = s["paired"]
+    rounds, every = s["paired"], s["paired_all"]
     if not rounds:
         return "–", "–"
     over = [r["p50_ms"] - r["floor_p50_ms"] for r in rounds]
     p99 = [r["p99_ms"] / r["floor_p99_ms"] for r in rounds if r.get("floor_p99_ms")]
-    errors = sum(r.get("errors", 0) for r in rounds)
-    tail = f" ({errors} errors)" if errors else ""
+    errors = sum(r.get("errors", 0) for r in every)
+    tail = (f" ({len(rounds)} of {len(every)} rounds)" if len(rounds) < len(every) else "") + (
+        f" ({errors} errors)" if errors else "")
     a = f"{_median(over):+.2f} ({min(over):+.2f} … {max(over):+.2f})" + tail
     b = "–" if not p99 else f"{_median(p99):.2f}× ({min(p99):.2f} … {max(p99):.2f})"
     return a, b

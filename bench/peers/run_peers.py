@@ -256,7 +256,10 @@ def bench_server(a, name, x, ref, model_dir, run_dir):
             loadgen.run_phase(target.caller_factory(), 1, a.server_warmup)
         levels = [1, a.high_concurrency] + [c for c in a.sweep if c not in (1, a.high_concurrency)]
         phases = loadgen.drive(target, levels, a.seconds, a.warmup, proc.pid)
-        res["paired_c1"] = paired_c1(a, target)
+        try:
+            res["paired_c1"] = paired_c1(a, target)
+        except Exception as e:  # noqa: BLE001 - the blocks above are kept
+            res["paired_c1"] = [{"error": str(e)}]
         target.close()
         if a.rest:
             rest = loadgen.Target("rest-json", f"127.0.0.1:{rport}", a.model, "input", x)

@@ -78,7 +78,7 @@ class ReportTest(unittest.TestCase):
 
     def test_paired_rounds_give_the_excess_over_the_floor_next_to_them(self):
         r = results()
-        r["settings"].update(paired_rounds=3, paired_seconds=3)
+        r["settings"].update(paired_rounds=4, paired_seconds=3)
         r["servers"][0]["paired_c1"] = [
             {"floor_p50_ms": 6.0, "floor_p99_ms": 6.5, "p50_ms": 7.0, "p99_ms": 9.1, "errors": 0},
             {"floor_p50_ms": 9.0, "floor_p99_ms": 10.0, "p50_ms": 9.5, "p99_ms": 12.0, "errors": 0},
@@ -86,11 +86,11 @@ class ReportTest(unittest.TestCase):
             {"floor_p50_ms": 6.2, "floor_p99_ms": 6.4, "p50_ms": 7.4, "p99_ms": 8.0, "errors": 1},
         ]
         over, p99 = report.paired_cells(report.summarize(r, 0))
-        self.assertEqual(over, "+1.00 (+0.50 … +1.20) (1 errors)")
+        self.assertEqual(over, "+1.00 (+0.50 … +1.20) (3 of 4 rounds) (1 errors)")
         self.assertEqual(p99, "1.25× (1.20 … 1.40)")
         table = report.main_table(r)
-        self.assertIn("| gRPC c=1 p50 − floor p50, floor interleaved (3 rounds of a floor then 3 s c=1; ms: median "
-                      "(range)) | +1.00 (+0.50 … +1.20) (1 errors) | failed:", table)
+        self.assertIn("| gRPC c=1 p50 − floor p50, floor interleaved (4 rounds of a floor then 3 s c=1; ms: median "
+                      "(range)) | +1.00 (+0.50 … +1.20) (3 of 4 rounds) (1 errors) | failed:", table)
         self.assertIn("| gRPC c=1 p99 / floor p99, floor interleaved (median (range)) | 1.25× (1.20 … 1.40) |", table)
 
     def test_no_paired_rows_without_paired_rounds(self):

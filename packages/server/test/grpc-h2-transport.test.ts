@@ -155,6 +155,10 @@ class RawClient {
   }
 }
 
+interface Gate {
+  open(answer?: 'length' | 'large' | 'error'): void;
+}
+
 const BIG = 34 * 1024 * 1024;
 /** The byte at offset i of the Big response. */
 const bigByte = (i: number): number => (i * 7 + (i >>> 16)) & 0xff;
@@ -166,8 +170,11 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
   const big = Buffer.alloc(BIG);
   for (let i = 0; i < BIG; i++) big[i] = bigByte(i);
   let holdStarted: (signal: AbortSignal) => void = () => undefined;
-  /** Told when a Gated call has its whole message; the call answers once `open` is called. */
-  let gated: (gate: { open: () => void }) => void = () => undefined;
+  /**
+   * Told when a Gated call has its whole message; the call answers once `open` is called: with
+   * the message's length (4 bytes), 100,000 bytes ('large': not one coalesced write) or an error.
+   */
+  let gated: (gate: Gate) => void = () => undefined;
   let leaseReleased = 0;
 
   const service: GrpcService = {
@@ -177,10 +184,12 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
       Length: { handler: (message) => Promise.resolve([u32(message.byteLength)]) },
       Gated: {
         handler: (message) =>
-          new Promise((resolve) => {
+          new Promise((resolve, reject) => {
             gated({
-              open: () => {
-                resolve([u32(message.byteLength)]);
+              open: (answer = 'length') => {
+                if (answer === 'error') reject(new ServingError(Code.FAILED_PRECONDITION, 'gate says no'));
+                else if (answer === 'large') resolve([Buffer.alloc(100_000, 3)]);
+                else resolve([u32(message.byteLength)]);
               },
             });
           }),
@@ -826,7 +835,7 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
     }
   });
 
-  describe('the connection receive window (1 MiB) is given back', () => {
+  describe('the connection receive window (2 MiB, twice the stream window) is given back', () => {
     const connectionUpdates = (c: RawClient): Frame[] =>
       c.frames.filter((f) => f.type === T.WINDOW_UPDATE && f.stream === 0);
     /** The DATA payloads the server sent on `stream`, concatenated. */
@@ -839,38 +848,52 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
     };
     const ended = (c: RawClient, stream: number) => () =>
       c.frames.some((f) => f.type === T.HEADERS && f.stream === stream && (f.flags & F.END_STREAM) !== 0);
+    /** A PING's answer comes after every frame the server wrote before it. */
+    const barrier = async (c: RawClient): Promise<void> => {
+      const pings = c.frames.filter((f) => f.type === T.PING).length;
+      c.write(frame(T.PING, 0, 0, Buffer.from('barrier!')));
+      await c.until(() => c.frames.filter((f) => f.type === T.PING).length > pings, 5000, 'the PING answer');
+    };
+    const nextGate = (): Promise<Gate> =>
+      new Promise((resolve) => {
+        gated = resolve;
+      });
+    /** Opens a raw connection whose own windows let a 100,000-byte answer through at once. */
+    const openWide = async (): Promise<RawClient> => {
+      const c = open([[4, 1 << 20]]);
+      c.write(frame(T.WINDOW_UPDATE, 0, 0, u32(1 << 20)));
+      // The server's first update raises its window from 65,535 to 2 MiB.
+      await c.until(() => connectionUpdates(c).length === 1, 5000, 'the initial WINDOW_UPDATE');
+      assert.equal(connectionUpdates(c)[0]!.payload.readUInt32BE(0), 2 * 1024 * 1024 - 65_535);
+      return c;
+    };
 
-    it('with the answer, in front of its HEADERS, for messages under three quarters of it (no write of its own)', async () => {
-      const c = open();
+    it('in front of the answer, whatever its kind, and not on its own for a message under half of it', async () => {
+      const c = await openWide();
       try {
-        // The server's first update raises the window from 65,535 to 1 MiB.
-        await c.until(() => connectionUpdates(c).length === 1, 5000, 'the initial WINDOW_UPDATE');
-        for (const stream of [1, 3, 5]) {
+        const answers = [
+          { stream: 1, answer: 'length', body: grpcMessage(u32(600_001)) },
+          { stream: 3, answer: 'large', body: grpcMessage(Buffer.alloc(100_000, 3)) },
+          { stream: 5, answer: 'error', body: Buffer.alloc(0) },
+        ] as const;
+        for (const { stream, answer, body } of answers) {
           const before = connectionUpdates(c).length;
           const data = collectData(c, stream);
-          const reached = new Promise<{ open: () => void }>((resolve) => {
-            gated = resolve;
-          });
+          const reached = nextGate();
           const message = grpcMessage(Buffer.alloc(600_000 + stream, stream));
           c.write(
             frame(T.HEADERS, F.END_HEADERS, stream, call('Gated')),
             frame(T.DATA, F.END_STREAM, stream, message),
           );
           const gate = await reached;
-          // The message is read whole; a PING's answer comes after anything written before it.
-          const pings = c.frames.filter((f) => f.type === T.PING).length;
-          c.write(frame(T.PING, 0, 0, Buffer.from('inflight')));
-          await c.until(
-            () => c.frames.filter((f) => f.type === T.PING).length > pings,
-            5000,
-            'the PING answer',
-          );
+          await barrier(c);
           assert.equal(connectionUpdates(c).length, before, 'no WINDOW_UPDATE while the call runs');
-          gate.open();
+          gate.open(answer);
           await c.until(ended(c, stream), 5000, `the answer on stream ${stream}`);
-          assert.deepEqual(data(), grpcMessage(u32(600_000 + stream)));
+          if (answer === 'length') assert.deepEqual(data(), grpcMessage(u32(message.byteLength - 5)));
+          else assert.deepEqual(data(), body);
           const updates = connectionUpdates(c);
-          assert.equal(updates.length, before + 1, 'one update per answered message');
+          assert.equal(updates.length, before + 1, `one update for the message on stream ${stream}`);
           const update = updates.at(-1)!;
           assert.equal(update.payload.readUInt32BE(0), message.byteLength);
           const head = c.frames.findIndex((f) => f.type === T.HEADERS && f.stream === stream);
@@ -881,31 +904,36 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
       }
     });
 
-    it('on its own as soon as three quarters of it arrived unanswered, while the message is still coming', async () => {
-      const c = open();
+    it('on its own once half of it arrived unanswered, reset streams counted, so the client never runs dry', async () => {
+      const c = await openWide();
       try {
-        await c.until(() => connectionUpdates(c).length === 1, 5000, 'the initial WINDOW_UPDATE');
-        const data = collectData(c, 1);
-        const message = grpcMessage(Buffer.alloc(900_000, 9));
+        // Stream 1: a whole 600,005-byte message whose call waits.
+        const reached = nextGate();
         c.write(
-          frame(T.HEADERS, F.END_HEADERS, 1, call('Length')),
-          frame(T.DATA, 0, 1, message.subarray(0, 700_000)),
+          frame(T.HEADERS, F.END_HEADERS, 1, call('Gated')),
+          frame(T.DATA, F.END_STREAM, 1, grpcMessage(Buffer.alloc(600_000, 1))),
         );
-        // 700,000 B is under 786,432 (3/4 MiB): nothing yet; 100,000 more pass it.
-        c.write(frame(T.DATA, 0, 1, message.subarray(700_000, 800_000)));
-        await c.until(
-          () => connectionUpdates(c).length === 2,
-          5000,
-          'a WINDOW_UPDATE before the message ended',
+        const gate = await reached;
+        // Stream 3: 400,000 bytes of a longer message, then a reset from the client.
+        const long = grpcMessage(Buffer.alloc(900_000, 3));
+        c.write(
+          frame(T.HEADERS, F.END_HEADERS, 3, call('Gated')),
+          frame(T.DATA, 0, 3, long.subarray(0, 400_000)),
         );
-        assert.equal(connectionUpdates(c)[1]!.payload.readUInt32BE(0), 800_000);
-        assert.ok(!ended(c, 1)(), 'no answer before the message is whole');
-        c.write(frame(T.DATA, F.END_STREAM, 1, message.subarray(800_000)));
-        await c.until(ended(c, 1), 5000, 'the answer');
-        assert.deepEqual(data(), grpcMessage(u32(900_000)));
-        const updates = connectionUpdates(c);
-        assert.equal(updates.length, 3);
-        assert.equal(updates[2]!.payload.readUInt32BE(0), message.byteLength - 800_000);
+        await barrier(c);
+        assert.equal(connectionUpdates(c).length, 1, '1,000,005 bytes unanswered: under half of 2 MiB');
+        c.write(frame(T.RST_STREAM, 0, 3, u32(E.CANCEL)));
+        // Stream 5: 100,000 more bytes pass 1 MiB: the update goes out while both calls are open.
+        c.write(
+          frame(T.HEADERS, F.END_HEADERS, 5, call('Length')),
+          frame(T.DATA, 0, 5, grpcMessage(Buffer.alloc(200_000, 5)).subarray(0, 100_000)),
+        );
+        await c.until(() => connectionUpdates(c).length === 2, 5000, 'a WINDOW_UPDATE of its own');
+        assert.equal(connectionUpdates(c)[1]!.payload.readUInt32BE(0), 1_100_005);
+        assert.ok(!ended(c, 1)() && !ended(c, 5)(), 'no answer has gone out yet');
+        gate.open();
+        await c.until(ended(c, 1), 5000, 'the answer on stream 1');
+        assert.equal(connectionUpdates(c).length, 2, 'nothing was left to give back with the answer');
       } finally {
         c.close();
       }

@@ -34,7 +34,7 @@ import { OK_TRAILERS, RESPONSE_HEAD, trailersOnlyBlock } from './response-heads.
 import { H2Stream, type StreamConnection } from './stream.js';
 
 export interface H2ConnectionOptions {
-  /** Receive window per stream and for the connection, bytes. */
+  /** Receive window per stream, bytes; the connection's is twice as large (CONNECTION_WINDOW_STREAMS). */
   readonly windowBytes: number;
   /** SETTINGS_MAX_FRAME_SIZE we advertise, bytes. */
   readonly maxFrameBytes: number;
@@ -68,11 +68,13 @@ export const COALESCE_BYTES = 64 * 1024;
 /** Most header block bytes (HEADERS + CONTINUATIONs) kept for one block, over the header list limit. */
 const HEADER_BLOCK_SLACK = 16 * 1024;
 /**
- * Share of the connection receive window received before a WINDOW_UPDATE goes out on its own;
- * below it the update waits for the next answer (takeWindowUpdate). A request smaller than
- * this share of the window (600 KB in 1 MiB) then costs no write of its own.
+ * The connection receive window in stream windows. The connection's window goes back in front
+ * of the next answer (takeWindowUpdate), and on its own once half of it arrived unanswered: with
+ * twice the stream window, a request that fits its stream's window (600 KB in 1 MiB) costs no
+ * write of its own, and the client still always has at least a stream window left. The window
+ * bounds no memory here: bytes count as given back when read, kept or dropped.
  */
-const EAGER_WINDOW_UPDATE = 0.75;
+const CONNECTION_WINDOW_STREAMS = 2;
 const WINDOW_UPDATE_BYTES = FRAME_HEADER_BYTES + 4;
 /** Flood limits: events of a kind per window before GOAWAY ENHANCE_YOUR_CALM. */
 const FLOOD_WINDOW_MS = 10_000;
@@ -186,7 +188,8 @@ export class H2Connection implements FrameSink, StreamConnection {
   private peerMaxFrame = DEFAULT_FRAME_SIZE;
   /** Connection send window (the peer's). */
   private sendWindow = DEFAULT_WINDOW;
-  /** Connection receive window left, and bytes received not yet given back. */
+  /** The connection receive window we advertise; what is left of it, and bytes received not yet given back. */
+  private readonly connectionWindow: number;
   private recvWindow: number;
   private recvUnacked = 0;
   /** The stream the current DATA frame is for (undefined: a closed stream, its data dropped). */
@@ -224,7 +227,8 @@ export class H2Connection implements FrameSink, StreamConnection {
     private readonly options: H2ConnectionOptions,
   ) {
     this.socket = socket;
-    this.recvWindow = options.windowBytes;
+    this.connectionWindow = Math.min(CONNECTION_WINDOW_STREAMS * options.windowBytes, MAX_WINDOW);
+    this.recvWindow = this.connectionWindow;
     this.reader = new FrameReader(
       this,
       options.maxFrameBytes,
@@ -241,10 +245,9 @@ export class H2Connection implements FrameSink, StreamConnection {
         [Setting.MAX_HEADER_LIST_SIZE, options.maxHeaderListBytes],
       ]),
     );
-    if (options.windowBytes > DEFAULT_WINDOW) {
-      socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, options.windowBytes - DEFAULT_WINDOW));
+    if (this.connectionWindow > DEFAULT_WINDOW) {
+      socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.connectionWindow - DEFAULT_WINDOW));
     }
-    this.recvWindow = options.windowBytes;
     socket.uncork();
     socket.on('data', this.onSocketData);
     this.armHeaderTimer();
@@ -378,9 +381,9 @@ export class H2Connection implements FrameSink, StreamConnection {
         chunk = chunk.subarray(take);
       }
       this.reader.push(chunk);
-      // The connection window goes back with the next answer (giveBackWindow); on its own
-      // only once most of it is used, so the client never waits for it.
-      if (this.recvUnacked >= this.options.windowBytes * EAGER_WINDOW_UPDATE && !this.closed && !this.ended) {
+      // The connection window goes back with the next answer (takeWindowUpdate); on its own
+      // once half of it arrived unanswered.
+      if (this.recvUnacked >= this.connectionWindow / 2 && !this.closed && !this.ended) {
         this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.recvUnacked));
         this.recvWindow += this.recvUnacked;
         this.recvUnacked = 0;
