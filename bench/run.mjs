@@ -6,18 +6,12 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { main } from '../packages/cli/dist/src/main.js';
-import {
-  LARGE_ANSWER_V8_FLAGS,
-  rerunWithMallocTuning,
-  wantsMallocTuning,
-  wantsV8Tuning,
-} from '../packages/cli/dist/src/malloc-tuning.js';
+import { rerunForBench } from '../packages/cli/dist/src/malloc-tuning.js';
 
 // Floors run in this process: it starts with the servers' malloc settings, and the load generator
 // with V8 flags for large answers (src/malloc-tuning.ts).
-if (wantsMallocTuning(process.env) || wantsV8Tuning(process.execArgv)) {
-  process.exit(await rerunWithMallocTuning(LARGE_ANSWER_V8_FLAGS));
-}
+const rerun = rerunForBench();
+if (rerun !== undefined) process.exit(await rerun);
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 process.exitCode = await main(

@@ -13,8 +13,9 @@ if (!existsSync(entry)) {
 // larger initial old generation (src/malloc-tuning.ts): it runs itself again with both.
 if (process.argv[2] === 'bench') {
   const tuning = await import(new URL('../dist/src/malloc-tuning.js', import.meta.url).href);
-  if (tuning.wantsMallocTuning(process.env) || tuning.wantsV8Tuning(process.execArgv)) {
-    process.exitCode = await tuning.rerunWithMallocTuning(tuning.LARGE_ANSWER_V8_FLAGS);
+  const rerun = tuning.rerunForBench();
+  if (rerun !== undefined) {
+    process.exitCode = await rerun;
     process.exit();
   }
 }

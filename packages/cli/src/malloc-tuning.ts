@@ -151,9 +151,12 @@ export function runWithMallocTuning(
 }
 
 /**
- * Runs this same command again with the tuning, and `v8Flags` added unless given (for batch
- * commands such as the benchmark).
+ * For the benchmark, whose floors run in its own process and whose load generator receives
+ * large answers: when this process lacks the malloc tuning or LARGE_ANSWER_V8_FLAGS, runs this
+ * same command again with them and resolves to the exit code to leave with; undefined when
+ * this process already runs as it should.
  */
-export function rerunWithMallocTuning(v8Flags: readonly string[] = []): Promise<number> {
-  return runWithMallocTuning(process.argv.slice(1), v8Flags);
+export function rerunForBench(): Promise<number> | undefined {
+  if (!wantsMallocTuning(process.env) && !wantsV8Tuning(process.execArgv)) return undefined;
+  return runWithMallocTuning(process.argv.slice(1), LARGE_ANSWER_V8_FLAGS);
 }
