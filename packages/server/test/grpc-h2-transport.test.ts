@@ -13,6 +13,9 @@ import http2 from 'node:http2';
 import { type Socket, connect } from 'node:net';
 import { Code, ServingError } from '@visionserve/protocol';
 import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
+import { startH2Listener } from '../src/frontends/grpc/h2/h2-server.js';
+import type { GrpcListener } from '../src/frontends/grpc/grpc-listener.js';
+import { randomBytes } from 'node:crypto';
 import type { GrpcService } from '../src/frontends/grpc/index.js';
 import { createJsonLogger } from '../src/util/logger.js';
 import { frame, hpack, settings, u32 } from './h2-wire.js';
@@ -1163,5 +1166,198 @@ describe('gRPC over our own HTTP/2: drain', () => {
     await waitFor(() => aborted !== undefined);
     assert.ok(aborted instanceof ServingError);
     client.destroy();
+  });
+});
+
+describe('gRPC over our own HTTP/2: request bytes read straight into place (plain TCP)', () => {
+  /** What one stream's reader saw: its room, bytes placed, bytes that came as views of it. */
+  interface Seen {
+    room: Buffer;
+    fill: number;
+    direct: number;
+    overflow: number;
+    ended: boolean;
+  }
+  const seen = new Map<string, Seen>();
+  let listener: GrpcListener;
+
+  before(async () => {
+    listener = await startH2Listener({
+      host: '127.0.0.1',
+      port: 0,
+      logger: createJsonLogger({ level: 'error', write: () => undefined }),
+      windowBytes: 1 << 20,
+      maxFrameBytes: 1 << 20,
+      maxConcurrentStreams: 100,
+      maxHeaderListBytes: 64 * 1024,
+      maxConnections: 2,
+      tls: undefined,
+      onStream: (stream) => {
+        // The method names the call and the size of its room (/t.Svc/<name>-<bytes>), as a
+        // placed message would have it.
+        const [name, bytes] = stream.headers[':path']!.split('/').pop()!.split('-');
+        const size = Number(bytes);
+        const s: Seen = { room: Buffer.alloc(size), fill: 0, direct: 0, overflow: 0, ended: false };
+        seen.set(name!, s);
+        stream.read(
+          (chunk) => {
+            if (chunk.buffer === s.room.buffer && chunk.byteOffset === s.room.byteOffset + s.fill) {
+              s.direct += chunk.byteLength;
+            } else {
+              const take = Math.min(chunk.byteLength, size - s.fill);
+              s.room.set(chunk.subarray(0, take), s.fill);
+              s.overflow += chunk.byteLength - take;
+              if (take < chunk.byteLength) {
+                s.fill += take;
+                return;
+              }
+            }
+            s.fill += chunk.byteLength;
+          },
+          () => {
+            s.ended = true;
+            stream.respondStatus(Code.OK, '');
+          },
+          () => (s.fill < size ? s.room.subarray(s.fill) : undefined),
+        );
+      },
+    });
+  });
+
+  after(async () => {
+    await listener.close(1000);
+  });
+
+  const open = async (): Promise<RawClient> => {
+    const c = new RawClient(listener.port);
+    c.write(PREFACE, settings([]));
+    await c.until(() => c.frames.some((f) => f.type === T.SETTINGS && (f.flags & F.ACK) === 0));
+    return c;
+  };
+  const pause = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 5));
+  /** Writes the bytes in pieces with pauses, so that the server reads parts of frames. */
+  const trickle = async (c: RawClient, bytes: Buffer, piece: number): Promise<void> => {
+    for (let at = 0; at < bytes.byteLength; at += piece) {
+      c.write(bytes.subarray(at, at + piece));
+      await pause();
+    }
+  };
+  const ended = (c: RawClient, id: number, name: string): Promise<void> =>
+    c.until(
+      () =>
+        seen.get(name)?.ended === true &&
+        c.frames.some((f) => f.stream === id && (f.flags & F.END_STREAM) !== 0),
+    );
+
+  it('a 600 KB body in two DATA frames lands in its room, most of it read there directly', async () => {
+    const c = await open();
+    try {
+      const body = randomBytes(600_000);
+      c.write(frame(T.HEADERS, F.END_HEADERS, 1, call(`two-${body.byteLength}`)));
+      const frames = Buffer.concat([
+        frame(T.DATA, 0, 1, body.subarray(0, 440_000)),
+        frame(T.DATA, F.END_STREAM, 1, body.subarray(440_000)),
+      ]);
+      await trickle(c, frames, 50_000);
+      await ended(c, 1, 'two');
+      const s = seen.get('two')!;
+      assert.equal(s.fill, body.byteLength);
+      assert.ok(s.room.equals(body), 'the room holds the body');
+      assert.equal(s.overflow, 0);
+      assert.ok(s.direct >= body.byteLength / 2, `only ${s.direct} bytes read straight into the room`);
+    } finally {
+      c.close();
+    }
+  });
+
+  it('padding and the next frame header never land in the room (PADDED DATA frames)', async () => {
+    const c = await open();
+    try {
+      const body = randomBytes(200_000);
+      const padded = (data: Buffer, pad: number, flags: number): Buffer =>
+        frame(
+          T.DATA,
+          F.PADDED | flags,
+          1,
+          Buffer.concat([Buffer.from([pad]), data, Buffer.alloc(pad, 0xee)]),
+        );
+      c.write(frame(T.HEADERS, F.END_HEADERS, 1, call(`padded-${body.byteLength}`)));
+      await trickle(
+        c,
+        Buffer.concat([
+          padded(body.subarray(0, 120_000), 255, 0),
+          padded(body.subarray(120_000), 17, F.END_STREAM),
+        ]),
+        30_000,
+      );
+      await ended(c, 1, 'padded');
+      const s = seen.get('padded')!;
+      assert.ok(s.room.equals(body));
+      assert.equal(s.overflow, 0);
+      assert.ok(s.direct > 0, 'no byte was read straight into the room');
+    } finally {
+      c.close();
+    }
+  });
+
+  it('interleaved streams each get only their own bytes', async () => {
+    const c = await open();
+    try {
+      const a = randomBytes(300_000);
+      const b = randomBytes(250_000);
+      c.write(
+        frame(T.HEADERS, F.END_HEADERS, 1, call(`a-${a.byteLength}`)),
+        frame(T.HEADERS, F.END_HEADERS, 3, call(`b-${b.byteLength}`)),
+      );
+      const frames = Buffer.concat([
+        frame(T.DATA, 0, 1, a.subarray(0, 100_000)),
+        frame(T.DATA, 0, 3, b.subarray(0, 100_000)),
+        frame(T.DATA, 0, 1, a.subarray(100_000, 200_000)),
+        frame(T.DATA, F.END_STREAM, 3, b.subarray(100_000)),
+        frame(T.DATA, F.END_STREAM, 1, a.subarray(200_000)),
+      ]);
+      await trickle(c, frames, 40_000);
+      await ended(c, 1, 'a');
+      await ended(c, 3, 'b');
+      assert.ok(seen.get('a')!.room.equals(a));
+      assert.ok(seen.get('b')!.room.equals(b));
+      assert.ok(seen.get('a')!.direct > 0 && seen.get('b')!.direct > 0);
+    } finally {
+      c.close();
+    }
+  });
+
+  it('bytes past the room are not read into it: they reach the reader as ordinary chunks', async () => {
+    const c = await open();
+    try {
+      const body = randomBytes(150_000);
+      c.write(frame(T.HEADERS, F.END_HEADERS, 1, call('over-100000')));
+      await trickle(c, frame(T.DATA, F.END_STREAM, 1, body), 20_000);
+      await ended(c, 1, 'over');
+      const s = seen.get('over')!;
+      assert.ok(s.room.equals(body.subarray(0, 100_000)));
+      assert.equal(s.overflow, 50_000);
+    } finally {
+      c.close();
+    }
+  });
+
+  it('a connection past maxConnections is closed at once, and served again once one closes', async () => {
+    const first = await open();
+    const second = await open();
+    const third = new RawClient(listener.port);
+    try {
+      third.write(PREFACE, settings([]));
+      await third.until(() => third.closed, 5000, 'the third connection closing');
+      assert.equal(third.frames.length, 0);
+      first.close();
+      await waitFor(() => listener.connections === 1);
+      const fourth = await open();
+      fourth.close();
+    } finally {
+      first.close();
+      second.close();
+      third.close();
+    }
   });
 });

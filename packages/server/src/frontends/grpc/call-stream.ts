@@ -15,8 +15,13 @@ export interface GrpcCallStream {
    * only during the call), then `onEnd` when the client has ended its side. Called at most
    * once, synchronously when the stream is handed over (bytes that arrive with no reader
    * are dropped).
+   *
+   * `into`, when given, says where the next body bytes belong (the room left in the message
+   * being read, or undefined): a transport that can read its socket straight into that room
+   * may do so, and those bytes then reach `onData` as a view of that very room (same buffer,
+   * same offset), so the reader keeps them without a copy. Others ignore it.
    */
-  read(onData: (chunk: Buffer) => void, onEnd: () => void): void;
+  read(onData: (chunk: Buffer) => void, onEnd: () => void, into?: () => Uint8Array | undefined): void;
   /** Stops delivering the request body; the rest of it is read and dropped. */
   stopReading(): void;
   /**

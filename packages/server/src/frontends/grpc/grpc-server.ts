@@ -421,15 +421,23 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
             fail(new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call'));
             return;
           }
-          head!.push(rest);
           headBytes += rest.byteLength;
-          if (headBytes >= Math.min(length, PROBE_BYTES) && !place()) return;
+          if (headBytes >= Math.min(length, PROBE_BYTES)) {
+            head!.push(rest);
+            if (!place()) return;
+          } else {
+            // Kept past this call: a copy (the view is only valid during it).
+            head!.push(Buffer.from(rest));
+          }
         } else {
           if (fill + rest.byteLength > length) {
             fail(new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call'));
             return;
           }
-          target.set(rest, fill);
+          // Bytes the transport read straight into place (into) are already there.
+          if (rest.buffer !== target.buffer || rest.byteOffset !== target.byteOffset + fill) {
+            target.set(rest, fill);
+          }
           fill += rest.byteLength;
         }
         if (target !== undefined && fill > length) {
@@ -460,7 +468,10 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         stream.stopReading();
         call.controller.signal.removeEventListener('abort', onAbort);
       };
-      stream.read(onData, onEnd);
+      /** The room left in the placed message: where the transport may read the next bytes. */
+      const into = (): Uint8Array | undefined =>
+        target !== undefined && fill < length ? target.subarray(fill) : undefined;
+      stream.read(onData, onEnd, into);
       call.controller.signal.addEventListener('abort', onAbort, { once: true });
     });
 

@@ -56,6 +56,11 @@ export interface H2ConnectionOptions {
    * leaves a header block (HEADERS without END_HEADERS) unfinished this long, is closed, ms.
    */
   readonly headerTimeoutMs: number;
+  /**
+   * The socket was made with `onread` calling readBuffer() and onRead() (h2-server.ts): no
+   * 'data' listener. Default false.
+   */
+  readonly directReads?: boolean | undefined;
   /** Called synchronously for each new stream; the stream's DATA follows. */
   readonly onStream: (stream: H2Stream) => void;
   /** Called once when the socket has closed. */
@@ -67,6 +72,10 @@ export interface H2ConnectionOptions {
 export const COALESCE_BYTES = 64 * 1024;
 /** Most header block bytes (HEADERS + CONTINUATIONs) kept for one block, over the header list limit. */
 const HEADER_BLOCK_SLACK = 16 * 1024;
+/** With directReads: the size of a read that does not go straight into place (Node's own). */
+const READ_BYTES = 64 * 1024;
+/** With directReads: less room than this left in a message is filled by a copy, not a read of its own. */
+const DIRECT_READ_MIN_BYTES = 16 * 1024;
 /**
  * The connection receive window in stream windows. The connection's window goes back in front
  * of the next answer (takeWindowUpdate), and on its own once half of it arrived unanswered: with
@@ -249,7 +258,8 @@ export class H2Connection implements FrameSink, StreamConnection {
       socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.connectionWindow - DEFAULT_WINDOW));
     }
     socket.uncork();
-    socket.on('data', this.onSocketData);
+    if (options.directReads === true) socket.resume();
+    else socket.on('data', this.onSocketData);
     this.armHeaderTimer();
     socket.on('error', (error) => {
       options.logger.debug('grpc connection error', { error });
@@ -363,6 +373,31 @@ export class H2Connection implements FrameSink, StreamConnection {
   /** Closes the socket now. */
   destroy(): void {
     this.socket.destroy();
+  }
+
+  /**
+   * With directReads: the buffer the socket's next read goes into. Inside a DATA frame whose
+   * stream says where its bytes belong (H2Stream.into), that room: the bytes reach the stream
+   * as a view of it, and the message is assembled without a copy. The room is cut to the
+   * frame's data still to come, so that what follows (padding, the next frame) is not read
+   * into it (the reader would copy such bytes out to where they belong, a view of the room
+   * at another offset being only a chunk). Otherwise a fresh buffer, as Node's own reads use
+   * (views of it are passed on; nothing reuses it).
+   */
+  readBuffer(): Uint8Array {
+    const left = this.reader.dataLeft;
+    if (left >= DIRECT_READ_MIN_BYTES && !this.closed && !this.ended) {
+      const room = this.dataStream?.into?.();
+      if (room !== undefined && room.byteLength >= DIRECT_READ_MIN_BYTES) {
+        return room.byteLength > left ? room.subarray(0, left) : room;
+      }
+    }
+    return Buffer.allocUnsafeSlow(READ_BYTES);
+  }
+
+  /** With directReads: `nread` bytes arrived at the start of `buffer` (from readBuffer). */
+  onRead(nread: number, buffer: Uint8Array): void {
+    this.onSocketData(Buffer.from(buffer.buffer, buffer.byteOffset, nread));
   }
 
   private readonly onSocketData = (chunk: Buffer): void => {

@@ -24,9 +24,15 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
 
   const limits = options.connectionLimits ?? {};
   const limitCloses = createLimitCounts();
-  const serve = (socket: Socket): void => {
+  const serve = (socket: Socket, directReads = false): H2Connection | undefined => {
+    // Adopted sockets (withDirectReads) are not counted by the server's own maxConnections.
+    if (connections.size >= options.maxConnections) {
+      socket.destroy();
+      return undefined;
+    }
     let lifetime: ConnectionLifetime | undefined;
     const connection = new H2Connection(socket, {
+      directReads,
       windowBytes: options.windowBytes,
       maxFrameBytes: options.maxFrameBytes,
       maxConcurrentStreams: options.maxConcurrentStreams,
@@ -60,13 +66,27 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
       });
     }
     if (draining) connection.drain();
+    return connection;
   };
 
   const { tls: listenerTls } = options;
   let server: net.Server;
   let unsubscribeTls: (() => void) | undefined;
   if (listenerTls === undefined) {
-    server = net.createServer({ noDelay: true }, serve);
+    server = net.createServer({ noDelay: true, pauseOnConnect: true }, (accepted) => {
+      let connection: H2Connection | undefined;
+      const socket = withDirectReads(accepted, {
+        buffer: () => connection?.readBuffer() ?? Buffer.allocUnsafeSlow(64 * 1024),
+        callback: (nread, buffer) => {
+          connection?.onRead(nread, buffer);
+          return true; // the connection pauses the socket itself (write backpressure)
+        },
+      });
+      if (socket === undefined) {
+        serve(accepted);
+        accepted.resume();
+      } else connection = serve(socket, true);
+    });
   } else {
     const secure = tls.createServer({ ...tlsServerOptions(listenerTls), ALPNProtocols: ['h2'] }, (socket) => {
       if (socket.alpnProtocol !== 'h2') {
@@ -121,4 +141,28 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
       return closing;
     },
   };
+}
+
+/**
+ * The accepted socket made again over the same TCP handle with `onread`, so that the
+ * connection picks the buffer of every read (H2Connection.readBuffer: a request message's
+ * bytes are read straight to where it is assembled, and no stream machinery or 64 KB
+ * allocation runs per read). Node gives `onread` only to sockets it builds from a handle, so
+ * the accepted one (paused on connect, nothing read yet) hands its handle over and is
+ * destroyed without it. Undefined when the accepted socket has no handle to hand over (a
+ * Node whose internals differ): it is then read with 'data' events as TLS sockets are.
+ */
+function withDirectReads(accepted: Socket, onread: net.OnReadOpts): Socket | undefined {
+  const holder = accepted as unknown as { _handle?: object | null };
+  const handle = holder._handle;
+  if (
+    handle === undefined ||
+    handle === null ||
+    typeof (handle as { readStart?: unknown }).readStart !== 'function'
+  )
+    return undefined;
+  holder._handle = null;
+  accepted.destroy();
+  const options = { handle, readable: true, writable: true, onread } as net.SocketConstructorOpts;
+  return new net.Socket(options);
 }

@@ -54,6 +54,8 @@ export class H2Stream implements GrpcCallStream {
   pendingWrites = 0;
   dataListener: ((chunk: Buffer) => void) | undefined;
   endListener: (() => void) | undefined;
+  /** Where the next DATA bytes belong, for reads straight into place (GrpcCallStream.read). */
+  into: (() => Uint8Array | undefined) | undefined;
   private closeListener: (() => void) | undefined;
   private closeFired = false;
 
@@ -78,14 +80,16 @@ export class H2Stream implements GrpcCallStream {
     return !this.localEnded && !this.closed;
   }
 
-  read(onData: (chunk: Buffer) => void, onEnd: () => void): void {
+  read(onData: (chunk: Buffer) => void, onEnd: () => void, into?: () => Uint8Array | undefined): void {
     this.dataListener = onData;
     this.endListener = onEnd;
+    this.into = into;
   }
 
   stopReading(): void {
     this.dataListener = undefined;
     this.endListener = undefined;
+    this.into = undefined;
   }
 
   respond(prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void {
