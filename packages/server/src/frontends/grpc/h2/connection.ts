@@ -72,8 +72,10 @@ export interface H2ConnectionOptions {
 export const COALESCE_BYTES = 64 * 1024;
 /** Most header block bytes (HEADERS + CONTINUATIONs) kept for one block, over the header list limit. */
 const HEADER_BLOCK_SLACK = 16 * 1024;
-/** With directReads: the size of a read that does not go straight into place (Node's own). */
-const READ_BYTES = 64 * 1024;
+/** With directReads: reads that do not go straight into place share slabs of this size. */
+const SLAB_BYTES = 64 * 1024;
+/** With directReads: a slab with less room left than this is replaced by a new one. */
+const SLAB_MIN_READ_BYTES = 16 * 1024;
 /** With directReads: less room than this left in a message is filled by a copy, not a read of its own. */
 const DIRECT_READ_MIN_BYTES = 16 * 1024;
 /**
@@ -226,6 +228,9 @@ export class H2Connection implements FrameSink, StreamConnection {
   private sendProgressAt = 0;
   /** Reading is paused while more than WRITE_HIGH_WATER bytes wait to reach the socket. */
   private paused = false;
+  /** With directReads: the slab reads go into when not straight into place, and its bytes used. */
+  private slab = EMPTY_SLAB;
+  private slabUsed = 0;
   private readonly controlFlood = new FloodGuard(MAX_CONTROL_FRAMES, FLOOD_WINDOW_MS);
   private readonly emptyFlood = new FloodGuard(MAX_EMPTY_FRAMES, FLOOD_WINDOW_MS);
   private readonly resetFlood = new FloodGuard(MAX_CLIENT_RESETS, FLOOD_WINDOW_MS);
@@ -381,8 +386,10 @@ export class H2Connection implements FrameSink, StreamConnection {
    * as a view of it, and the message is assembled without a copy. The room is cut to the
    * frame's data still to come, so that what follows (padding, the next frame) is not read
    * into it (the reader would copy such bytes out to where they belong, a view of the room
-   * at another offset being only a chunk). Otherwise a fresh buffer, as Node's own reads use
-   * (views of it are passed on; nothing reuses it).
+   * at another offset being only a chunk). Otherwise the unused end of the connection's
+   * current slab: bytes read there are never overwritten (the next read goes after them, a
+   * new slab once little is left), so the views passed on stay valid as long as they are
+   * held, as with Node's own reads, while a read of a few bytes does not cost 64 KB of memory.
    */
   readBuffer(): Uint8Array {
     const left = this.reader.dataLeft;
@@ -392,11 +399,16 @@ export class H2Connection implements FrameSink, StreamConnection {
         return room.byteLength > left ? room.subarray(0, left) : room;
       }
     }
-    return Buffer.allocUnsafeSlow(READ_BYTES);
+    if (this.slab.byteLength - this.slabUsed < SLAB_MIN_READ_BYTES) {
+      this.slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
+      this.slabUsed = 0;
+    }
+    return this.slab.subarray(this.slabUsed);
   }
 
   /** With directReads: `nread` bytes arrived at the start of `buffer` (from readBuffer). */
   onRead(nread: number, buffer: Uint8Array): void {
+    if (buffer.buffer === this.slab.buffer) this.slabUsed += nread;
     this.onSocketData(Buffer.from(buffer.buffer, buffer.byteOffset, nread));
   }
 
@@ -1235,6 +1247,7 @@ export class H2Connection implements FrameSink, StreamConnection {
 }
 
 /** The payload of this server's keepalive PINGs. */
+const EMPTY_SLAB = Buffer.alloc(0);
 const KEEPALIVE_PING = Buffer.from('vs-alive', 'latin1');
 /** The payload of the PING that follows a graceful close's first GOAWAY (drain). */
 const DRAIN_PING = Buffer.from('vs-drain', 'latin1');
