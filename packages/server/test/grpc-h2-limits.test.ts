@@ -622,3 +622,79 @@ describe('gRPC: a message abandoned before it is whole leaves the in-flight budg
     }
   });
 });
+
+describe('gRPC: a message abandoned while the socket holds its buffer for the next read', () => {
+  let server: RunningGrpcServer;
+  const budget = createInflightBudget({ maxBytes: 64 * 1024 * 1024, maxRequests: 100 });
+  const length = 900_000;
+
+  before(async () => {
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      transport: 'lean',
+      logger: quiet,
+      budget,
+      sendStallTimeoutMs: 60_000,
+      services: [{ name: 't.Svc', methods: { Echo: { handler: () => Promise.resolve([]) } } }],
+    });
+  });
+
+  after(async () => {
+    await server.close(500);
+  });
+
+  /**
+   * Opens a call with a 300 ms deadline whose one DATA frame declares a 900 KB message, sends
+   * its first 100 KB and waits for DEADLINE_EXCEEDED: the socket's next read is then meant for
+   * the rest of that message's buffer.
+   */
+  const abandoned = async (): Promise<{ c: RawClient; frameBytes: Buffer }> => {
+    const c = new RawClient(server.port);
+    const message = Buffer.alloc(5 + length, 7);
+    message[0] = 0;
+    message.writeUInt32BE(length, 1);
+    const frameBytes = frame(T.DATA, F.END_STREAM, 1, message);
+    const headers = hpack([
+      [':method', 'POST'],
+      [':scheme', 'http'],
+      [':path', '/t.Svc/Echo'],
+      [':authority', 'x'],
+      ['content-type', 'application/grpc'],
+      ['te', 'trailers'],
+      ['grpc-timeout', '300m'],
+    ]);
+    c.write(PREFACE, settings([]), frame(T.HEADERS, F.END_HEADERS, 1, headers));
+    for (let at = 0; at < 100_000; at += 20_000) {
+      c.write(frameBytes.subarray(at, at + 20_000));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    await waitFor(
+      () => c.on(1).some((f) => f.type === T.HEADERS && (f.flags & F.END_STREAM) !== 0),
+      5000,
+      'the DEADLINE_EXCEEDED answer',
+    );
+    return { c, frameBytes };
+  };
+
+  it('its reservation stays until that read happens, then goes', async () => {
+    const { c, frameBytes } = await abandoned();
+    try {
+      assert.equal(c.headerFields(1).get('grpc-status'), String(Code.DEADLINE_EXCEEDED));
+      // The buffer is still the socket's: its bytes are still counted.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(budget.usedBytes, length);
+      c.write(frameBytes.subarray(100_000));
+      await waitFor(() => budget.usedBytes === 0, 2000, 'the reservation to be released');
+    } finally {
+      c.close();
+    }
+  });
+
+  it('or until the connection closes', async () => {
+    const { c } = await abandoned();
+    assert.equal(budget.usedBytes, length);
+    c.close();
+    await waitFor(() => budget.usedBytes === 0, 2000, 'the reservation to be released');
+  });
+});

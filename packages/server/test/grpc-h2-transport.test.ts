@@ -15,7 +15,7 @@ import { Code, ServingError } from '@visionserve/protocol';
 import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
 import { startH2Listener } from '../src/frontends/grpc/h2/h2-server.js';
 import type { GrpcListener } from '../src/frontends/grpc/grpc-listener.js';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { GrpcService } from '../src/frontends/grpc/index.js';
 import { createJsonLogger } from '../src/util/logger.js';
 import { frame, hpack, settings, u32 } from './h2-wire.js';
@@ -1273,6 +1273,8 @@ describe('gRPC over our own HTTP/2: request bytes read straight into place (plai
   it('padding and the next frame header never land in the room (PADDED DATA frames)', async () => {
     const c = await open();
     try {
+      // The room is larger than the body: padding or a frame header read into it would show
+      // in its unused end, which must stay zero.
       const body = randomBytes(200_000);
       const padded = (data: Buffer, pad: number, flags: number): Buffer =>
         frame(
@@ -1281,7 +1283,7 @@ describe('gRPC over our own HTTP/2: request bytes read straight into place (plai
           1,
           Buffer.concat([Buffer.from([pad]), data, Buffer.alloc(pad, 0xee)]),
         );
-      c.write(frame(T.HEADERS, F.END_HEADERS, 1, call(`padded-${body.byteLength}`)));
+      c.write(frame(T.HEADERS, F.END_HEADERS, 1, call(`padded-${body.byteLength + 50_000}`)));
       await trickle(
         c,
         Buffer.concat([
@@ -1292,7 +1294,12 @@ describe('gRPC over our own HTTP/2: request bytes read straight into place (plai
       );
       await ended(c, 1, 'padded');
       const s = seen.get('padded')!;
-      assert.ok(s.room.equals(body));
+      assert.equal(s.fill, body.byteLength);
+      assert.ok(s.room.subarray(0, body.byteLength).equals(body));
+      assert.ok(
+        s.room.subarray(body.byteLength).equals(Buffer.alloc(50_000)),
+        'bytes past the data in the room',
+      );
       assert.equal(s.overflow, 0);
       assert.ok(s.direct > 0, 'no byte was read straight into the room');
     } finally {
@@ -1358,6 +1365,66 @@ describe('gRPC over our own HTTP/2: request bytes read straight into place (plai
       first.close();
       second.close();
       third.close();
+    }
+  });
+});
+
+describe('gRPC over our own HTTP/2: a message read partly in place, partly copied, arrives whole', () => {
+  let server: RunningGrpcServer;
+
+  before(async () => {
+    server = await startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      transport: 'lean',
+      logger: createJsonLogger({ level: 'error', write: () => undefined }),
+      services: [
+        {
+          name: 't.Svc',
+          methods: {
+            Hash: { handler: (message) => Promise.resolve([createHash('sha256').update(message).digest()]) },
+          },
+        },
+      ],
+    });
+  });
+
+  after(async () => {
+    await server.close(500);
+  });
+
+  it('random 600 KB: a head in tiny frames and separate reads, then large frames; the handler sees every byte', async () => {
+    const c = new RawClient(server.port);
+    const answer: Buffer[] = [];
+    c.onFrame = (f) => {
+      if (f.type === T.DATA && f.stream === 1) answer.push(f.payload);
+    };
+    try {
+      const body = randomBytes(600_000);
+      const message = grpcMessage(body);
+      c.write(PREFACE, settings([]), frame(T.HEADERS, F.END_HEADERS, 1, call('Hash')));
+      // The head (under the 1 KB the server looks at before placing the message) in pieces
+      // that arrive in separate reads, then frames large enough to be read into place.
+      const cuts = [1, 4, 10, 300, 900, 440_000, message.byteLength];
+      let at = 0;
+      for (const [i, cut] of cuts.entries()) {
+        const last = i === cuts.length - 1;
+        const piece = frame(T.DATA, last ? F.END_STREAM : 0, 1, message.subarray(at, cut));
+        for (let p = 0; p < piece.byteLength; p += 60_000) {
+          c.write(piece.subarray(p, p + 60_000));
+          await new Promise((resolve) => setTimeout(resolve, 3));
+        }
+        at = cut;
+      }
+      await c.until(() => c.frames.some((f) => f.stream === 1 && (f.flags & F.END_STREAM) !== 0));
+      const got = Buffer.concat(answer);
+      assert.equal(got.byteLength, 5 + 32);
+      assert.ok(
+        got.subarray(5).equals(createHash('sha256').update(body).digest()),
+        'the handler saw other bytes',
+      );
+    } finally {
+      c.close();
     }
   });
 });

@@ -22,6 +22,12 @@ export interface GrpcCallStream {
    * same offset), so the reader keeps them without a copy. Others ignore it.
    */
   read(onData: (chunk: Buffer) => void, onEnd: () => void, into?: () => Uint8Array | undefined): void;
+  /**
+   * Runs `fn` once the transport holds no reference to the room `into` gave it (at once when
+   * it holds none): a socket keeps its next read's buffer until that read happens, so memory
+   * reserved for an abandoned message is released only then. Absent: it never holds one.
+   */
+  afterRoomReleased?(fn: () => void): void;
   /** Stops delivering the request body; the rest of it is read and dropped. */
   stopReading(): void;
   /**

@@ -175,6 +175,21 @@ function messagePrefix(length: number): Buffer {
  * left uninitialised: `new ArrayBuffer` zero-fills (a 600 KB memset per request for nothing).
  * The few alignment bytes before the message are never read.
  */
+/**
+ * Gives the call's reserved request bytes back to the budget, once the transport no longer
+ * holds the message's buffer for a read (GrpcCallStream.afterRoomReleased).
+ */
+function releaseReservation(call: { reservation: Reservation | undefined; stream: GrpcCallStream }): void {
+  const reservation = call.reservation;
+  if (reservation === undefined) return;
+  call.reservation = undefined;
+  if (call.stream.afterRoomReleased === undefined) reservation.release();
+  else
+    call.stream.afterRoomReleased(() => {
+      reservation.release();
+    });
+}
+
 function messageBuffer(byteLength: number): ArrayBuffer {
   return Buffer.allocUnsafeSlow(byteLength).buffer;
 }
@@ -342,8 +357,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
        * send-stall timeout).
        */
       const dropReservation = (): void => {
-        call.reservation?.release();
-        call.reservation = undefined;
+        releaseReservation(call);
       };
       /** Admits the call on the message's head and places the message; false when refused. */
       const place = (): boolean => {
@@ -513,7 +527,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         observed({ status: Code[code], code, bytesIn: call.bytesIn, bytesOut: call.bytesOut });
       }
       for (const t of call.timers) clearTimeout(t);
-      call.reservation?.release();
+      releaseReservation(call);
       if (!call.answered) {
         call.answered = true;
         // Clients reset the stream when their deadline passes, usually a little before our

@@ -72,10 +72,16 @@ export interface H2ConnectionOptions {
 export const COALESCE_BYTES = 64 * 1024;
 /** Most header block bytes (HEADERS + CONTINUATIONs) kept for one block, over the header list limit. */
 const HEADER_BLOCK_SLACK = 16 * 1024;
-/** With directReads: reads that do not go straight into place share slabs of this size. */
-const SLAB_BYTES = 64 * 1024;
+/**
+ * With directReads: reads that do not go straight into place share slabs of this size. The
+ * socket holds its next read's buffer while idle, so this is also what an idle connection
+ * keeps (Node's own reads allocate when bytes arrive).
+ */
+const SLAB_BYTES = 16 * 1024;
 /** With directReads: a slab with less room left than this is replaced by a new one. */
-const SLAB_MIN_READ_BYTES = 16 * 1024;
+const SLAB_MIN_READ_BYTES = 4 * 1024;
+/** With directReads: the slab of a connection before its first read. */
+const EMPTY_SLAB = Buffer.alloc(0);
 /** With directReads: less room than this left in a message is filled by a copy, not a read of its own. */
 const DIRECT_READ_MIN_BYTES = 16 * 1024;
 /**
@@ -228,6 +234,8 @@ export class H2Connection implements FrameSink, StreamConnection {
   private sendProgressAt = 0;
   /** Reading is paused while more than WRITE_HIGH_WATER bytes wait to reach the socket. */
   private paused = false;
+  /** With directReads: the stream whose room the socket's next read goes into. */
+  private roomHolder: H2Stream | undefined;
   /** With directReads: the slab reads go into when not straight into place, and its bytes used. */
   private slab = EMPTY_SLAB;
   private slabUsed = 0;
@@ -283,6 +291,9 @@ export class H2Connection implements FrameSink, StreamConnection {
       if (this.headerTimer !== undefined) clearTimeout(this.headerTimer);
       if (this.drainTimer !== undefined) clearTimeout(this.drainTimer);
       this.reader.stop();
+      // No read will come: the room the socket held is free.
+      this.roomHolder?.roomReleased();
+      this.roomHolder = undefined;
       for (const stream of this.streams.values()) {
         stream.closed = true;
         stream.pendingWrites = 0;
@@ -389,16 +400,26 @@ export class H2Connection implements FrameSink, StreamConnection {
    * at another offset being only a chunk). Otherwise the unused end of the connection's
    * current slab: bytes read there are never overwritten (the next read goes after them, a
    * new slab once little is left), so the views passed on stay valid as long as they are
-   * held, as with Node's own reads, while a read of a few bytes does not cost 64 KB of memory.
+   * held, as with Node's own reads, and a read of a few bytes does not take a slab of its own.
+   * The socket keeps the buffer returned until its next read: the room of a stream is held
+   * until then (H2Stream.afterRoomReleased), also when the stream is gone meanwhile.
    */
   readBuffer(): Uint8Array {
+    // The buffer returned replaces the socket's previous one: a room given out before is free.
+    const held = this.roomHolder;
+    this.roomHolder = undefined;
     const left = this.reader.dataLeft;
-    if (left >= DIRECT_READ_MIN_BYTES && !this.closed && !this.ended) {
-      const room = this.dataStream?.into?.();
+    const stream = this.dataStream;
+    if (left >= DIRECT_READ_MIN_BYTES && !this.closed && !this.ended && stream !== undefined) {
+      const room = stream.into?.();
       if (room !== undefined && room.byteLength >= DIRECT_READ_MIN_BYTES) {
+        this.roomHolder = stream;
+        stream.roomHeld = true;
+        if (held !== undefined && held !== stream) held.roomReleased();
         return room.byteLength > left ? room.subarray(0, left) : room;
       }
     }
+    held?.roomReleased();
     if (this.slab.byteLength - this.slabUsed < SLAB_MIN_READ_BYTES) {
       this.slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
       this.slabUsed = 0;
@@ -1247,7 +1268,6 @@ export class H2Connection implements FrameSink, StreamConnection {
 }
 
 /** The payload of this server's keepalive PINGs. */
-const EMPTY_SLAB = Buffer.alloc(0);
 const KEEPALIVE_PING = Buffer.from('vs-alive', 'latin1');
 /** The payload of the PING that follows a graceful close's first GOAWAY (drain). */
 const DRAIN_PING = Buffer.from('vs-drain', 'latin1');

@@ -16,6 +16,9 @@ import {
 } from '../connection-lifetime.js';
 import { DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_SEND_STALL_MS, H2Connection } from './connection.js';
 
+/** The buffer of a plain-TCP connection's first read, made before its H2Connection exists. */
+const FIRST_READ_BYTES = 16 * 1024;
+
 export async function startH2Listener(options: GrpcListenerOptions): Promise<GrpcListener> {
   const { logger } = options;
   const connections = new Set<H2Connection>();
@@ -25,8 +28,9 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
   const limits = options.connectionLimits ?? {};
   const limitCloses = createLimitCounts();
   const serve = (socket: Socket, directReads = false): H2Connection | undefined => {
-    // Adopted sockets (withDirectReads) are not counted by the server's own maxConnections.
-    if (connections.size >= options.maxConnections) {
+    // Adopted sockets (withDirectReads) are not counted by the server's own maxConnections;
+    // 0 is no limit, as there.
+    if (options.maxConnections > 0 && connections.size >= options.maxConnections) {
       socket.destroy();
       return undefined;
     }
@@ -76,12 +80,13 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
     server = net.createServer({ noDelay: true, pauseOnConnect: true }, (accepted) => {
       let connection: H2Connection | undefined;
       const socket = withDirectReads(accepted, {
-        buffer: () => connection?.readBuffer() ?? Buffer.allocUnsafeSlow(64 * 1024),
+        buffer: () => connection?.readBuffer() ?? Buffer.allocUnsafeSlow(FIRST_READ_BYTES),
         callback: (nread, buffer) => {
           connection?.onRead(nread, buffer);
           return true; // the connection pauses the socket itself (write backpressure)
         },
       });
+      if (socket === null) return;
       if (socket === undefined) {
         serve(accepted);
         accepted.resume();
@@ -103,6 +108,7 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
     });
     server = secure;
   }
+  // Counts only TLS sockets: plain ones are adopted (withDirectReads) and counted in serve().
   server.maxConnections = options.maxConnections;
   server.on('error', (error) => {
     logger.debug('grpc listener error', { error });
@@ -150,19 +156,30 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
  * allocation runs per read). Node gives `onread` only to sockets it builds from a handle, so
  * the accepted one (paused on connect, nothing read yet) hands its handle over and is
  * destroyed without it. Undefined when the accepted socket has no handle to hand over (a
- * Node whose internals differ): it is then read with 'data' events as TLS sockets are.
+ * Node whose internals differ): it is then read with 'data' events as TLS sockets are; null
+ * when making the new socket failed (the connection is closed).
  */
-function withDirectReads(accepted: Socket, onread: net.OnReadOpts): Socket | undefined {
+function withDirectReads(accepted: Socket, onread: net.OnReadOpts): Socket | undefined | null {
   const holder = accepted as unknown as { _handle?: object | null };
-  const handle = holder._handle;
+  const handle = holder._handle as { readStart?: unknown; useUserBuffer?: unknown } | null | undefined;
   if (
     handle === undefined ||
     handle === null ||
-    typeof (handle as { readStart?: unknown }).readStart !== 'function'
+    typeof handle.readStart !== 'function' ||
+    typeof handle.useUserBuffer !== 'function'
   )
     return undefined;
   holder._handle = null;
+  let socket: Socket;
+  try {
+    const options = { handle, readable: true, writable: true, onread } as net.SocketConstructorOpts;
+    socket = new net.Socket(options);
+  } catch {
+    // Half made over the handle: the connection is dropped rather than read two ways.
+    holder._handle = handle;
+    accepted.destroy();
+    return null;
+  }
   accepted.destroy();
-  const options = { handle, readable: true, writable: true, onread } as net.SocketConstructorOpts;
-  return new net.Socket(options);
+  return socket;
 }

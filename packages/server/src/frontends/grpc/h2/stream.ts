@@ -56,6 +56,9 @@ export class H2Stream implements GrpcCallStream {
   endListener: (() => void) | undefined;
   /** Where the next DATA bytes belong, for reads straight into place (GrpcCallStream.read). */
   into: (() => Uint8Array | undefined) | undefined;
+  /** The connection's next socket read goes into this stream's room (H2Connection.readBuffer). */
+  roomHeld = false;
+  private roomWaiters: (() => void)[] = [];
   private closeListener: (() => void) | undefined;
   private closeFired = false;
 
@@ -84,6 +87,19 @@ export class H2Stream implements GrpcCallStream {
     this.dataListener = onData;
     this.endListener = onEnd;
     this.into = into;
+  }
+
+  afterRoomReleased(fn: () => void): void {
+    if (this.roomHeld) this.roomWaiters.push(fn);
+    else fn();
+  }
+
+  /** The connection no longer holds this stream's room for a read. */
+  roomReleased(): void {
+    this.roomHeld = false;
+    const waiters = this.roomWaiters;
+    this.roomWaiters = [];
+    for (const fn of waiters) fn();
   }
 
   stopReading(): void {
