@@ -562,7 +562,7 @@ describe('gRPC server options', () => {
   }
 });
 
-describe('gRPC: a message abandoned before it is whole leaves the in-flight budget at once', () => {
+describe('gRPC: the in-flight budget of a message abandoned before it is whole', () => {
   let server: RunningGrpcServer;
   const budget = createInflightBudget({ maxBytes: 64 * 1024 * 1024, maxRequests: 100 });
 
@@ -585,6 +585,7 @@ describe('gRPC: a message abandoned before it is whole leaves the in-flight budg
               },
               handler: () => Promise.resolve([]),
             },
+            Echo: { handler: () => Promise.resolve([]) },
           },
         },
       ],
@@ -621,28 +622,8 @@ describe('gRPC: a message abandoned before it is whole leaves the in-flight budg
       c.close();
     }
   });
-});
 
-describe('gRPC: a message abandoned while the socket holds its buffer for the next read', () => {
-  let server: RunningGrpcServer;
-  const budget = createInflightBudget({ maxBytes: 64 * 1024 * 1024, maxRequests: 100 });
   const length = 900_000;
-
-  before(async () => {
-    server = await startGrpcServer({
-      host: '127.0.0.1',
-      port: 0,
-      transport: 'lean',
-      logger: quiet,
-      budget,
-      sendStallTimeoutMs: 60_000,
-      services: [{ name: 't.Svc', methods: { Echo: { handler: () => Promise.resolve([]) } } }],
-    });
-  });
-
-  after(async () => {
-    await server.close(500);
-  });
 
   /**
    * Opens a call with a 300 ms deadline whose one DATA frame declares a 900 KB message, sends
@@ -677,7 +658,7 @@ describe('gRPC: a message abandoned while the socket holds its buffer for the ne
     return { c, frameBytes };
   };
 
-  it('its reservation stays until that read happens, then goes', async () => {
+  it('read partly into its buffer, then abandoned: released only once the socket reads again', async () => {
     const { c, frameBytes } = await abandoned();
     try {
       assert.equal(c.headerFields(1).get('grpc-status'), String(Code.DEADLINE_EXCEEDED));
@@ -691,7 +672,7 @@ describe('gRPC: a message abandoned while the socket holds its buffer for the ne
     }
   });
 
-  it('or until the connection closes', async () => {
+  it('read partly into its buffer, then abandoned: released once the connection closes', async () => {
     const { c } = await abandoned();
     assert.equal(budget.usedBytes, length);
     c.close();

@@ -5,7 +5,8 @@
  * errors reset only their stream, flow control with tiny client windows still delivers a
  * 34 MB response whole, DATA frames follow the client's SETTINGS_MAX_FRAME_SIZE, RST_STREAM
  * cancels the call, the output lease is released only when the response is on the socket,
- * and close() drains.
+ * close() drains, and request bytes read straight into the message land where they belong
+ * (padding, other streams and bytes past the message stay out of it).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
