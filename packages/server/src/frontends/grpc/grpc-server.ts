@@ -171,11 +171,6 @@ function messagePrefix(length: number): Buffer {
 }
 
 /**
- * An exactly sized ArrayBuffer for a request message that is about to be overwritten in full,
- * left uninitialised: `new ArrayBuffer` zero-fills (a 600 KB memset per request for nothing).
- * The few alignment bytes before the message are never read.
- */
-/**
  * Gives the call's reserved request bytes back to the budget, once the transport no longer
  * holds the message's buffer for a read (GrpcCallStream.afterRoomReleased).
  */
@@ -190,6 +185,11 @@ function releaseReservation(call: { reservation: Reservation | undefined; stream
     });
 }
 
+/**
+ * An exactly sized ArrayBuffer for a request message that is about to be overwritten in full,
+ * left uninitialised: `new ArrayBuffer` zero-fills (a 600 KB memset per request for nothing).
+ * The few alignment bytes before the message are never read.
+ */
 function messageBuffer(byteLength: number): ArrayBuffer {
   return Buffer.allocUnsafeSlow(byteLength).buffer;
 }
