@@ -626,7 +626,7 @@ describe('gRPC: the in-flight budget of a message abandoned before it is whole',
   const length = 900_000;
 
   /**
-   * Opens a call with a 300 ms deadline whose one DATA frame declares a 900 KB message, sends
+   * Opens a call with a 1 s deadline whose one DATA frame declares a 900 KB message, sends
    * its first 100 KB and waits for DEADLINE_EXCEEDED: the socket's next read is then meant for
    * the rest of that message's buffer.
    */
@@ -643,7 +643,7 @@ describe('gRPC: the in-flight budget of a message abandoned before it is whole',
       [':authority', 'x'],
       ['content-type', 'application/grpc'],
       ['te', 'trailers'],
-      ['grpc-timeout', '300m'],
+      ['grpc-timeout', '1000m'],
     ]);
     c.write(PREFACE, settings([]), frame(T.HEADERS, F.END_HEADERS, 1, headers));
     for (let at = 0; at < 100_000; at += 20_000) {

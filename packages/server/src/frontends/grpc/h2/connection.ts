@@ -234,8 +234,9 @@ export class H2Connection implements FrameSink, StreamConnection {
   private sendProgressAt = 0;
   /** Reading is paused while more than WRITE_HIGH_WATER bytes wait to reach the socket. */
   private paused = false;
-  /** With directReads: the stream whose room the socket's next read goes into. */
+  /** With directReads: the stream whose room the socket's next read goes into, and who waits for it. */
   private roomHolder: H2Stream | undefined;
+  private roomWaiters: (() => void)[] = [];
   /** With directReads: the slab reads go into when not straight into place, and its bytes used. */
   private slab = EMPTY_SLAB;
   private slabUsed = 0;
@@ -292,8 +293,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       if (this.drainTimer !== undefined) clearTimeout(this.drainTimer);
       this.reader.stop();
       // No read will come: the room the socket held is free.
-      this.roomHolder?.roomReleased();
-      this.roomHolder = undefined;
+      this.holdRoom(undefined);
       for (const stream of this.streams.values()) {
         stream.closed = true;
         stream.pendingWrites = 0;
@@ -405,26 +405,34 @@ export class H2Connection implements FrameSink, StreamConnection {
    * until then (H2Stream.afterRoomReleased), also when the stream is gone meanwhile.
    */
   readBuffer(): Uint8Array {
-    // The buffer returned replaces the socket's previous one: a room given out before is free.
-    const held = this.roomHolder;
-    this.roomHolder = undefined;
     const left = this.reader.dataLeft;
     const stream = this.dataStream;
-    if (left >= DIRECT_READ_MIN_BYTES && !this.closed && !this.ended && stream !== undefined) {
-      const room = stream.into?.();
-      if (room !== undefined && room.byteLength >= DIRECT_READ_MIN_BYTES) {
-        this.roomHolder = stream;
-        stream.roomHeld = true;
-        if (held !== undefined && held !== stream) held.roomReleased();
-        return room.byteLength > left ? room.subarray(0, left) : room;
-      }
+    const room = left >= DIRECT_READ_MIN_BYTES && !this.closed && !this.ended ? stream?.into?.() : undefined;
+    if (room !== undefined && room.byteLength >= DIRECT_READ_MIN_BYTES) {
+      this.holdRoom(stream);
+      return room.byteLength > left ? room.subarray(0, left) : room;
     }
-    held?.roomReleased();
+    // The buffer returned replaces the socket's previous one: a room given out before is free.
+    this.holdRoom(undefined);
     if (this.slab.byteLength - this.slabUsed < SLAB_MIN_READ_BYTES) {
       this.slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
       this.slabUsed = 0;
     }
     return this.slab.subarray(this.slabUsed);
+  }
+
+  afterRoomReleased(stream: H2Stream, fn: () => void): void {
+    if (this.roomHolder === stream) this.roomWaiters.push(fn);
+    else fn();
+  }
+
+  /** The socket's next read goes into `stream`'s room (undefined: none); the previous holder's waiters run. */
+  private holdRoom(stream: H2Stream | undefined): void {
+    if (stream === this.roomHolder) return;
+    this.roomHolder = stream;
+    const waiters = this.roomWaiters;
+    this.roomWaiters = [];
+    for (const fn of waiters) fn();
   }
 
   /** With directReads: `nread` bytes arrived at the start of `buffer` (from readBuffer). */

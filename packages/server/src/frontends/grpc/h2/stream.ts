@@ -17,6 +17,8 @@ export interface StreamConnection {
   sendPlain(stream: H2Stream, head: Uint8Array, body: Uint8Array): void;
   /** Called when a socket write of a stream completes. */
   writeProgress(): void;
+  /** Runs `fn` once the socket's next read no longer goes into the stream's room (at once if not). */
+  afterRoomReleased(stream: H2Stream, fn: () => void): void;
 }
 
 export class H2Stream implements GrpcCallStream {
@@ -56,9 +58,6 @@ export class H2Stream implements GrpcCallStream {
   endListener: (() => void) | undefined;
   /** Where the next DATA bytes belong, for reads straight into place (GrpcCallStream.read). */
   into: (() => Uint8Array | undefined) | undefined;
-  /** The connection's next socket read goes into this stream's room (H2Connection.readBuffer). */
-  roomHeld = false;
-  private roomWaiters: (() => void)[] = [];
   private closeListener: (() => void) | undefined;
   private closeFired = false;
 
@@ -90,16 +89,7 @@ export class H2Stream implements GrpcCallStream {
   }
 
   afterRoomReleased(fn: () => void): void {
-    if (this.roomHeld) this.roomWaiters.push(fn);
-    else fn();
-  }
-
-  /** The connection no longer holds this stream's room for a read. */
-  roomReleased(): void {
-    this.roomHeld = false;
-    const waiters = this.roomWaiters;
-    this.roomWaiters = [];
-    for (const fn of waiters) fn();
+    this.connection.afterRoomReleased(this, fn);
   }
 
   stopReading(): void {
