@@ -16,6 +16,7 @@ import ort from 'onnxruntime-node';
 import { allocate, type DType, type NumericArray } from '@visionserve/protocol';
 import type { FromWorker, ToWorker, WireModel, WireSpec, WireTensor, WorkerInit } from './wire-tensor.js';
 import { ownedBuffer, tensorFromWire } from './wire-tensor.js';
+import { discardNow, spentBuffers } from './discard-buffers.js';
 import { createOutputSlotPool } from './output-slot-pool.js';
 import { ortSessionOptions } from './session-options.js';
 import { lowerThreadPriority } from './thread-priority.js';
@@ -113,7 +114,17 @@ function takeSlot(byteLength: number): number | undefined {
   return slot;
 }
 
-function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[], lend: boolean): WireTensor {
+/**
+ * The wire form of an output: a large one copied into a lent slot (its own buffer then goes
+ * into `copied`), any other moved with the result (its buffer into `transfer`).
+ */
+function fromOrt(
+  name: string,
+  t: ort.Tensor,
+  transfer: ArrayBuffer[],
+  copied: Set<ArrayBuffer>,
+  lend: boolean,
+): WireTensor {
   const dtype = ORT_TO_DTYPE[t.type];
   if (dtype === undefined) throw new Error(`output ${name} has unsupported type ${t.type}`);
   const shape = t.dims.slice();
@@ -132,6 +143,7 @@ function fromOrt(name: string, t: ort.Tensor, transfer: ArrayBuffer[], lend: boo
     new Uint8Array(sab, 0, data.byteLength).set(
       new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
     );
+    if (data.buffer instanceof ArrayBuffer) copied.add(data.buffer);
     return { name, dtype, shape, buffer: sab, byteOffset: 0, byteLength: data.byteLength, slot };
   }
   const buffer = ownedBuffer(data);
@@ -190,6 +202,8 @@ async function main(init: WorkerInit): Promise<void> {
     if (message.type !== 'run') return; // a second `load` is not part of the protocol
     chain = chain.then(async () => {
       takenByRun = [];
+      // Outputs copied into slots: their own buffers are garbage from then on.
+      const copied = new Set<ArrayBuffer>();
       try {
         const session = message.model === undefined ? first : sessions.get(message.model);
         if (session === undefined) throw new Error(`no model file ${message.model ?? ''} in this worker`);
@@ -203,14 +217,16 @@ async function main(init: WorkerInit): Promise<void> {
         const computeMs = performance.now() - started;
         const transfer: ArrayBuffer[] = [];
         const outputs = Object.entries(results).map(([name, t]) =>
-          fromOrt(name, t, transfer, message.lend === true),
+          fromOrt(name, t, transfer, copied, message.lend === true),
         );
         post({ type: 'result', id: message.id, outputs, computeMs }, transfer);
+        discardNow(spentBuffers(message.inputs, copied));
         // Delivered: from now on only the server's `release` frees them.
         takenByRun = [];
       } catch (error) {
         for (const slot of takenByRun) pool.free(slot);
         takenByRun = [];
+        discardNow(spentBuffers(message.inputs, copied));
         post({
           type: 'run-failed',
           id: message.id,
