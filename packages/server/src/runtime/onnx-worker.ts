@@ -220,9 +220,10 @@ async function main(init: WorkerInit): Promise<void> {
           fromOrt(name, t, transfer, copied, message.lend === true),
         );
         post({ type: 'result', id: message.id, outputs, computeMs }, transfer);
-        discardNow(spentBuffers(message.inputs, copied));
         // Delivered: from now on only the server's `release` frees them.
         takenByRun = [];
+        // After `post`: an output moved with the result is detached by then and skipped here.
+        discardNow(spentBuffers(message.inputs, copied));
       } catch (error) {
         for (const slot of takenByRun) pool.free(slot);
         takenByRun = [];
