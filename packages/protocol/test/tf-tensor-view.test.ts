@@ -102,4 +102,150 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
       assert.equal(predictRequestIsViewable(new Uint8Array([0x12, e.length, ...e])), false, `field ${field}`);
     }
   });
+  describe('int_val (packed varints read straight into the typed array)', () => {
+    /** DataType numbers of the dtypes TensorFlow carries in int_val, and their ranges. */
+    const INT_DTYPES = [
+      { name: 'int32', dataType: 3, min: -(2 ** 31), max: 2 ** 31 - 1 },
+      { name: 'uint8', dataType: 4, min: 0, max: 255 },
+      { name: 'int16', dataType: 5, min: -32768, max: 32767 },
+      { name: 'int8', dataType: 6, min: -128, max: 127 },
+      { name: 'uint16', dataType: 17, min: 0, max: 65535 },
+    ];
+    let seed = 7;
+    const random = (): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+
+    /** Both decoders on the same bytes: equal tensors, or the same error. */
+    function sameAsRegular(bytes: Uint8Array, label: string): void {
+      assert.ok(predictRequestIsViewable(bytes), label);
+      const view = fromBinary(PredictRequestViewSchema, bytes);
+      const regular = fromBinary(PredictRequestSchema, bytes);
+      for (const alias of Object.keys(regular.inputs)) {
+        let slow: ReturnType<typeof tensorFromProto> | Error;
+        let fast: ReturnType<typeof tensorFromProto> | Error;
+        try {
+          slow = tensorFromProto(regular.inputs[alias]!, alias);
+        } catch (error) {
+          slow = error as Error;
+        }
+        try {
+          fast = tensorFromProtoView(view.inputs[alias]!, alias);
+        } catch (error) {
+          fast = error as Error;
+        }
+        if (slow instanceof Error || fast instanceof Error) {
+          assert.equal((fast as Error).message, (slow as Error).message, `${label} ${alias}: same error`);
+          continue;
+        }
+        assert.equal(fast.dtype, slow.dtype, label);
+        assert.deepEqual(fast.shape, slow.shape, label);
+        assert.equal(fast.data.constructor, slow.data.constructor, label);
+        assert.deepEqual(
+          Array.from(fast.data as Int32Array),
+          Array.from(slow.data as Int32Array),
+          `${label} ${alias}`,
+        );
+      }
+    }
+
+    it('decodes what the regular message decodes: every dtype, sizes, extremes, padding, counts and ranges', () => {
+      for (const d of INT_DTYPES) {
+        for (const n of [1, 2, 3, 127, 128, 1000, 4097]) {
+          const inRange = Array.from({ length: n }, (_, i) =>
+            i === 0 ? d.min : i === 1 ? d.max : d.min + Math.floor(random() * (d.max - d.min + 1)),
+          );
+          sameAsRegular(
+            request({ x: { dtype: d.dataType, dims: [n], intVal: inRange } }),
+            `${d.name} n=${n}`,
+          );
+          // Fewer values than elements: padded with the last (the regular decoder's path).
+          sameAsRegular(
+            request({ x: { dtype: d.dataType, dims: [n + 3], intVal: inRange } }),
+            `${d.name} pad`,
+          );
+          // More values than elements: the regular decoder's error.
+          sameAsRegular(
+            request({ x: { dtype: d.dataType, dims: [Math.max(0, n - 1)], intVal: inRange } }),
+            `${d.name} excess`,
+          );
+          if (d.name !== 'int32') {
+            const out = [...inRange];
+            out[Math.floor(n / 2)] = random() < 0.5 ? d.min - 1 : d.max + 1;
+            sameAsRegular(
+              request({ x: { dtype: d.dataType, dims: [n], intVal: out } }),
+              `${d.name} out of range`,
+            );
+          }
+        }
+      }
+      // int_val beside a float dtype, and int_val with tensor_content: the regular rules.
+      sameAsRegular(request({ x: { dtype: 1, dims: [2], intVal: [1, 2] } }), 'float with int_val');
+      sameAsRegular(request({ x: { dtype: 3, dims: [2], intVal: [1, 2], floatVal: [3, 4] } }), 'both fields');
+    });
+
+    it('reads varints as protobuf does: ten-byte negatives, five-byte values past 2^31, high bits dropped', () => {
+      // DT_INT32 [3]: -1 (ten bytes), 0xFFFFFFFF in five bytes (-1 as int32), 2^33 + 5 in six bytes (5).
+      const run = [
+        ...[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+        ...[0xff, 0xff, 0xff, 0xff, 0x0f],
+        ...[0x85, 0x80, 0x80, 0x80, 0x80, 0x02],
+      ];
+      const shape = [0x12, 4, 0x12, 2, 0x08, 0x03];
+      const tensor = [0x08, 0x03, ...shape, 0x3a, run.length, ...run];
+      const entry = [0x0a, 0x01, 0x78, 0x12, tensor.length, ...tensor];
+      const bytes = new Uint8Array([0x12, entry.length, ...entry]);
+      sameAsRegular(bytes, 'long varints');
+      const view = fromBinary(PredictRequestViewSchema, bytes);
+      assert.deepEqual(
+        Array.from(tensorFromProtoView(view.inputs['x']!, 'x').data as Int32Array),
+        [-1, -1, 5],
+      );
+    });
+
+    it('refuses a run that ends inside a value or holds a varint over ten bytes; unpacked or split runs take the regular path', () => {
+      const shape = [0x12, 4, 0x12, 2, 0x08, 0x02];
+      const withRun = (run: number[]): Uint8Array => {
+        const tensor = [0x08, 0x04, ...shape, 0x3a, run.length, ...run];
+        const entry = [0x0a, 0x01, 0x78, 0x12, tensor.length, ...tensor];
+        return new Uint8Array([0x12, entry.length, ...entry]);
+      };
+      for (const [run, message] of [
+        [[0x05, 0x86], /int_val ends inside a value/],
+        [[0x05, ...new Array<number>(10).fill(0x80), 0x01], /longer than 10 bytes/],
+      ] as const) {
+        const bytes = withRun([...run]);
+        assert.throws(() => fromBinary(PredictRequestSchema, bytes), 'the regular message refuses it too');
+        assert.ok(predictRequestIsViewable(bytes));
+        const view = fromBinary(PredictRequestViewSchema, bytes);
+        assert.throws(() => tensorFromProtoView(view.inputs['x']!, 'x'), message);
+      }
+      // Unpacked: two int_val varint fields (wire type 0).
+      const unpackedTensor = [0x08, 0x04, ...shape, 0x38, 0x07, 0x38, 0x09];
+      const e1 = [0x0a, 0x01, 0x78, 0x12, unpackedTensor.length, ...unpackedTensor];
+      const unpacked = new Uint8Array([0x12, e1.length, ...e1]);
+      assert.equal(predictRequestIsViewable(unpacked), false);
+      const viaFallback = predictRequestViewFrom(fromBinary(PredictRequestSchema, unpacked));
+      assert.deepEqual(
+        Array.from(tensorFromProtoView(viaFallback.inputs['x']!, 'x').data as Uint8Array),
+        [7, 9],
+      );
+      // Two packed runs: merged by regular decoders; the view would keep only the last.
+      const splitTensor = [0x08, 0x04, ...shape, 0x3a, 1, 0x07, 0x3a, 1, 0x09];
+      const e2 = [0x0a, 0x01, 0x78, 0x12, splitTensor.length, ...splitTensor];
+      assert.equal(predictRequestIsViewable(new Uint8Array([0x12, e2.length, ...e2])), false);
+      // A negative value through the fallback's repacking.
+      const negTensor = [
+        0x08,
+        0x03,
+        ...shape,
+        0x38,
+        0x05,
+        ...[0x38, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+      ];
+      const e3 = [0x0a, 0x01, 0x78, 0x12, negTensor.length, ...negTensor];
+      const neg = predictRequestViewFrom(
+        fromBinary(PredictRequestSchema, new Uint8Array([0x12, e3.length, ...e3])),
+      );
+      assert.deepEqual(Array.from(tensorFromProtoView(neg.inputs['x']!, 'x').data as Int32Array), [5, -2]);
+    });
+  });
 });

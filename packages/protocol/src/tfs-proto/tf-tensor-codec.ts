@@ -63,7 +63,7 @@ const DATA_TYPE_OF: Readonly<Record<DType, DataType>> = {
 };
 
 /** Value ranges of the dtypes carried in `int_val` (int32 needs no check: the field is int32). */
-const INT_VAL_RANGE: Partial<Record<DType, readonly [number, number]>> = {
+export const INT_VAL_RANGE: Partial<Record<DType, readonly [number, number]>> = {
   int8: [-128, 127],
   int16: [-32768, 32767],
   uint8: [0, 255],

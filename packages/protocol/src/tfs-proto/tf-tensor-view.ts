@@ -1,16 +1,32 @@
 /**
- * Fast decoding of typed float inputs: TensorProtoView (see
+ * Fast decoding of typed inputs: TensorProtoView (see
  * proto/visionserve/predict_request_view.proto) carries `float_val` / `double_val`
  * as the raw packed bytes, which become a Float32Array / Float64Array view (or one
- * aligned copy) instead of one JS number per element.
+ * aligned copy) instead of one JS number per element, and `int_val` as its packed
+ * varints, read straight into the tensor's Int8/16/32 or Uint8/16 array (a 1.2 M-pixel
+ * uint8 image was a 1.2 M-element JS array first, then copied, and kept the main
+ * thread's collector busy).
  */
 import { create } from '@bufbuild/protobuf';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
-import { fromBytes } from '../dtype.js';
+import { allocate, fromBytes, type DType } from '../dtype.js';
 import { invalidArgument } from '../errors.js';
-import { TENSOR_DOUBLE_VAL_FIELD, TENSOR_FLOAT_VAL_FIELD, readVarint, skipValue } from './wire-bytes.js';
+import {
+  TENSOR_DOUBLE_VAL_FIELD,
+  TENSOR_FLOAT_VAL_FIELD,
+  TENSOR_INT_VAL_FIELD,
+  pushInt64,
+  readVarint,
+  skipValue,
+} from './wire-bytes.js';
 import type { Tensor } from '../tensor.js';
-import { dtypeFromDataType, shapeFromProto, tensorFromContent, tensorFromProto } from './tf-tensor-codec.js';
+import {
+  INT_VAL_RANGE,
+  dtypeFromDataType,
+  shapeFromProto,
+  tensorFromContent,
+  tensorFromProto,
+} from './tf-tensor-codec.js';
 import { TensorProtoSchema } from '../gen/tensorflow/core/framework/tensor_pb.js';
 import type { PredictRequest } from '../gen/tensorflow_serving/apis/predict_pb.js';
 import {
@@ -30,6 +46,83 @@ function packedValues(
     throw invalidArgument(`${what}: ${field} holds ${bytes.byteLength} bytes, not a whole number of values`);
   }
   return size === 4 ? fromBytes('float32', bytes) : fromBytes('float64', bytes);
+}
+
+/** Number of varints in a packed run: its bytes without the continuation bit. */
+function varintCount(bytes: Uint8Array): number {
+  let n = 0;
+  for (let i = 0; i < bytes.length; i++) if (bytes[i]! < 0x80) n++;
+  return n;
+}
+
+/** The dtypes TensorFlow carries in `int_val`, and the typed arrays they decode into. */
+type IntValDType = 'int8' | 'int16' | 'int32' | 'uint8' | 'uint16';
+const INT_VAL_DTYPES: ReadonlySet<DType> = new Set(['int8', 'int16', 'int32', 'uint8', 'uint16']);
+
+/**
+ * Reads a packed run of int32 varints as protobuf does (the low 32 bits of a varint of up to
+ * ten bytes, so negative values, written in ten bytes, come back negative), calling `each`
+ * with every value in order. A run that ends inside a varint, or a varint longer than ten
+ * bytes, is INVALID_ARGUMENT.
+ */
+function forEachInt32(bytes: Uint8Array, what: string, each: (value: number, index: number) => void): void {
+  const end = bytes.length;
+  let pos = 0;
+  let index = 0;
+  while (pos < end) {
+    let b = bytes[pos++]!;
+    let value = b & 0x7f;
+    if (b >= 0x80) {
+      // Bits 7-31 come from bytes 2-5; bytes 6-10 only extend the sign (or carry high bits
+      // that int32 drops).
+      let shift = 7;
+      let length = 1;
+      do {
+        if (pos >= end) throw invalidArgument(`${what}: int_val ends inside a value`);
+        if (++length > 10) throw invalidArgument(`${what}: int_val holds a varint longer than 10 bytes`);
+        b = bytes[pos++]!;
+        if (shift < 32) value |= (b & 0x7f) << shift;
+        shift += 7;
+      } while (b >= 0x80);
+    }
+    each(value | 0, index++);
+  }
+}
+
+/** int_val as numbers (for the regular decoder's fallback). */
+function int32Values(bytes: Uint8Array, what: string): number[] {
+  const out: number[] = [];
+  forEachInt32(bytes, what, (v) => out.push(v));
+  return out;
+}
+
+/**
+ * int_val straight into a new array of `dtype` holding `n` elements, when the run holds
+ * exactly `n` values; undefined otherwise (padding and count errors: the regular decoder).
+ * Values out of range for `dtype` are refused with the regular decoder's message.
+ */
+function intValTensorData(
+  bytes: Uint8Array,
+  dtype: IntValDType,
+  n: number,
+  what: string,
+): Int8Array | Int16Array | Int32Array | Uint8Array | Uint16Array | undefined {
+  if (varintCount(bytes) !== n || bytes[bytes.length - 1]! >= 0x80) return undefined;
+  const out = allocate(dtype, n) as Int8Array | Int16Array | Int32Array | Uint8Array | Uint16Array;
+  const range = INT_VAL_RANGE[dtype];
+  if (range === undefined) {
+    forEachInt32(bytes, what, (v, i) => {
+      out[i] = v;
+    });
+  } else {
+    const [min, max] = range;
+    forEachInt32(bytes, what, (v, i) => {
+      if (v < min || v > max)
+        throw invalidArgument(`${what}: int_val value ${v} is out of range for ${dtype}`);
+      out[i] = v;
+    });
+  }
+  return out;
 }
 
 /** Decodes a tensor from its view; same semantics and errors as tensorFromProto. */
@@ -53,6 +146,14 @@ export function tensorFromProtoView(view: TensorProtoView, what: string): Tensor
       }
     }
   }
+  if (view.intVal.byteLength > 0) {
+    const dtype = dtypeFromDataType(view.dtype, what);
+    if (INT_VAL_DTYPES.has(dtype)) {
+      const shape = shapeFromProto(view.tensorShape, what);
+      const data = intValTensorData(view.intVal, dtype as IntValDType, elementCount(shape), what);
+      if (data !== undefined) return { dtype, shape, data };
+    }
+  }
   // Everything else (broadcast, padding, mismatches and their errors) goes through the regular decoder.
   return tensorFromProto(
     create(TensorProtoSchema, {
@@ -63,7 +164,7 @@ export function tensorFromProtoView(view: TensorProtoView, what: string): Tensor
       halfVal: view.halfVal,
       floatVal: floats ? Array.from(floats) : [],
       doubleVal: doubles ? Array.from(doubles) : [],
-      intVal: view.intVal,
+      intVal: int32Values(view.intVal, what),
       stringVal: view.stringVal,
       int64Val: view.int64Val,
       boolVal: view.boolVal,
@@ -83,20 +184,28 @@ const MAP_VALUE_FIELD = 2;
  */
 const UNDECLARED_TENSOR_FIELDS: ReadonlySet<number> = new Set([9, 12, 18]);
 
+/** Repeated fields the view declares as `bytes`: each must come as one packed run. */
+const PACKED_RUN_FIELDS: ReadonlySet<number> = new Set([
+  TENSOR_FLOAT_VAL_FIELD,
+  TENSOR_DOUBLE_VAL_FIELD,
+  TENSOR_INT_VAL_FIELD,
+]);
+
 /**
- * True when every float_val / double_val of every input is one packed run (so the view
- * decodes it exactly) and no field is one the view does not declare.
+ * True when every float_val / double_val / int_val of every input is one packed run (so the
+ * view decodes it exactly) and no field is one the view does not declare.
  */
 function tensorIsViewable(bytes: Uint8Array): boolean {
   const reader = new BinaryReader(bytes);
-  let floats = 0;
-  let doubles = 0;
+  const runs = new Map<number, number>();
   while (reader.pos < reader.len) {
     const [field, wireType] = reader.tag();
     if (UNDECLARED_TENSOR_FIELDS.has(field)) return false;
-    if (field === TENSOR_FLOAT_VAL_FIELD || field === TENSOR_DOUBLE_VAL_FIELD) {
+    if (PACKED_RUN_FIELDS.has(field)) {
       if (wireType !== WireType.LengthDelimited) return false;
-      if (field === TENSOR_FLOAT_VAL_FIELD ? ++floats > 1 : ++doubles > 1) return false;
+      const seen = (runs.get(field) ?? 0) + 1;
+      if (seen > 1) return false;
+      runs.set(field, seen);
     }
     reader.skip(wireType, field);
   }
@@ -105,9 +214,9 @@ function tensorIsViewable(bytes: Uint8Array): boolean {
 
 /**
  * Whether `bytes` (a serialized PredictRequest) can be decoded with
- * PredictRequestViewSchema without changing its meaning: every float_val and
- * double_val is a single packed run, as every standard protobuf encoder writes
- * them. Unpacked or split fields, fields the view does not declare (complex and
+ * PredictRequestViewSchema without changing its meaning: every float_val,
+ * double_val and int_val is a single packed run, as every standard protobuf encoder
+ * writes them. Unpacked or split fields, fields the view does not declare (complex and
  * float8 values), and undecodable bytes, answer false (decode with the regular
  * message then).
  */
@@ -136,7 +245,14 @@ export function predictRequestIsViewable(bytes: Uint8Array): boolean {
   }
 }
 
-/** The view of a regularly decoded PredictRequest (fallback for unpacked float fields). */
+/** int32 values as a packed run of varints (negative ones in ten bytes, as protobuf writes them). */
+function packInt32(values: readonly number[]): Uint8Array {
+  const out: number[] = [];
+  for (const v of values) pushInt64(out, v);
+  return new Uint8Array(out);
+}
+
+/** The view of a regularly decoded PredictRequest (fallback for unpacked typed fields). */
 export function predictRequestViewFrom(request: PredictRequest): PredictRequestView {
   const inputs: Record<string, TensorProtoView> = {};
   for (const [alias, t] of Object.entries(request.inputs)) {
@@ -149,7 +265,7 @@ export function predictRequestViewFrom(request: PredictRequest): PredictRequestV
       halfVal: t.halfVal,
       floatVal: new Uint8Array(Float32Array.from(t.floatVal).buffer),
       doubleVal: new Uint8Array(Float64Array.from(t.doubleVal).buffer),
-      intVal: t.intVal,
+      intVal: packInt32(t.intVal),
       stringVal: t.stringVal,
       int64Val: t.int64Val,
       boolVal: t.boolVal,

@@ -1,8 +1,9 @@
 /** Hand-written protobuf wire fragments shared by the codecs' fast paths. */
 
-/** Field numbers of TensorProto's packed float fields. */
+/** Field numbers of TensorProto's packed float and int32 fields. */
 export const TENSOR_FLOAT_VAL_FIELD = 5;
 export const TENSOR_DOUBLE_VAL_FIELD = 6;
+export const TENSOR_INT_VAL_FIELD = 7;
 
 /** The varint encoding of a non-negative integer below 2^53. */
 export function varintBytes(value: number): number[] {
