@@ -108,7 +108,7 @@ function intValTensorData(
   what: string,
 ): Int8Array | Int16Array | Int32Array | Uint8Array | Uint16Array | undefined {
   if (varintCount(bytes) !== n || bytes[bytes.length - 1]! >= 0x80) return undefined;
-  const out = allocate(dtype, n) as Int8Array | Int16Array | Int32Array | Uint8Array | Uint16Array;
+  const out = allocate(dtype, n);
   const range = INT_VAL_RANGE[dtype];
   if (range === undefined) {
     forEachInt32(bytes, what, (v, i) => {
