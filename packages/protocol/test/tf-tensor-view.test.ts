@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { intValTensorData } from '../src/tfs-proto/tf-tensor-view.js';
 import {
   predictRequestIsViewable,
   predictRequestViewFrom,
@@ -9,11 +10,19 @@ import {
 } from '../src/tfs-proto/index.js';
 import { PredictRequestSchema } from '../src/gen/tensorflow_serving/apis/predict_pb.js';
 import { PredictRequestViewSchema } from '../src/gen/visionserve/predict_request_view_pb.js';
+import { DataType } from '../src/gen/tensorflow/core/framework/types_pb.js';
 
 function request(
   inputs: Record<
     string,
-    { dtype: number; dims: number[]; floatVal?: number[]; doubleVal?: number[]; intVal?: number[] }
+    {
+      dtype: number;
+      dims: number[];
+      floatVal?: number[];
+      doubleVal?: number[];
+      intVal?: number[];
+      tensorContent?: Uint8Array;
+    }
   >,
 ): Uint8Array {
   return toBinary(
@@ -29,6 +38,7 @@ function request(
             floatVal: v.floatVal ?? [],
             doubleVal: v.doubleVal ?? [],
             intVal: v.intVal ?? [],
+            ...(v.tensorContent ? { tensorContent: v.tensorContent } : {}),
           },
         ]),
       ),
@@ -177,19 +187,46 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
           }
         }
       }
-      // int_val beside a float dtype, and int_val with tensor_content: the regular rules.
+      // int_val beside a float dtype, beside float_val, and with tensor_content: the regular rules.
       sameAsRegular(request({ x: { dtype: 1, dims: [2], intVal: [1, 2] } }), 'float with int_val');
       sameAsRegular(request({ x: { dtype: 3, dims: [2], intVal: [1, 2], floatVal: [3, 4] } }), 'both fields');
+      sameAsRegular(
+        request({ x: { dtype: 3, dims: [2], intVal: [1, 2], tensorContent: new Uint8Array(8).fill(1) } }),
+        'tensor_content wins',
+      );
+      // Too many values and one out of range: the regular decoder's first error, in its order.
+      sameAsRegular(request({ x: { dtype: 4, dims: [2], intVal: [1, 300, 3] } }), 'excess and range');
+      // A scalar (no dims) and an empty shape dimension.
+      sameAsRegular(request({ x: { dtype: 6, dims: [], intVal: [-7] } }), 'scalar');
+      sameAsRegular(request({ x: { dtype: 6, dims: [0], intVal: [] } }), 'empty');
+    });
+
+    it('reads every value itself when each element is sent, and leaves other counts to the regular decoder', () => {
+      const run = new Uint8Array([0x05, 0xff, 0x01, 0x7f]); // 5, 255, 127
+      const u8 = intValTensorData(run, 'uint8', 3, 'x');
+      assert.ok(u8 instanceof Uint8Array);
+      assert.deepEqual(Array.from(u8), [5, 255, 127]);
+      const i16 = intValTensorData(run, 'int16', 3, 'x');
+      assert.ok(i16 instanceof Int16Array);
+      assert.deepEqual(Array.from(i16), [5, 255, 127]);
+      assert.equal(intValTensorData(run, 'uint8', 4, 'x'), undefined, 'padding: the regular decoder');
+      assert.equal(intValTensorData(run, 'uint8', 2, 'x'), undefined, 'excess: the regular decoder');
+      assert.throws(
+        () => intValTensorData(run, 'int8', 3, 'x'),
+        /int_val value 255 is out of range for int8/,
+      );
     });
 
     it('reads varints as protobuf does: ten-byte negatives, five-byte values past 2^31, high bits dropped', () => {
-      // DT_INT32 [3]: -1 (ten bytes), 0xFFFFFFFF in five bytes (-1 as int32), 2^33 + 5 in six bytes (5).
+      // DT_INT32 [4]: -1 (ten bytes), 0xFFFFFFFF in five bytes (-1 as int32), 2^33 + 5 in six bytes
+      // (5), and a fifth byte with bits above 31 set (ff ff ff ff 7f: -1 as int32).
       const run = [
         ...[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
         ...[0xff, 0xff, 0xff, 0xff, 0x0f],
         ...[0x85, 0x80, 0x80, 0x80, 0x80, 0x02],
+        ...[0xff, 0xff, 0xff, 0xff, 0x7f],
       ];
-      const shape = [0x12, 4, 0x12, 2, 0x08, 0x03];
+      const shape = [0x12, 4, 0x12, 2, 0x08, 0x04];
       const tensor = [0x08, 0x03, ...shape, 0x3a, run.length, ...run];
       const entry = [0x0a, 0x01, 0x78, 0x12, tensor.length, ...tensor];
       const bytes = new Uint8Array([0x12, entry.length, ...entry]);
@@ -197,25 +234,53 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
       const view = fromBinary(PredictRequestViewSchema, bytes);
       assert.deepEqual(
         Array.from(tensorFromProtoView(view.inputs['x']!, 'x').data as Int32Array),
-        [-1, -1, 5],
+        [-1, -1, 5, -1],
       );
     });
 
-    it('refuses a run that ends inside a value or holds a varint over ten bytes; unpacked or split runs take the regular path', () => {
+    it('leaves malformed, unpacked, split or merged int_val runs to the regular decoder, whatever the dtype', () => {
       const shape = [0x12, 4, 0x12, 2, 0x08, 0x02];
-      const withRun = (run: number[]): Uint8Array => {
-        const tensor = [0x08, 0x04, ...shape, 0x3a, run.length, ...run];
+      const withRun = (dtype: number, run: number[], trailer: number[] = []): Uint8Array => {
+        const tensor = [0x08, dtype, ...shape, 0x3a, run.length, ...run];
         const entry = [0x0a, 0x01, 0x78, 0x12, tensor.length, ...tensor];
-        return new Uint8Array([0x12, entry.length, ...entry]);
+        return new Uint8Array([0x12, entry.length, ...entry, ...trailer]);
       };
+      const endsInside = [0x05, 0x86];
+      const overLong = [0x05, ...new Array<number>(10).fill(0x80), 0x01];
+      // DT_UINT8 uses int_val; DT_FLOAT ignores it, yet the regular decoder still parses it.
+      for (const dtype of [0x04, 0x01]) {
+        for (const run of [endsInside, overLong]) {
+          const bytes = withRun(dtype, run);
+          assert.equal(predictRequestIsViewable(bytes), false, `dtype ${dtype}: ${run.length} bytes`);
+          assert.throws(() => fromBinary(PredictRequestSchema, bytes), 'the regular message refuses it');
+        }
+      }
+      // A run ending inside a value, followed by more bytes: protobuf-es reads on past the run
+      // (here into a field 15 of the request, which it then skips) and accepts it; the view
+      // must not answer differently, so it stays out of the way.
+      const readsOn = withRun(0x03, [0x85], [0x7d, 0x78, 0x01, 0x78, 0x01, 0x78, 0x01]);
+      assert.equal(predictRequestIsViewable(readsOn), false);
+      // Two values in one map entry: merged by the regular decoder (runs joined).
+      const t1 = [0x08, 0x04, ...shape, 0x3a, 1, 0x07];
+      const t2 = [0x3a, 1, 0x09];
+      const merged = [0x0a, 0x01, 0x78, 0x12, t1.length, ...t1, 0x12, t2.length, ...t2];
+      const mergedBytes = new Uint8Array([0x12, merged.length, ...merged]);
+      assert.equal(predictRequestIsViewable(mergedBytes), false);
+      assert.deepEqual(fromBinary(PredictRequestSchema, mergedBytes).inputs['x']!.intVal, [7, 9]);
+      // Kept as a guard for views built by hand: the decoder itself refuses such runs too.
       for (const [run, message] of [
-        [[0x05, 0x86], /int_val ends inside a value/],
-        [[0x05, ...new Array<number>(10).fill(0x80), 0x01], /longer than 10 bytes/],
+        [endsInside, /int_val ends inside a value/],
+        [overLong, /longer than 10 bytes/],
       ] as const) {
-        const bytes = withRun([...run]);
-        assert.throws(() => fromBinary(PredictRequestSchema, bytes), 'the regular message refuses it too');
-        assert.ok(predictRequestIsViewable(bytes));
-        const view = fromBinary(PredictRequestViewSchema, bytes);
+        const view = create(PredictRequestViewSchema, {
+          inputs: {
+            x: {
+              dtype: DataType.DT_UINT8,
+              tensorShape: { dim: [{ size: 2n }] },
+              intVal: new Uint8Array(run),
+            },
+          },
+        });
         assert.throws(() => tensorFromProtoView(view.inputs['x']!, 'x'), message);
       }
       // Unpacked: two int_val varint fields (wire type 0).

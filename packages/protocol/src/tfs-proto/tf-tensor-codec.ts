@@ -63,12 +63,12 @@ const DATA_TYPE_OF: Readonly<Record<DType, DataType>> = {
 };
 
 /** Value ranges of the dtypes carried in `int_val` (int32 needs no check: the field is int32). */
-export const INT_VAL_RANGE: Partial<Record<DType, readonly [number, number]>> = {
+export const INT_VAL_RANGE: Readonly<Partial<Record<DType, readonly [number, number]>>> = Object.freeze({
   int8: [-128, 127],
   int16: [-32768, 32767],
   uint8: [0, 255],
   uint16: [0, 65535],
-};
+});
 
 /** The wire name of a DataType number, e.g. "DT_RESOURCE", or "99" for numbers we do not know. */
 export function dataTypeName(dataType: number): string {

@@ -15,7 +15,6 @@ import {
   TENSOR_DOUBLE_VAL_FIELD,
   TENSOR_FLOAT_VAL_FIELD,
   TENSOR_INT_VAL_FIELD,
-  pushInt64,
   readVarint,
   skipValue,
 } from './wire-bytes.js';
@@ -101,7 +100,7 @@ function int32Values(bytes: Uint8Array, what: string): number[] {
  * exactly `n` values; undefined otherwise (padding and count errors: the regular decoder).
  * Values out of range for `dtype` are refused with the regular decoder's message.
  */
-function intValTensorData(
+export function intValTensorData(
   bytes: Uint8Array,
   dtype: IntValDType,
   n: number,
@@ -192,20 +191,37 @@ const PACKED_RUN_FIELDS: ReadonlySet<number> = new Set([
 ]);
 
 /**
+ * True when a packed int32 run is whole varints of at most ten bytes each: anything else is
+ * left to the regular decoder, so that malformed runs get its answer (an error, or what
+ * protobuf-es makes of bytes read past the run), whatever the tensor's dtype.
+ */
+function isVarintRun(run: Uint8Array): boolean {
+  let continued = 0;
+  for (let i = 0; i < run.length; i++) {
+    if (run[i]! < 0x80) continued = 0;
+    else if (++continued >= 10) return false;
+  }
+  return continued === 0;
+}
+
+/**
  * True when every float_val / double_val / int_val of every input is one packed run (so the
- * view decodes it exactly) and no field is one the view does not declare.
+ * view decodes it exactly), every int_val run is whole varints, and no field is one the view
+ * does not declare.
  */
 function tensorIsViewable(bytes: Uint8Array): boolean {
   const reader = new BinaryReader(bytes);
-  const runs = new Map<number, number>();
+  const runs = new Set<number>();
   while (reader.pos < reader.len) {
     const [field, wireType] = reader.tag();
     if (UNDECLARED_TENSOR_FIELDS.has(field)) return false;
     if (PACKED_RUN_FIELDS.has(field)) {
-      if (wireType !== WireType.LengthDelimited) return false;
-      const seen = (runs.get(field) ?? 0) + 1;
-      if (seen > 1) return false;
-      runs.set(field, seen);
+      if (wireType !== WireType.LengthDelimited || runs.has(field)) return false;
+      runs.add(field);
+      if (field === TENSOR_INT_VAL_FIELD) {
+        if (!isVarintRun(reader.bytes())) return false;
+        continue;
+      }
     }
     reader.skip(wireType, field);
   }
@@ -216,9 +232,9 @@ function tensorIsViewable(bytes: Uint8Array): boolean {
  * Whether `bytes` (a serialized PredictRequest) can be decoded with
  * PredictRequestViewSchema without changing its meaning: every float_val,
  * double_val and int_val is a single packed run, as every standard protobuf encoder
- * writes them. Unpacked or split fields, fields the view does not declare (complex and
- * float8 values), and undecodable bytes, answer false (decode with the regular
- * message then).
+ * writes them. Unpacked or split fields, a map entry with two values, an int_val run that
+ * is not whole varints, fields the view does not declare (complex and float8 values), and
+ * undecodable bytes, answer false (decode with the regular message then).
  */
 export function predictRequestIsViewable(bytes: Uint8Array): boolean {
   try {
@@ -230,10 +246,13 @@ export function predictRequestIsViewable(bytes: Uint8Array): boolean {
         continue;
       }
       const entry = new BinaryReader(reader.bytes());
+      let values = 0;
       while (entry.pos < entry.len) {
         const [f, w] = entry.tag();
         if (f === MAP_VALUE_FIELD && w === WireType.LengthDelimited) {
-          if (!tensorIsViewable(entry.bytes())) return false;
+          // Two values in one entry are merged by the regular decoder (their runs joined); the
+          // view's byte fields would keep only the last run.
+          if (++values > 1 || !tensorIsViewable(entry.bytes())) return false;
         } else {
           entry.skip(w, f);
         }
@@ -245,11 +264,29 @@ export function predictRequestIsViewable(bytes: Uint8Array): boolean {
   }
 }
 
-/** int32 values as a packed run of varints (negative ones in ten bytes, as protobuf writes them). */
+/** Bytes of an int32's varint: up to five, ten for a negative value (as protobuf writes it). */
+function int32VarintLength(v: number): number {
+  if (v < 0) return 10;
+  return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : 5;
+}
+
+/** int32 values as a packed run of varints, negative ones sign-extended to 64 bits. */
 function packInt32(values: readonly number[]): Uint8Array {
-  const out: number[] = [];
-  for (const v of values) pushInt64(out, v);
-  return new Uint8Array(out);
+  let length = 0;
+  for (const v of values) length += int32VarintLength(v);
+  const out = new Uint8Array(length);
+  let p = 0;
+  for (const v of values) {
+    let lo = v >>> 0;
+    let hi = v < 0 ? 0xffffffff : 0;
+    while (hi !== 0 || lo > 0x7f) {
+      out[p++] = (lo & 0x7f) | 0x80;
+      lo = ((lo >>> 7) | (hi << 25)) >>> 0;
+      hi >>>= 7;
+    }
+    out[p++] = lo;
+  }
+  return out;
 }
 
 /** The view of a regularly decoded PredictRequest (fallback for unpacked typed fields). */

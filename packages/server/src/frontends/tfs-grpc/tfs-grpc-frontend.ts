@@ -89,9 +89,10 @@ function malformed(typeName: string, error: unknown): ServingError {
 }
 
 /**
- * Predict requests decode through PredictRequestView when their float fields are packed
- * (every standard encoder): typed float inputs then arrive as byte views, not one JS
- * number per element; `tensor_content` is a view either way.
+ * Predict requests decode through PredictRequestView when their float and int32 fields are
+ * packed (every standard encoder): typed float inputs then arrive as byte views and int_val
+ * is read straight into a typed array, not one JS number per element; `tensor_content` is a
+ * view either way.
  */
 function decodePredictRequest(bytes: Uint8Array): PredictRequestView {
   try {
