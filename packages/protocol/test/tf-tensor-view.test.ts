@@ -196,6 +196,8 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
       );
       // Too many values and one out of range: the regular decoder's first error, in its order.
       sameAsRegular(request({ x: { dtype: 4, dims: [2], intVal: [1, 300, 3] } }), 'excess and range');
+      // A huge declared shape with a short run: the regular expansion limit, nothing allocated.
+      sameAsRegular(request({ x: { dtype: 3, dims: [2 ** 33], intVal: [1] } }), 'huge shape');
       // A scalar (no dims) and an empty shape dimension.
       sameAsRegular(request({ x: { dtype: 6, dims: [], intVal: [-7] } }), 'scalar');
       sameAsRegular(request({ x: { dtype: 6, dims: [0], intVal: [] } }), 'empty');

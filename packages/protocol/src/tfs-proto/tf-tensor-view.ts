@@ -47,27 +47,32 @@ function packedValues(
   return size === 4 ? fromBytes('float32', bytes) : fromBytes('float64', bytes);
 }
 
-/** Number of varints in a packed run: its bytes without the continuation bit. */
-function varintCount(bytes: Uint8Array): number {
-  let n = 0;
-  for (let i = 0; i < bytes.length; i++) if (bytes[i]! < 0x80) n++;
-  return n;
-}
-
 /** The dtypes TensorFlow carries in `int_val`, and the typed arrays they decode into. */
 type IntValDType = 'int8' | 'int16' | 'int32' | 'uint8' | 'uint16';
 const INT_VAL_DTYPES: ReadonlySet<DType> = new Set(['int8', 'int16', 'int32', 'uint8', 'uint16']);
 
+const INT32_RANGE: readonly [number, number] = [-(2 ** 31), 2 ** 31 - 1];
+
 /**
  * Reads a packed run of int32 varints as protobuf does (the low 32 bits of a varint of up to
- * ten bytes, so negative values, written in ten bytes, come back negative), calling `each`
- * with every value in order. A run that ends inside a varint, or a varint longer than ten
- * bytes, is INVALID_ARGUMENT.
+ * ten bytes, so negative values, written in ten bytes, come back negative) into `out` from
+ * index 0, each value checked against `range` first (the regular decoder's message, naming
+ * `dtype`). Answers how many values were read, or -1 at a value past `limit` (nothing after
+ * it is read). A run that ends inside a varint, or a varint longer than ten bytes, is
+ * INVALID_ARGUMENT.
  */
-function forEachInt32(bytes: Uint8Array, what: string, each: (value: number, index: number) => void): void {
+function readInt32Run(
+  bytes: Uint8Array,
+  out: { [index: number]: number },
+  limit: number,
+  range: readonly [number, number],
+  dtype: string,
+  what: string,
+): number {
+  const [min, max] = range;
   const end = bytes.length;
   let pos = 0;
-  let index = 0;
+  let count = 0;
   while (pos < end) {
     let b = bytes[pos++]!;
     let value = b & 0x7f;
@@ -84,21 +89,28 @@ function forEachInt32(bytes: Uint8Array, what: string, each: (value: number, ind
         shift += 7;
       } while (b >= 0x80);
     }
-    each(value | 0, index++);
+    value |= 0;
+    if (value < min || value > max)
+      throw invalidArgument(`${what}: int_val value ${value} is out of range for ${dtype}`);
+    if (count === limit) return -1;
+    out[count++] = value;
   }
+  return count;
 }
 
 /** int_val as numbers (for the regular decoder's fallback). */
 function int32Values(bytes: Uint8Array, what: string): number[] {
   const out: number[] = [];
-  forEachInt32(bytes, what, (v) => out.push(v));
+  readInt32Run(bytes, out, Infinity, INT32_RANGE, 'int32', what);
   return out;
 }
 
 /**
  * int_val straight into a new array of `dtype` holding `n` elements, when the run holds
  * exactly `n` values; undefined otherwise (padding and count errors: the regular decoder).
- * Values out of range for `dtype` are refused with the regular decoder's message.
+ * Values out of range for `dtype` are refused with the regular decoder's message, which it
+ * too gives before any count error: values are checked in order, and reading stops only at
+ * one past `n`, whose own range the regular decoder then checks.
  */
 export function intValTensorData(
   bytes: Uint8Array,
@@ -106,22 +118,12 @@ export function intValTensorData(
   n: number,
   what: string,
 ): Int8Array | Int16Array | Int32Array | Uint8Array | Uint16Array | undefined {
-  if (varintCount(bytes) !== n || bytes[bytes.length - 1]! >= 0x80) return undefined;
+  // A value takes 1-10 bytes: other counts cannot match (and a huge declared shape with a
+  // short run allocates nothing here).
+  if (n > bytes.length || n * 10 < bytes.length) return undefined;
   const out = allocate(dtype, n);
-  const range = INT_VAL_RANGE[dtype];
-  if (range === undefined) {
-    forEachInt32(bytes, what, (v, i) => {
-      out[i] = v;
-    });
-  } else {
-    const [min, max] = range;
-    forEachInt32(bytes, what, (v, i) => {
-      if (v < min || v > max)
-        throw invalidArgument(`${what}: int_val value ${v} is out of range for ${dtype}`);
-      out[i] = v;
-    });
-  }
-  return out;
+  const count = readInt32Run(bytes, out, n, INT_VAL_RANGE[dtype] ?? INT32_RANGE, dtype, what);
+  return count === n ? out : undefined;
 }
 
 /** Decodes a tensor from its view; same semantics and errors as tensorFromProto. */
