@@ -46,6 +46,15 @@ function request(
   );
 }
 
+/**
+ * A serialized PredictRequest with one input "x" whose TensorProto is `tensor` (hand-built bytes),
+ * followed by `trailer` at the top level.
+ */
+function inputX(tensor: number[], trailer: number[] = []): Uint8Array {
+  const entry = [0x0a, 0x01, 0x78, 0x12, tensor.length, ...tensor];
+  return new Uint8Array([0x12, entry.length, ...entry, ...trailer]);
+}
+
 describe('PredictRequestView (packed float fields as byte views)', () => {
   it('decodes exactly what the regular message decodes, for every shape of request', () => {
     const bytes = request({
@@ -72,8 +81,7 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
     // PredictRequest{ inputs{ key "x" value{ dtype: DT_FLOAT, float_val: 1.5, 1.5 (unpacked) } } }
     const shape2 = [0x12, 4, 0x12, 2, 0x08, 0x02]; // tensor_shape { dim { size: 2 } }
     const tensor = [0x08, 0x01, ...shape2, 0x2d, ...f, 0x2d, ...f];
-    const entry = [0x0a, 0x01, 0x78, 0x12, tensor.length, ...tensor];
-    const unpacked = new Uint8Array([0x12, entry.length, ...entry]);
+    const unpacked = inputX(tensor);
     assert.equal(predictRequestIsViewable(unpacked), false);
     const viaFallback = predictRequestViewFrom(fromBinary(PredictRequestSchema, unpacked));
     assert.deepEqual(
@@ -84,16 +92,14 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
     // Two packed runs of field 5 in one tensor: legal protobuf, merged by regular decoders.
     const run = [0x2a, 4, ...f];
     const split = [0x08, 0x01, ...shape2, ...run, ...run];
-    const entry2 = [0x0a, 0x01, 0x78, 0x12, split.length, ...split];
-    const twoRuns = new Uint8Array([0x12, entry2.length, ...entry2]);
+    const twoRuns = inputX(split);
     assert.equal(predictRequestIsViewable(twoRuns), false);
     assert.deepEqual(fromBinary(PredictRequestSchema, twoRuns).inputs['x']!.floatVal, [1.5, 1.5]);
   });
 
   it('refuses float bytes that are not whole values, and truncated requests', () => {
     const bad = [0x08, 0x01, 0x2a, 3, 1, 2, 3];
-    const entry = [0x0a, 0x01, 0x78, 0x12, bad.length, ...bad];
-    const view = fromBinary(PredictRequestViewSchema, new Uint8Array([0x12, entry.length, ...entry]));
+    const view = fromBinary(PredictRequestViewSchema, inputX(bad));
     assert.throws(() => tensorFromProtoView(view.inputs['x']!, 'x'), /whole number of values/);
     assert.equal(predictRequestIsViewable(new Uint8Array([0x12, 0x10, 0x0a])), false);
   });
@@ -108,8 +114,7 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
     assert.equal(predictRequestIsViewable(bytes), false);
     for (const field of [9, 12, 18]) {
       const t = [0x08, 0x01, (field << 3) | 2, 0x00];
-      const e = [0x0a, 0x01, 0x78, 0x12, t.length, ...t];
-      assert.equal(predictRequestIsViewable(new Uint8Array([0x12, e.length, ...e])), false, `field ${field}`);
+      assert.equal(predictRequestIsViewable(inputX(t)), false, `field ${field}`);
     }
   });
   describe('int_val (packed varints read straight into the typed array)', () => {
@@ -230,8 +235,7 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
       ];
       const shape = [0x12, 4, 0x12, 2, 0x08, 0x04];
       const tensor = [0x08, 0x03, ...shape, 0x3a, run.length, ...run];
-      const entry = [0x0a, 0x01, 0x78, 0x12, tensor.length, ...tensor];
-      const bytes = new Uint8Array([0x12, entry.length, ...entry]);
+      const bytes = inputX(tensor);
       sameAsRegular(bytes, 'long varints');
       const view = fromBinary(PredictRequestViewSchema, bytes);
       assert.deepEqual(
@@ -242,11 +246,8 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
 
     it('leaves malformed, unpacked, split or merged int_val runs to the regular decoder, whatever the dtype', () => {
       const shape = [0x12, 4, 0x12, 2, 0x08, 0x02];
-      const withRun = (dtype: number, run: number[], trailer: number[] = []): Uint8Array => {
-        const tensor = [0x08, dtype, ...shape, 0x3a, run.length, ...run];
-        const entry = [0x0a, 0x01, 0x78, 0x12, tensor.length, ...tensor];
-        return new Uint8Array([0x12, entry.length, ...entry, ...trailer]);
-      };
+      const withRun = (dtype: number, run: number[], trailer: number[] = []): Uint8Array =>
+        inputX([0x08, dtype, ...shape, 0x3a, run.length, ...run], trailer);
       const endsInside = [0x05, 0x86];
       const overLong = [0x05, ...new Array<number>(10).fill(0x80), 0x01];
       // DT_UINT8 uses int_val; DT_FLOAT ignores it, yet the regular decoder still parses it.
@@ -287,8 +288,7 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
       }
       // Unpacked: two int_val varint fields (wire type 0).
       const unpackedTensor = [0x08, 0x04, ...shape, 0x38, 0x07, 0x38, 0x09];
-      const e1 = [0x0a, 0x01, 0x78, 0x12, unpackedTensor.length, ...unpackedTensor];
-      const unpacked = new Uint8Array([0x12, e1.length, ...e1]);
+      const unpacked = inputX(unpackedTensor);
       assert.equal(predictRequestIsViewable(unpacked), false);
       const viaFallback = predictRequestViewFrom(fromBinary(PredictRequestSchema, unpacked));
       assert.deepEqual(
@@ -297,8 +297,7 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
       );
       // Two packed runs: merged by regular decoders; the view would keep only the last.
       const splitTensor = [0x08, 0x04, ...shape, 0x3a, 1, 0x07, 0x3a, 1, 0x09];
-      const e2 = [0x0a, 0x01, 0x78, 0x12, splitTensor.length, ...splitTensor];
-      assert.equal(predictRequestIsViewable(new Uint8Array([0x12, e2.length, ...e2])), false);
+      assert.equal(predictRequestIsViewable(inputX(splitTensor)), false);
       // A negative value through the fallback's repacking.
       const negTensor = [
         0x08,
@@ -308,10 +307,7 @@ describe('PredictRequestView (packed float fields as byte views)', () => {
         0x05,
         ...[0x38, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
       ];
-      const e3 = [0x0a, 0x01, 0x78, 0x12, negTensor.length, ...negTensor];
-      const neg = predictRequestViewFrom(
-        fromBinary(PredictRequestSchema, new Uint8Array([0x12, e3.length, ...e3])),
-      );
+      const neg = predictRequestViewFrom(fromBinary(PredictRequestSchema, inputX(negTensor)));
       assert.deepEqual(Array.from(tensorFromProtoView(neg.inputs['x']!, 'x').data as Int32Array), [5, -2]);
     });
   });

@@ -8,7 +8,7 @@
  * thread's collector busy).
  */
 import { create } from '@bufbuild/protobuf';
-import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
+import { BinaryReader, BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
 import { allocate, fromBytes, type DType } from '../dtype.js';
 import { invalidArgument } from '../errors.js';
 import {
@@ -266,29 +266,11 @@ export function predictRequestIsViewable(bytes: Uint8Array): boolean {
   }
 }
 
-/** Bytes of an int32's varint: up to five, ten for a negative value (as protobuf writes it). */
-function int32VarintLength(v: number): number {
-  if (v < 0) return 10;
-  return v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : 5;
-}
-
-/** int32 values as a packed run of varints, negative ones sign-extended to 64 bits. */
+/** int32 values as a packed run of varints, negative ones in ten bytes (protobuf-es's writer). */
 function packInt32(values: readonly number[]): Uint8Array {
-  let length = 0;
-  for (const v of values) length += int32VarintLength(v);
-  const out = new Uint8Array(length);
-  let p = 0;
-  for (const v of values) {
-    let lo = v >>> 0;
-    let hi = v < 0 ? 0xffffffff : 0;
-    while (hi !== 0 || lo > 0x7f) {
-      out[p++] = (lo & 0x7f) | 0x80;
-      lo = ((lo >>> 7) | (hi << 25)) >>> 0;
-      hi >>>= 7;
-    }
-    out[p++] = lo;
-  }
-  return out;
+  const writer = new BinaryWriter();
+  for (const v of values) writer.int32(v);
+  return writer.finish();
 }
 
 /** The view of a regularly decoded PredictRequest (fallback for unpacked typed fields). */
