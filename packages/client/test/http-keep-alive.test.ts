@@ -134,7 +134,9 @@ describe('HTTP transport: idle keep-alive sockets the server closes', () => {
       await assert.rejects(
         transport.request({ method: 'POST', path: '/load', body: BODY, signal: never }),
         (e: unknown) =>
-          e instanceof ServingError && e.code === Code.UNAVAILABLE && /EPIPE|ECONNRESET/.test(e.message),
+          e instanceof ServingError &&
+          e.code === Code.UNAVAILABLE &&
+          /EPIPE|ECONNRESET|closed before a response/.test(e.message),
       );
       // The pool recovers: the next call opens a new connection.
       const next = await transport.request({ method: 'POST', path: '/load', body: BODY, signal: never });
