@@ -363,11 +363,58 @@ describe('prepacked float_val', () => {
       const slow = toBinary(TensorProtoSchema, tensorToProto(t, { asTensorContent: false }));
       const fast = toBinary(
         TensorProtoSchema,
-        tensorToProto(t, { asTensorContent: false, prepackFloats: true }),
+        tensorToProto(t, { asTensorContent: false, prepackNumbers: true }),
       );
       assert.deepEqual(fast, slow);
       const back = tensorFromProto(fromBinary(TensorProtoSchema, fast), 'x');
       assert.deepEqual(Array.from(back.data as Float32Array), Array.from(t.data));
+    }
+  });
+});
+
+describe('prepacked int_val', () => {
+  it('serializes byte-identically to protobuf-es for every int_val dtype, extremes and random values', () => {
+    const random = (n: number, lo: number, hi: number): number[] =>
+      Array.from({ length: n }, () => lo + Math.floor(Math.random() * (hi - lo + 1)));
+    const cases = [
+      { dtype: 'int8' as const, data: Int8Array.from([-128, -1, 0, 1, 127, ...random(500, -128, 127)]) },
+      { dtype: 'uint8' as const, data: Uint8Array.from([0, 127, 128, 255, ...random(500, 0, 255)]) },
+      {
+        dtype: 'int16' as const,
+        data: Int16Array.from([-32768, -129, 128, 16383, 16384, 32767, ...random(500, -32768, 32767)]),
+      },
+      {
+        dtype: 'uint16' as const,
+        data: Uint16Array.from([0, 127, 128, 16383, 16384, 65535, ...random(500, 0, 65535)]),
+      },
+      {
+        dtype: 'int32' as const,
+        data: Int32Array.from([
+          -2147483648,
+          -1,
+          0,
+          127,
+          128,
+          2097151,
+          2097152,
+          268435455,
+          268435456,
+          2147483647,
+          ...random(500, -2147483648, 2147483647),
+        ]),
+      },
+      { dtype: 'int32' as const, data: new Int32Array(0) },
+    ];
+    for (const c of cases) {
+      const t = { dtype: c.dtype, shape: [c.data.length], data: c.data };
+      const slow = toBinary(TensorProtoSchema, tensorToProto(t, { asTensorContent: false }));
+      const fast = toBinary(
+        TensorProtoSchema,
+        tensorToProto(t, { asTensorContent: false, prepackNumbers: true }),
+      );
+      assert.deepEqual(fast, slow, c.dtype);
+      const back = tensorFromProto(fromBinary(TensorProtoSchema, fast), 'x');
+      assert.deepEqual(Array.from(back.data as ArrayLike<number>), Array.from(c.data), c.dtype);
     }
   });
 });

@@ -33,7 +33,7 @@ export function writePredictRequest(
   if (!asTensorContent) {
     const whole = create(PredictRequestSchema, head);
     for (const [alias, t] of Object.entries(inputs))
-      whole.inputs[alias] = tensorToProto(t, { asTensorContent, prepackFloats: true });
+      whole.inputs[alias] = tensorToProto(t, { asTensorContent, prepackNumbers: true });
     return [toBinary(PredictRequestSchema, whole)];
   }
   const chunks: Uint8Array[] = [toBinary(PredictRequestSchema, head)];

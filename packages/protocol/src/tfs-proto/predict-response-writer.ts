@@ -116,7 +116,7 @@ export function writePredictResponse(
     const field = viewField(t, asTensorContent);
     if (field === undefined) {
       // The map field of a response holding only this output is exactly this entry's bytes.
-      const proto = tensorToProto(t, { asTensorContent, prepackFloats: true });
+      const proto = tensorToProto(t, { asTensorContent, prepackNumbers: true });
       chunks.push(
         toBinary(PredictResponseSchema, create(PredictResponseSchema, { outputs: { [alias]: proto } })),
       );

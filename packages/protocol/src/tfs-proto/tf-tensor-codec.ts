@@ -18,7 +18,14 @@ import {
   toBytes,
 } from '../dtype.js';
 import { invalidArgument } from '../errors.js';
-import { TENSOR_DOUBLE_VAL_FIELD, TENSOR_FLOAT_VAL_FIELD, varintBytes } from './wire-bytes.js';
+import {
+  type Int32Family,
+  TENSOR_DOUBLE_VAL_FIELD,
+  TENSOR_FLOAT_VAL_FIELD,
+  TENSOR_INT_VAL_FIELD,
+  packInt32Varints,
+  varintBytes,
+} from './wire-bytes.js';
 import { type Tensor, checkShape, isStringData } from '../tensor.js';
 import { type TensorProto, TensorProtoSchema } from '../gen/tensorflow/core/framework/tensor_pb.js';
 import {
@@ -277,15 +284,19 @@ export interface TensorToProtoOptions {
    */
   readonly asTensorContent: boolean;
   /**
-   * For float32 / float64 typed output, carry `float_val` / `double_val` as one
-   * pre-encoded packed field (the tensor's little-endian bytes are exactly the
-   * packed wire form) instead of a JS number array. The serialized message is
-   * byte-identical; encoding 300k floats drops from ~12 ms to a memcpy. The
-   * returned proto then has an empty `floatVal`/`doubleVal` and is only good for
-   * `toBinary`. Default false.
+   * Carry the typed field as one pre-encoded packed field instead of a JS number
+   * array: float32 / float64 as `float_val` / `double_val` (the tensor's
+   * little-endian bytes are exactly the packed wire form), int8 / int16 / int32 /
+   * uint8 / uint16 as `int_val` varints written straight from the typed array. The
+   * serialized message is byte-identical; encoding 300k floats drops from ~12 ms to
+   * a memcpy, 1.2 M uint8 from ~30 ms to a few. The returned proto then has an
+   * empty typed field and is only good for `toBinary`. Default false.
    */
-  readonly prepackFloats?: boolean;
+  readonly prepackNumbers?: boolean;
 }
+
+/** The dtypes TF Serving carries in `int_val`. */
+const INT_VAL_DTYPES: ReadonlySet<string> = new Set(['int8', 'int16', 'int32', 'uint8', 'uint16']);
 
 /** Length-delimited unknown field whose payload is `bytes` (protobuf-es writes it verbatim). */
 function prepacked(proto: TensorProto, field: number, bytes: Uint8Array): void {
@@ -312,8 +323,12 @@ export function tensorToProto(t: Tensor, options: TensorToProtoOptions): TensorP
     proto.tensorContent = toBytes(data);
     return proto;
   }
-  if (options.prepackFloats && (t.dtype === 'float32' || t.dtype === 'float64')) {
+  if (options.prepackNumbers && (t.dtype === 'float32' || t.dtype === 'float64')) {
     prepacked(proto, t.dtype === 'float32' ? TENSOR_FLOAT_VAL_FIELD : TENSOR_DOUBLE_VAL_FIELD, toBytes(data));
+    return proto;
+  }
+  if (options.prepackNumbers && INT_VAL_DTYPES.has(t.dtype)) {
+    prepacked(proto, TENSOR_INT_VAL_FIELD, packInt32Varints(data as Int32Family));
     return proto;
   }
   switch (t.dtype) {

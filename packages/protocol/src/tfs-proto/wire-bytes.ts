@@ -17,6 +17,67 @@ export function varintBytes(value: number): number[] {
   return out;
 }
 
+/** The typed arrays whose values TensorProto carries as `int_val` (int32 varints). */
+export type Int32Family = Int8Array | Int16Array | Int32Array | Uint8Array | Uint16Array;
+
+/**
+ * The packed `int_val` payload of `values`: one int32 varint each, a negative value as ten
+ * bytes (sign-extended to 64 bits), as protobuf writes int32. Sized in a first pass.
+ */
+export function packInt32Varints(values: Int32Family): Uint8Array {
+  if (values instanceof Uint8Array) return packUint8Varints(values);
+  let size = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!;
+    size += v < 0 ? 10 : v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : 5;
+  }
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (let i = 0; i < values.length; i++) {
+    let v = values[i]!;
+    if (v >= 0) {
+      while (v >= 0x80) {
+        out[at++] = (v & 0x7f) | 0x80;
+        v >>>= 7;
+      }
+      out[at++] = v;
+      continue;
+    }
+    // Two's complement over 64 bits: the low 32 bits, then 32 one bits.
+    let low = v >>> 0;
+    for (let k = 0; k < 4; k++) {
+      out[at++] = (low & 0x7f) | 0x80;
+      low >>>= 7;
+    }
+    out[at++] = low | 0xf0; // the low word's last 4 bits and 3 one bits of the high word
+    out[at++] = 0xff;
+    out[at++] = 0xff;
+    out[at++] = 0xff;
+    out[at++] = 0xff;
+    out[at++] = 0x01;
+  }
+  return out;
+}
+
+/**
+ * packInt32Varints for uint8 (images), without branches on the value: a byte below 0x80 is
+ * its own varint, one above is itself (its top bit is the continuation bit) followed by 0x01.
+ */
+function packUint8Varints(values: Uint8Array): Uint8Array {
+  let size = values.length;
+  for (let i = 0; i < values.length; i++) size += values[i]! >>> 7;
+  // One spare byte: each value writes the 0x01 after it, which the next one overwrites when unused.
+  const out = new Uint8Array(size + 1);
+  let at = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!;
+    out[at] = v;
+    out[at + 1] = 1;
+    at += 1 + (v >>> 7);
+  }
+  return out.subarray(0, size);
+}
+
 /** A varint at `pos` of `buf`: [value, next position], or undefined when truncated or too long. */
 export function readVarint(buf: Uint8Array, pos: number): [number, number] | undefined {
   let value = 0;

@@ -174,7 +174,7 @@ describe('fuzz: TensorProto and PredictRequest decoding', () => {
           fc.boolean(),
           fc.integer({ min: 0, max: 7 }),
           (tensor, content, prepack, shift) => {
-            const proto = tensorToProto(tensor, { asTensorContent: content, prepackFloats: prepack });
+            const proto = tensorToProto(tensor, { asTensorContent: content, prepackNumbers: prepack });
             const wire = shifted(toBinary(TensorProtoSchema, proto), shift);
             const back = tensorFromProto(fromBinary(TensorProtoSchema, wire), 'x');
             const diff = sameTensor(tensor, back);
@@ -187,21 +187,24 @@ describe('fuzz: TensorProto and PredictRequest decoding', () => {
   );
 
   it(
-    'tensor-proto/prepacked-floats: the pre-packed float_val bytes equal protobuf-es encoding',
-    targetOptions('tensor-proto/prepacked-floats'),
+    'tensor-proto/prepacked: the pre-packed float_val, double_val and int_val bytes equal protobuf-es encoding',
+    targetOptions('tensor-proto/prepacked'),
     (t) => {
       fuzzSync(
         t,
-        'tensor-proto/prepacked-floats',
-        fc.property(tensorArb({ dtypes: ['float32', 'float64'] }), (tensor) => {
-          const fast = toBinary(
-            TensorProtoSchema,
-            tensorToProto(tensor, { asTensorContent: false, prepackFloats: true }),
-          );
-          const plain = toBinary(TensorProtoSchema, tensorToProto(tensor, { asTensorContent: false }));
-          if (Buffer.compare(Buffer.from(fast), Buffer.from(plain)) !== 0) throw new Error('bytes differ');
-        }),
-        200,
+        'tensor-proto/prepacked',
+        fc.property(
+          tensorArb({ dtypes: ['float32', 'float64', 'int8', 'int16', 'int32', 'uint8', 'uint16'] }),
+          (tensor) => {
+            const fast = toBinary(
+              TensorProtoSchema,
+              tensorToProto(tensor, { asTensorContent: false, prepackNumbers: true }),
+            );
+            const plain = toBinary(TensorProtoSchema, tensorToProto(tensor, { asTensorContent: false }));
+            if (Buffer.compare(Buffer.from(fast), Buffer.from(plain)) !== 0) throw new Error('bytes differ');
+          },
+        ),
+        300,
       );
     },
   );
