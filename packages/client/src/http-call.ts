@@ -54,7 +54,10 @@ export interface HttpResult {
 export interface HttpTransport {
   /** Resolves with any HTTP status; rejects only for transport failures or aborts. */
   request(call: HttpCall): Promise<HttpResult>;
-  /** Closes idle keep-alive sockets. */
+  /**
+   * Closes the idle keep-alive connections; busy ones are not kept once their call ends
+   * (https://, on node:https: ended at once). Later calls open new connections.
+   */
   close(): void;
 }
 
