@@ -308,6 +308,11 @@ export function createHttp1Transport(base: URL, options: HttpTransportOptions): 
       pieces.reduce((n, p) => n + p.byteLength, 0),
     );
     const connection = await acquire(call.signal, fresh);
+    if (call.signal.aborted) {
+      // Aborted while the acquired connection was on its way to us: it goes unused.
+      connection.destroy();
+      throw abortReason(call.signal);
+    }
     const reader = new Http1ResponseReader(
       call.method,
       { maxHeadBytes: DEFAULT_MAX_HEAD_BYTES, maxBodyBytes: maxBytes },

@@ -244,6 +244,23 @@ describe('HTTP/1.1 transport of our own (raw TCP server)', { timeout: 30_000 }, 
     assert.notEqual(server.seen.at(-1)!.conn, used);
   });
 
+  it('an abort that lands while the connection is being handed over sends nothing', async () => {
+    server.answer = (_r, s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
+    await post(Buffer.from('warm')); // an idle connection: the hand-over takes one microtask
+    const count = server.seen.length;
+    const controller = new AbortController();
+    // Queued before the call's own continuation, so it runs between acquiring and sending.
+    void Promise.resolve().then(() => {
+      controller.abort(new ServingError(Code.CANCELLED, 'too late'));
+    });
+    await assert.rejects(
+      post(Buffer.from('x'), { signal: controller.signal }),
+      serving(Code.CANCELLED, /too late/),
+    );
+    await new Promise((r) => setTimeout(r, 30));
+    assert.equal(server.seen.length, count, 'nothing was sent');
+  });
+
   it('holds calls beyond maxSockets until a connection is free; a waiting call can be aborted', async () => {
     const held: net.Socket[] = [];
     server.answer = (_r, s) => held.push(s);
