@@ -7,7 +7,7 @@
 import { Code, ServingError, codeForHttpStatus } from '@visionserve/protocol';
 import type { HttpResult, HttpTransport, HttpTransportOptions } from './http-call.js';
 import { createHttp1Transport } from './http1-transport.js';
-import { createNodeHttpTransport } from './node-http-transport.js';
+import { createNodeHttpsTransport } from './node-http-transport.js';
 
 export {
   DEFAULT_IDLE_SOCKET_TIMEOUT_MS,
@@ -20,7 +20,7 @@ export {
 
 export function createHttpTransport(options: HttpTransportOptions): HttpTransport {
   const base = new URL(options.baseUrl.includes('://') ? options.baseUrl : `http://${options.baseUrl}`);
-  if (base.protocol === 'https:') return createNodeHttpTransport(base, options);
+  if (base.protocol === 'https:') return createNodeHttpsTransport(base, options);
   if (base.protocol !== 'http:') {
     throw new ServingError(Code.INVALID_ARGUMENT, `Unsupported URL scheme ${base.protocol}`);
   }

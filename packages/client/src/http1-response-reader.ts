@@ -52,7 +52,8 @@ const enum State {
   Done,
 }
 
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** An HTTP token (RFC 9110 5.6.2): what a field name must be. */
+export const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: [^\r\n]*)?$/;
 const CHUNK_LINE = /^([0-9A-Fa-f]{1,15})[ \t]*(?:;[^\r\n]*)?$/;
 
@@ -235,14 +236,19 @@ export class Http1ResponseReader {
     return { status: this.status, headers: this.headers, body, keepAlive: this.keepAlive };
   }
 
-  private keepPiece(bytes: Uint8Array): void {
-    if (bytes.length === 0) return;
-    if (this.pieceBytes + bytes.length > this.limits.maxBodyBytes) {
+  /** RESOURCE_EXHAUSTED when `more` bytes would take a chunked or close-delimited body past the limit. */
+  private checkBodyRoom(more: number): void {
+    if (this.pieceBytes + more > this.limits.maxBodyBytes) {
       throw new ServingError(
         Code.RESOURCE_EXHAUSTED,
         `Response body exceeds the limit of ${this.limits.maxBodyBytes} bytes`,
       );
     }
+  }
+
+  private keepPiece(bytes: Uint8Array): void {
+    if (bytes.length === 0) return;
+    this.checkBodyRoom(bytes.length);
     this.pieces.push(Buffer.from(bytes));
     this.pieceBytes += bytes.length;
   }
@@ -283,12 +289,7 @@ export class Http1ResponseReader {
       this.state = State.Trailers;
       return;
     }
-    if (this.pieceBytes + size > this.limits.maxBodyBytes) {
-      throw new ServingError(
-        Code.RESOURCE_EXHAUSTED,
-        `Response body exceeds the limit of ${this.limits.maxBodyBytes} bytes`,
-      );
-    }
+    this.checkBodyRoom(size);
     this.chunkLeft = size;
     this.state = State.ChunkData;
   }
@@ -340,7 +341,7 @@ export class Http1ResponseReader {
       const line = lines[i]!;
       const colon = line.indexOf(':');
       const name = colon <= 0 ? '' : line.slice(0, colon);
-      if (!TOKEN.test(name)) throw malformed(`bad header line ${JSON.stringify(line.slice(0, 64))}`);
+      if (!HTTP_TOKEN.test(name)) throw malformed(`bad header line ${JSON.stringify(line.slice(0, 64))}`);
       const value = trimWhitespace(line.slice(colon + 1));
       if (/[\0-\x08\x0a-\x1f\x7f]/.test(value)) throw malformed(`bad value of header ${name}`);
       const key = name.toLowerCase();

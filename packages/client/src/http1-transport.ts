@@ -25,12 +25,16 @@ import {
   STALE_SOCKET_ERRORS,
   idleSocketTimeout,
 } from './http-call.js';
-import { DEFAULT_MAX_HEAD_BYTES, type Http1Response, Http1ResponseReader } from './http1-response-reader.js';
+import {
+  DEFAULT_MAX_HEAD_BYTES,
+  HTTP_TOKEN,
+  type Http1Response,
+  Http1ResponseReader,
+} from './http1-response-reader.js';
 
 /** Read buffer for heads, small bodies and chunked ones (node's own size). */
 const SCRATCH_BYTES = 64 * 1024;
 
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** What node:http refuses in a header value (the head is written as latin1: nothing above 0xff). */
 const HEADER_VALUE_BAD = /[^\t\x20-\x7e\x80-\xff]/;
 /** What node:http refuses in a request path. */
@@ -204,8 +208,6 @@ export function createHttp1Transport(base: URL, options: HttpTransportOptions): 
   /** Idle connections, the most recently used last. */
   const idle: Http1Connection[] = [];
   const waiters: Waiter[] = [];
-  /** Connections busy when close() was called: ended when their call is. */
-  const closedConnections = new WeakSet<Http1Connection>();
 
   const wakeOne = (): void => {
     waiters.shift()?.wake();
@@ -259,7 +261,7 @@ export function createHttp1Transport(base: URL, options: HttpTransportOptions): 
 
   /** After a complete response: back to the idle list for as long as the server keeps it, or closed. */
   const release = (connection: Http1Connection, response: Http1Response): void => {
-    if (connection.gone || closedConnections.has(connection)) {
+    if (connection.gone) {
       connection.destroy();
       return;
     }
@@ -285,7 +287,7 @@ export function createHttp1Transport(base: URL, options: HttpTransportOptions): 
       ...Object.entries(options.headers ?? {}),
       ...Object.entries(call.headers ?? {}),
     ]) {
-      if (!HEADER_NAME.test(name) || HEADER_VALUE_BAD.test(value)) {
+      if (!HTTP_TOKEN.test(name) || HEADER_VALUE_BAD.test(value)) {
         throw new ServingError(Code.INVALID_ARGUMENT, `Invalid HTTP header ${JSON.stringify(name)}`);
       }
       const key = name.toLowerCase();
@@ -343,7 +345,8 @@ export function createHttp1Transport(base: URL, options: HttpTransportOptions): 
     },
     close() {
       for (const connection of idle.splice(0)) connection.destroy();
-      for (const connection of open) closedConnections.add(connection);
+      // The busy ones are not reused: ended when their call is.
+      for (const connection of open) connection.gone = true;
     },
   };
 }

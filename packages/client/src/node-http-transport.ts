@@ -1,6 +1,6 @@
 /**
- * The HTTP/1.1 transport over node:http(s) with keep-alive: what the clients use for https://
- * (http1-transport.ts serves plain http://).
+ * The HTTP/1.1 transport over node:https with keep-alive, for https:// (http1-transport.ts
+ * serves plain http://).
  *
  * Idle keep-alive sockets race with the server closing them: a request written on a socket
  * the server has just closed fails with EPIPE or ECONNRESET although the server never saw it.
@@ -9,9 +9,8 @@
  * idempotent that fails that way on a reused socket, before any response byte, is sent once
  * more on a new connection (the rule browsers and node's documentation give for this race).
  */
-import http from 'node:http';
 import https from 'node:https';
-import type { IncomingMessage } from 'node:http';
+import type { ClientRequest, IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
@@ -25,11 +24,10 @@ import {
   idleSocketTimeout,
 } from './http-call.js';
 
-export function createNodeHttpTransport(base: URL, options: HttpTransportOptions): HttpTransport {
-  const secure = base.protocol === 'https:';
+export function createNodeHttpsTransport(base: URL, options: HttpTransportOptions): HttpTransport {
   const prefix = base.pathname.replace(/\/+$/, '');
   const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? 16 };
-  const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+  const agent = new https.Agent(agentOptions);
   const idleMs = options.idleSocketTimeoutMs ?? DEFAULT_IDLE_SOCKET_TIMEOUT_MS;
   // node's own (which returns whether to keep the socket; its typing says void) keeps the hint
   // only when the agent has a timeout of its own, and then only if shorter.
@@ -44,13 +42,13 @@ export function createNodeHttpTransport(base: URL, options: HttpTransportOptions
     return true;
   };
   const reuseSocket = agent.reuseSocket.bind(agent);
-  agent.reuseSocket = (socket: Duplex, req: http.ClientRequest): void => {
+  agent.reuseSocket = (socket: Duplex, req: ClientRequest): void => {
     // The idle timeout is the free socket's; a request in progress keeps its own.
     setSocketTimeout(socket, 0);
     reuseSocket(socket, req);
   };
   const maxBytes = options.maxResponseBytes ?? 1024 * 1024 * 1024;
-  const request = secure ? https.request : http.request;
+  const request = https.request;
 
   const send = (call: HttpCall, retryStale: boolean): Promise<HttpResult> =>
     new Promise<HttpResult>((resolve, reject) => {

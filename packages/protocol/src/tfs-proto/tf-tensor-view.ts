@@ -8,13 +8,14 @@
  * thread's collector busy).
  */
 import { create } from '@bufbuild/protobuf';
-import { BinaryReader, BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
+import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import { allocate, fromBytes, type DType } from '../dtype.js';
 import { invalidArgument } from '../errors.js';
 import {
   TENSOR_DOUBLE_VAL_FIELD,
   TENSOR_FLOAT_VAL_FIELD,
   TENSOR_INT_VAL_FIELD,
+  packInt32Varints,
   readVarint,
   skipValue,
 } from './wire-bytes.js';
@@ -267,12 +268,6 @@ export function predictRequestIsViewable(bytes: Uint8Array): boolean {
 }
 
 /** int32 values as a packed run of varints, negative ones in ten bytes (protobuf-es's writer). */
-function packInt32(values: readonly number[]): Uint8Array {
-  const writer = new BinaryWriter();
-  for (const v of values) writer.int32(v);
-  return writer.finish();
-}
-
 /** The view of a regularly decoded PredictRequest (fallback for unpacked typed fields). */
 export function predictRequestViewFrom(request: PredictRequest): PredictRequestView {
   const inputs: Record<string, TensorProtoView> = {};
@@ -286,7 +281,7 @@ export function predictRequestViewFrom(request: PredictRequest): PredictRequestV
       halfVal: t.halfVal,
       floatVal: new Uint8Array(Float32Array.from(t.floatVal).buffer),
       doubleVal: new Uint8Array(Float64Array.from(t.doubleVal).buffer),
-      intVal: packInt32(t.intVal),
+      intVal: packInt32Varints(Int32Array.from(t.intVal)),
       stringVal: t.stringVal,
       int64Val: t.int64Val,
       boolVal: t.boolVal,
