@@ -22,11 +22,14 @@ class RawServer {
     s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
   };
   readonly seen: SeenRequest[] = [];
+  /** Numbers of the connections the client has closed. */
+  readonly closed = new Set<number>();
   connections = 0;
   private readonly server = net.createServer((socket) => {
     const conn = ++this.connections;
     let pending = Buffer.alloc(0);
     socket.on('error', () => {});
+    socket.on('close', () => this.closed.add(conn));
     socket.on('data', (chunk: Buffer) => {
       pending = Buffer.concat([pending, chunk]);
       for (;;) {
@@ -50,6 +53,15 @@ class RawServer {
 
   stop(): void {
     this.server.close();
+  }
+}
+
+/** Waits until `condition` holds (checked every 5 ms), failing after 10 s: no fixed sleeps. */
+async function until(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not reached in 10 s');
+    await new Promise((r) => setTimeout(r, 5));
   }
 }
 
@@ -150,7 +162,7 @@ describe('HTTP/1.1 transport of our own (raw TCP server)', { timeout: 30_000 }, 
     };
     await post(Buffer.from('x'));
     const used = server.seen.at(-1)!.conn;
-    await new Promise((r) => setTimeout(r, 80));
+    await until(() => server.closed.has(used));
     server.answer = (_r, s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
     assert.equal((await post(Buffer.from('x'))).status, 200);
     assert.notEqual(server.seen.at(-1)!.conn, used);
@@ -234,8 +246,9 @@ describe('HTTP/1.1 transport of our own (raw TCP server)', { timeout: 30_000 }, 
   it('an abort mid-response rejects with its reason and closes the connection', async () => {
     server.answer = (_r, s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc');
     const controller = new AbortController();
+    const count = server.seen.length;
     const call = post(Buffer.from('x'), { signal: controller.signal });
-    await new Promise((r) => setTimeout(r, 50));
+    await until(() => server.seen.length > count);
     const used = server.seen.at(-1)!.conn;
     controller.abort(new ServingError(Code.CANCELLED, 'stop'));
     await assert.rejects(call, serving(Code.CANCELLED, /^stop$/));
@@ -267,7 +280,8 @@ describe('HTTP/1.1 transport of our own (raw TCP server)', { timeout: 30_000 }, 
     const calls = [post(Buffer.from('1')), post(Buffer.from('2')), post(Buffer.from('3'))];
     const controller = new AbortController();
     const aborted = post(Buffer.from('4'), { signal: controller.signal });
-    await new Promise((r) => setTimeout(r, 80));
+    await until(() => held.length === 2);
+    await new Promise((r) => setTimeout(r, 50));
     assert.equal(held.length, 2, 'two connections (maxSockets), the others wait');
     controller.abort(new ServingError(Code.CANCELLED, 'gave up waiting'));
     await assert.rejects(aborted, serving(Code.CANCELLED, /gave up waiting/));
@@ -302,7 +316,7 @@ describe('HTTP/1.1 transport of our own (raw TCP server)', { timeout: 30_000 }, 
       body: Buffer.from('3'),
       signal: new AbortController().signal,
     });
-    await new Promise((r) => setTimeout(r, 50));
+    await until(() => held.length === 1);
     server.answer = (_r, s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
     // Aborting ends the first call's connection, which wakes the second: aborted too, it must wake the third.
     shared.abort(new ServingError(Code.CANCELLED, 'batch cancelled'));
@@ -319,7 +333,7 @@ describe('HTTP/1.1 transport of our own (raw TCP server)', { timeout: 30_000 }, 
       finish = () => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
     };
     const busy = t.request({ method: 'GET', path: '/busy', signal: new AbortController().signal });
-    await new Promise((r) => setTimeout(r, 50));
+    await until(() => finish !== undefined);
     const busyConn = server.seen.at(-1)!.conn;
     server.answer = (_r, s) => s.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
     await t.request({ method: 'GET', path: '/idle', signal: new AbortController().signal });
