@@ -6,6 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import {
+  type ClientTlsOptions,
   type ModelMetadata,
   type PredictResult,
   type SignatureInfo,
@@ -43,6 +44,7 @@ import {
 import { dtypeOfDatatype, isKServeDatatype } from '@visionserve/protocol/kserve';
 import {
   type Command,
+  type ParsedValues,
   UsageError,
   choiceOption,
   flag,
@@ -81,6 +83,12 @@ Target:
   --format row|columnar    REST body format (default columnar)
   --encoding tensor_content|typed   gRPC request encoding (default tensor_content)
   --timeout-ms MS          deadline per call (default 30000)
+
+TLS (any of these makes the default addresses https://; so do https:// URLs and addresses):
+  --tls                    use TLS, trusting Node's public CA roots
+  --ca FILE                PEM CA certificate(s) the server's certificate must chain to
+  --cert FILE --key FILE   client certificate and key, for servers that verify clients
+  --servername NAME        name the server's certificate must carry (default: the host)
 
 Image preprocessing (grpc/rest; the default preset is guessed from the model's input signature):
   --preset imagenet|tfod|yolox|mnist|none
@@ -128,6 +136,11 @@ const OPTIONS = {
   format: { type: 'string' },
   encoding: { type: 'string' },
   'timeout-ms': { type: 'string' },
+  tls: { type: 'boolean' },
+  ca: { type: 'string' },
+  cert: { type: 'string' },
+  key: { type: 'string' },
+  servername: { type: 'string' },
   preset: { type: 'string' },
   size: { type: 'string' },
   resize: { type: 'string' },
@@ -179,6 +192,30 @@ function parseSize(raw: string): { width: number; height: number } {
   return { width, height: m[2] === undefined ? width : Number(m[2]) };
 }
 
+/** The TLS options the flags ask for; undefined when none is given. */
+async function tlsFrom(values: ParsedValues): Promise<ClientTlsOptions | undefined> {
+  const file = async (name: string): Promise<string | undefined> => {
+    const path = stringOption(values, name);
+    if (path === undefined) return undefined;
+    return readFile(path, 'utf8').catch((error: unknown) => {
+      throw new UsageError(
+        `cannot read --${name} ${path}: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    });
+  };
+  const [ca, cert, key] = [await file('ca'), await file('cert'), await file('key')];
+  const servername = stringOption(values, 'servername');
+  if ((cert === undefined) !== (key === undefined)) throw new UsageError('give --cert and --key together');
+  if (!flag(values, 'tls') && ca === undefined && cert === undefined && servername === undefined)
+    return undefined;
+  return {
+    ...(ca !== undefined ? { ca } : {}),
+    ...(cert !== undefined ? { cert } : {}),
+    ...(key !== undefined ? { key } : {}),
+    ...(servername !== undefined ? { servername } : {}),
+  };
+}
+
 interface Rendered {
   readonly text: string;
   readonly json: unknown;
@@ -217,6 +254,9 @@ export const predict: Command = {
     const encoding =
       choiceOption(values, 'encoding', ['tensor_content', 'typed'] as const) ?? 'tensor_content';
     const imageOverrides = imageOptionsFrom(values);
+    const tls = await tlsFrom(values);
+    const scheme = tls === undefined ? 'http' : 'https';
+    const withTls = tls === undefined ? {} : { tls };
     const presetChoice = choiceOption(values, 'preset', PRESETS);
 
     const bytes = await readFile(inputPath).catch((error: unknown) => {
@@ -233,7 +273,8 @@ export const predict: Command = {
     if (protocol === 'invocations') {
       if (kind === 'npy') throw new UsageError('/invocations takes an image or a JSON body, not .npy');
       const client = createInvocationsClient({
-        baseUrl: stringOption(values, 'invocations') ?? `http://${host}:8080`,
+        baseUrl: stringOption(values, 'invocations') ?? `${scheme}://${host}:8080`,
+        ...withTls,
       });
       try {
         const result = await client.invoke(kind === 'json' ? bytes.toString('utf8') : bytes, {
@@ -258,20 +299,31 @@ export const predict: Command = {
     const ref = { name: model, version, label, signatureName };
     const grpcClient =
       protocol === 'grpc'
-        ? createTfsGrpcClient({ address: stringOption(values, 'grpc') ?? `${host}:8500`, encoding })
+        ? createTfsGrpcClient({
+            address: stringOption(values, 'grpc') ?? `${host}:8500`,
+            encoding,
+            ...withTls,
+          })
         : undefined;
     const restClient =
       protocol === 'rest'
-        ? createTfsRestClient({ baseUrl: stringOption(values, 'rest') ?? `http://${host}:8501` })
+        ? createTfsRestClient({
+            baseUrl: stringOption(values, 'rest') ?? `${scheme}://${host}:8501`,
+            ...withTls,
+          })
         : undefined;
     const kserveClient =
       protocol === 'kserve-http'
         ? createKServeHttpClient({
-            baseUrl: stringOption(values, 'kserve') ?? `http://${host}:8501`,
+            baseUrl: stringOption(values, 'kserve') ?? `${scheme}://${host}:8501`,
             binary: !flag(values, 'kserve-json'),
+            ...withTls,
           })
         : protocol === 'kserve-grpc'
-          ? createKServeGrpcClient({ address: stringOption(values, 'kserve-grpc') ?? `${host}:8500` })
+          ? createKServeGrpcClient({
+              address: stringOption(values, 'kserve-grpc') ?? `${host}:8500`,
+              ...withTls,
+            })
           : undefined;
     if (kserveClient !== undefined && label !== undefined) {
       throw new UsageError('the KServe protocol has no version labels: use --version');

@@ -2,6 +2,7 @@
  * TLS on every listener from TF Serving's SSLConfig: curl with --cacert on the REST and
  * SageMaker ports, gRPC over TLS, plaintext refused, mutual TLS with client_verify, a
  * rotated certificate served without restart, and the management guard by client identity.
+ * Our client library over TLS on every protocol, with a private CA and a client certificate.
  * (The stock Python gRPC client over TLS is in compat/tfserving/test_tls.py.)
  */
 import { after, before, describe, it } from 'node:test';
@@ -9,12 +10,25 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { copyFile, readFile, writeFile } from 'node:fs/promises';
 import { connect } from 'node:http2';
-import { connect as tlsConnect } from 'node:tls';
+import { connect as tlsConnect, createServer as createTlsServer } from 'node:tls';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import {
+  type ClientTlsOptions,
+  Code,
+  ServingError,
+  createInvocationsClient,
+  createKServeGrpcClient,
+  createKServeHttpClient,
+  createTfsGrpcClient,
+  createTfsRestClient,
+  tensor,
+} from '@visionserve/client';
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { placeModel, tempRepo } from './helpers/model-repo.js';
 import { startHarness, type Harness } from './helpers/server-harness.js';
+import { REPO_ROOT } from './helpers/shared.js';
 import { type TestCerts, makeTestCerts } from './helpers/test-certs.js';
 
 const run = promisify(execFile);
@@ -80,6 +94,76 @@ function grpcStatus(
   });
 }
 
+/** half_plus_two's answer to `x`, computed as float32 like the model. */
+function halfPlusTwo(x: Float32Array): Float32Array {
+  return x.map((v) => Math.fround(Math.fround(v * 0.5) + 2));
+}
+
+/** `n` float32 values that are not all alike. */
+function ramp(n: number): Float32Array {
+  return Float32Array.from({ length: n }, (_, i) => (i % 1000) - 500 + i / n);
+}
+
+function isCode(code: Code): (error: unknown) => boolean {
+  return (error) => {
+    assert.ok(error instanceof ServingError, String(error));
+    assert.equal(error.code, code, error.message);
+    return true;
+  };
+}
+
+/**
+ * Every client of the library against the TLS listeners with `tls`: TF Serving gRPC (both
+ * HTTP/2 implementations) and REST, KServe gRPC and HTTP (binary, 8 MB each way), /invocations.
+ */
+async function everyClientAnswers(
+  ports: { grpc: number; rest: number; sagemaker?: number },
+  tls: ClientTlsOptions,
+): Promise<void> {
+  const big = ramp(2 * 1024 * 1024);
+  const small = Float32Array.from([1, 2, 3]);
+  for (const transport of ['lean', 'node'] as const) {
+    const grpc = createTfsGrpcClient({ address: `https://localhost:${ports.grpc}`, tls, transport });
+    try {
+      const r = await grpc.predict('half', { x: tensor(big) }, { encoding: 'tensor_content' });
+      assert.deepEqual(r.outputs.y!.data, halfPlusTwo(big), transport);
+    } finally {
+      grpc.close();
+    }
+  }
+  // "host:port" with TLS options is TLS too.
+  const kgrpc = createKServeGrpcClient({ address: `127.0.0.1:${ports.grpc}`, tls });
+  try {
+    const r = await kgrpc.infer({ name: 'half' }, { x: tensor(big) });
+    assert.deepEqual(r.outputs.y!.data, halfPlusTwo(big));
+  } finally {
+    kgrpc.close();
+  }
+  const rest = createTfsRestClient({ baseUrl: `https://127.0.0.1:${ports.rest}`, tls });
+  const khttp = createKServeHttpClient({ baseUrl: `https://localhost:${ports.rest}`, tls });
+  try {
+    const r = await rest.predict('half', { x: tensor(small) });
+    assert.deepEqual(r.outputs.y!.data, halfPlusTwo(small));
+    // Twice: the second call reuses the kept-alive TLS connection.
+    for (let i = 0; i < 2; i++) {
+      const k = await khttp.infer({ name: 'half' }, { x: tensor(big) });
+      assert.deepEqual(k.outputs.y!.data, halfPlusTwo(big));
+    }
+  } finally {
+    rest.close();
+    khttp.close();
+  }
+  if (ports.sagemaker !== undefined) {
+    const sm = createInvocationsClient({ baseUrl: `https://127.0.0.1:${ports.sagemaker}`, tls });
+    try {
+      const answer = (await sm.invoke({ instances: [1, 2] })).json();
+      assert.deepEqual(answer, { predictions: [2.5, 3] });
+    } finally {
+      sm.close();
+    }
+  }
+}
+
 describe('TLS on every listener (server certificate only)', () => {
   let h: Harness;
   let dir: string;
@@ -139,6 +223,80 @@ describe('TLS on every listener (server certificate only)', () => {
       '3',
     );
     await assert.rejects(h.grpc.unary('/tensorflow.serving.ModelService/GetModelStatus', new Uint8Array()));
+  });
+
+  it('the client library speaks TLS on every protocol, trusting the private CA', async () => {
+    const ca = await readFile(certs.ca, 'utf8');
+    await everyClientAnswers({ grpc: h.server.ports.grpc!, rest: restPort(), sagemaker: smPort() }, { ca });
+  });
+
+  it('the client library refuses certificates it cannot verify, and TLS options on http://', async () => {
+    const other = await makeTestCerts(dir, 'o-');
+    const wrongCa = { ca: await readFile(other.ca, 'utf8') };
+    const grpcPort = h.server.ports.grpc!;
+    for (const transport of ['lean', 'node'] as const) {
+      const grpc = createTfsGrpcClient({ address: `https://127.0.0.1:${grpcPort}`, tls: wrongCa, transport });
+      await assert.rejects(grpc.getModelStatus('half'), isCode(Code.UNAVAILABLE));
+      grpc.close();
+    }
+    const cases: [string, ClientTlsOptions | undefined, RegExp][] = [
+      ['a CA that did not sign it', wrongCa, /certificate/],
+      // Node's public roots do not know the test CA.
+      ['no CA given', undefined, /certificate/],
+      // The certificate names localhost and 127.0.0.1 only.
+      [
+        'another name',
+        { ca: await readFile(certs.ca, 'utf8'), servername: 'other.example' },
+        /other\.example/,
+      ],
+    ];
+    for (const [what, tls, message] of cases) {
+      const rest = createTfsRestClient({
+        baseUrl: `https://127.0.0.1:${restPort()}`,
+        ...(tls ? { tls } : {}),
+      });
+      await assert.rejects(rest.getModelStatus('half'), (error) => {
+        isCode(Code.UNAVAILABLE)(error);
+        assert.match((error as Error).message, message, what);
+        return true;
+      });
+      rest.close();
+    }
+    // TLS options with a plaintext URL are a mistake, not a silent plaintext connection.
+    assert.throws(
+      () => createTfsRestClient({ baseUrl: `http://127.0.0.1:${restPort()}`, tls: wrongCa }),
+      isCode(Code.INVALID_ARGUMENT),
+    );
+    const plain = createTfsGrpcClient({ address: `http://127.0.0.1:${grpcPort}`, tls: wrongCa });
+    await assert.rejects(plain.getModelStatus('half'), isCode(Code.INVALID_ARGUMENT));
+    plain.close();
+  });
+
+  it('the client library fails clearly when a TLS server does not agree to HTTP/2', async () => {
+    const server = createTlsServer({
+      key: await readFile(certs.serverKey),
+      cert: await readFile(certs.serverCert),
+      // No ALPN at all (a server that offers only http/1.1 ends the handshake itself).
+    });
+    server.on('secureConnection', (socket) => {
+      socket.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const grpc = createTfsGrpcClient({
+      address: `https://127.0.0.1:${port}`,
+      tls: { ca: await readFile(certs.ca) },
+    });
+    try {
+      await assert.rejects(grpc.getModelStatus('half', { timeoutMs: 5000 }), (error) => {
+        isCode(Code.UNAVAILABLE)(error);
+        assert.match((error as Error).message, /did not accept h2/);
+        return true;
+      });
+    } finally {
+      grpc.close();
+      server.close();
+    }
   });
 
   it('a rotated certificate is served without restart', async () => {
@@ -204,6 +362,67 @@ describe('mutual TLS (client_verify) and the management guard by client identity
     ]);
     assert.equal(ok.code, 0, ok.stderr);
     assert.match(ok.stdout, /AVAILABLE/);
+  });
+
+  it('the client library presents a client certificate when the server asks for one', async () => {
+    const ca = await readFile(certs.ca, 'utf8');
+    const ports = { grpc: h.server.ports.grpc!, rest: h.server.ports.rest! };
+    await everyClientAnswers(ports, {
+      ca,
+      cert: await readFile(certs.clientCert, 'utf8'),
+      key: await readFile(certs.clientKey, 'utf8'),
+    });
+    // Without one the server ends the handshake.
+    const grpc = createTfsGrpcClient({ address: `https://127.0.0.1:${ports.grpc}`, tls: { ca } });
+    const rest = createTfsRestClient({ baseUrl: `https://127.0.0.1:${ports.rest}`, tls: { ca } });
+    try {
+      await assert.rejects(grpc.getModelStatus('half'), isCode(Code.UNAVAILABLE));
+      await assert.rejects(rest.getModelStatus('half'), isCode(Code.UNAVAILABLE));
+    } finally {
+      grpc.close();
+      rest.close();
+    }
+  });
+
+  it('visionserve predict takes --ca, --cert and --key on every protocol', async () => {
+    const dir = await tempRepo('vs-mtls-predict-');
+    const input = join(dir, 'x.json');
+    await writeFile(input, JSON.stringify({ instances: [1, 2, 3] }));
+    for (const protocol of ['grpc', 'rest', 'kserve-grpc', 'kserve-http']) {
+      const { stdout } = await run(
+        process.execPath,
+        [
+          join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js'),
+          'predict',
+          input,
+          '--protocol',
+          protocol,
+          '--server',
+          'localhost',
+          '--grpc',
+          `localhost:${h.server.ports.grpc!}`,
+          '--kserve-grpc',
+          `localhost:${h.server.ports.grpc!}`,
+          '--rest',
+          `https://localhost:${h.server.ports.rest!}`,
+          '--kserve',
+          `https://localhost:${h.server.ports.rest!}`,
+          '--model',
+          'half',
+          '--task',
+          'raw',
+          '--json',
+          '--ca',
+          certs.ca,
+          '--cert',
+          certs.clientCert,
+          '--key',
+          certs.clientKey,
+        ],
+        { encoding: 'utf8', timeout: 60_000 },
+      );
+      assert.match(stdout, /2\.5/, protocol);
+    }
   });
 
   it('HandleReloadConfigRequest is allowed for the named client only', async () => {

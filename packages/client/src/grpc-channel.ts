@@ -2,6 +2,7 @@ import { connect, constants } from 'node:http2';
 import type { ClientHttp2Session, IncomingHttpHeaders, IncomingHttpStatusHeader } from 'node:http2';
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
+import { type ClientTlsOptions, serverUrl, tlsConnectionOptions, usesTls } from './client-tls.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
 import { createResponseReceiver } from './grpc-response-receiver.js';
 import { codeOfHttpStatus, grpcStatusFrom, unaryOutcome } from './grpc-status.js';
@@ -10,8 +11,10 @@ import { createH2GrpcChannel } from './h2-grpc-channel.js';
 export type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
 
 export interface GrpcChannelOptions {
-  /** "host:port" or "http://host:port" (plaintext HTTP/2; TLS is not supported). */
+  /** "host:port", "http://host:port" or "https://host:port" (TLS; so is "host:port" with `tls`). */
   readonly address: string;
+  /** TLS settings: a private CA, a client certificate (ClientTlsOptions). */
+  readonly tls?: ClientTlsOptions;
   /** Largest accepted response message in bytes. Default 2 GiB - 1 (no practical limit). */
   readonly maxReceiveBytes?: number;
   /**
@@ -95,7 +98,12 @@ function writeRequestMessage(
 
 export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
   if (options.transport !== 'node') return createH2GrpcChannel(options);
-  const authority = options.address.includes('://') ? options.address : `http://${options.address}`;
+  const url = serverUrl(options.address, options.tls, 'gRPC address');
+  const secure = usesTls(url, options.tls, `gRPC address ${options.address}`);
+  const authority = url.origin;
+  const tlsOptions = secure
+    ? tlsConnectionOptions(url.hostname.replace(/^\[(.*)\]$/, '$1'), options.tls)
+    : {};
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
   let session: ClientHttp2Session | undefined;
   // The connection keeps the process alive only while calls are in flight.
@@ -107,6 +115,7 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
     // responses are buffered on the connection (NGHTTP2_ENHANCE_YOUR_CALM), which
     // concurrent large detector outputs reach.
     const s = connect(authority, {
+      ...tlsOptions,
       maxSessionMemory: 1024,
       settings: {
         initialWindowSize: GRPC_RECEIVE_WINDOW_BYTES,

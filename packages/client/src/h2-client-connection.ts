@@ -1,6 +1,6 @@
 /**
- * One client HTTP/2 connection of our own (plaintext, prior knowledge; RFC 9113) for unary
- * gRPC calls: the preface and SETTINGS exchange, streams opened by one HEADERS frame, request
+ * One client HTTP/2 connection of our own (RFC 9113: plaintext with prior knowledge, or TLS
+ * with ALPN h2) for unary gRPC calls: the preface and SETTINGS exchange, streams opened by one HEADERS frame, request
  * DATA sent within the peer's windows and frame size, response HEADERS (+ CONTINUATION),
  * DATA and trailers, WINDOW_UPDATE, PING, RST_STREAM and GOAWAY. The frame reader and HPACK
  * decoder are the server's (@visionserve/protocol/h2).
@@ -8,13 +8,14 @@
  * Receive path: the socket reads into one reusable scratch buffer, except while a DATA frame
  * whose stream has its message buffer ready is being read: then the next read goes straight
  * into that buffer (MessageAssembler.target), so a large response is copied once, by the
- * kernel, into the buffer the caller's tensors view.
+ * kernel (over TLS: by the decryption of each record), into the buffer the caller's tensors
+ * view.
  *
  * Anything the server sends that breaks the protocol ends the connection (GOAWAY with the
  * error) and fails its calls with a ServingError; nothing a server sends can throw out of
  * the socket callbacks.
  */
-import net from 'node:net';
+import type net from 'node:net';
 import { Code, ServingError } from '@visionserve/protocol';
 import {
   CLIENT_PREFACE,
@@ -39,10 +40,13 @@ import {
   type HpackDecoder,
 } from '@visionserve/protocol/h2';
 import type { MessageAssembler } from './grpc-message-assembler.js';
+import { type ClientTlsOptions, connectSocket } from './client-tls.js';
 
 export interface H2ClientConnectionOptions {
   readonly host: string;
   readonly port: number;
+  /** TLS settings (ALPN h2); undefined: plaintext with prior knowledge. */
+  readonly tls: ClientTlsOptions | undefined;
   /** Receive window per stream and for the connection, bytes. */
   readonly windowBytes: number;
   /** SETTINGS_MAX_FRAME_SIZE advertised, bytes. */
@@ -200,18 +204,22 @@ export class H2ClientConnection implements FrameSink {
       options.maxFrameBytes,
       options.maxHeaderListBytes + HEADER_BLOCK_SLACK,
     );
-    this.socket = net.connect({
-      host: options.host,
-      port: options.port,
-      noDelay: true,
-      onread: {
+    this.socket = connectSocket(
+      options.host,
+      options.port,
+      options.tls,
+      'h2',
+      {
         buffer: () => this.nextReadBuffer(),
         callback: (n: number, buffer: Uint8Array) => {
           this.onRead(n, buffer);
           return true;
         },
       },
-    });
+      (error) => {
+        this.fail(new ServingError(Code.UNAVAILABLE, `Connection failed: ${error.message}`));
+      },
+    );
     this.socket.unref();
     this.socket.on('error', (error: Error) => {
       this.fail(new ServingError(Code.UNAVAILABLE, `Connection failed: ${error.message}`));

@@ -6,6 +6,7 @@
  */
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
+import { type ClientTlsOptions, serverUrl, usesTls } from './client-tls.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
 import { createMessageAssembler } from './grpc-message-assembler.js';
 import { codeOfHttpStatus, grpcStatusFrom, unaryOutcome } from './grpc-status.js';
@@ -17,8 +18,10 @@ import {
 } from './h2-client-connection.js';
 
 export interface H2GrpcChannelOptions {
-  /** "host:port" or "http://host:port" (plaintext HTTP/2; TLS is not supported). */
+  /** "host:port", "http://host:port" or "https://host:port" (TLS; so is "host:port" with `tls`). */
   readonly address: string;
+  /** TLS settings: a private CA, a client certificate (ClientTlsOptions). */
+  readonly tls?: ClientTlsOptions;
   /** Largest accepted response message in bytes. Default 2 GiB - 1 (no practical limit). */
   readonly maxReceiveBytes?: number;
   /** SETTINGS_MAX_FRAME_SIZE advertised, bytes, 16384 to 16777215. Default 1 MiB. */
@@ -40,32 +43,27 @@ export const H2_RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024;
 /** Largest response header list accepted, bytes (SETTINGS_MAX_HEADER_LIST_SIZE). */
 const MAX_HEADER_LIST_BYTES = 64 * 1024;
 
-function parseAddress(address: string): { host: string; port: number } {
-  let url: URL;
-  try {
-    url = new URL(address.includes('://') ? address : `http://${address}`);
-  } catch {
-    throw new ServingError(Code.INVALID_ARGUMENT, `Bad gRPC address: ${address}`);
-  }
-  if (url.protocol !== 'http:') {
-    throw new ServingError(
-      Code.INVALID_ARGUMENT,
-      `Only plaintext http:// gRPC addresses are supported: ${address}`,
-    );
-  }
+function parseAddress(
+  address: string,
+  tls: ClientTlsOptions | undefined,
+): { host: string; port: number; secure: boolean } {
+  const url = serverUrl(address, tls, 'gRPC address');
+  const secure = usesTls(url, tls, `gRPC address ${address}`);
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-  return { host, port: url.port === '' ? 80 : Number(url.port) };
+  return { host, port: url.port === '' ? (secure ? 443 : 80) : Number(url.port), secure };
 }
 
 export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel {
-  let parsed: { host: string; port: number } | ServingError;
+  let parsed: { host: string; port: number; secure: boolean } | ServingError;
   try {
-    parsed = parseAddress(options.address);
+    parsed = parseAddress(options.address, options.tls);
   } catch (error) {
     parsed = error as ServingError;
   }
-  const { host, port } = parsed instanceof ServingError ? { host: '', port: 0 } : parsed;
-  const authority = port === 80 ? host : `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const { host, port, secure } =
+    parsed instanceof ServingError ? { host: '', port: 0, secure: false } : parsed;
+  const authority =
+    port === (secure ? 443 : 80) ? host : `${host.includes(':') ? `[${host}]` : host}:${port}`;
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
   let connection: H2ClientConnection | undefined;
   /** Every connection not yet ended, draining ones included: close() ends them all. */
@@ -77,6 +75,7 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
     const created: H2ClientConnection = new H2ClientConnection({
       host,
       port,
+      tls: secure ? (options.tls ?? {}) : undefined,
       windowBytes: options.windowBytes ?? H2_RECEIVE_WINDOW_BYTES,
       maxFrameBytes: options.maxFrameBytes ?? 1024 * 1024,
       maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
@@ -102,7 +101,7 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
         }
         const headers: [string, string][] = [
           [':method', 'POST'],
-          [':scheme', 'http'],
+          [':scheme', secure ? 'https' : 'http'],
           [':path', path],
           [':authority', authority],
           ['content-type', 'application/grpc+proto'],

@@ -1,12 +1,15 @@
 /**
- * What the HTTP/1.1 transports share: a call, its result, the transport's interface and
- * options, and the keep-alive rules both follow (http-transport.ts picks one).
+ * The HTTP/1.1 transport's interface: a call, its result, the options, and the keep-alive
+ * rules (http1-transport.ts implements it).
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import type { ClientTlsOptions } from './client-tls.js';
 
 export interface HttpTransportOptions {
-  /** Base URL, e.g. "http://127.0.0.1:8501"; a path prefix is kept. */
+  /** Base URL, e.g. "http://127.0.0.1:8501" or "https://..."; a path prefix is kept. */
   readonly baseUrl: string;
+  /** TLS settings for an https:// base URL (a private CA, a client certificate). */
+  readonly tls?: ClientTlsOptions;
   /** Sockets kept per host (and the most requests in flight). Default 16. */
   readonly maxSockets?: number;
   /** Headers sent with every request (e.g. authorization). */
@@ -55,8 +58,8 @@ export interface HttpTransport {
   /** Resolves with any HTTP status; rejects only for transport failures or aborts. */
   request(call: HttpCall): Promise<HttpResult>;
   /**
-   * Closes the idle keep-alive connections; busy ones are not kept once their call ends
-   * (https://, on node:https: ended at once). Later calls open new connections.
+   * Closes the idle keep-alive connections; busy ones are not kept once their call ends.
+   * Later calls open new connections.
    */
   close(): void;
 }

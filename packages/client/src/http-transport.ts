@@ -1,13 +1,12 @@
 /**
  * The HTTP/1.1 client transport of the REST, KServe HTTP and /invocations clients, with
- * keep-alive: our own connections for http:// (http1-transport.ts: large bodies are read
- * straight into place), node:https for https:// (node-http-transport.ts). Non-2xx answers
- * become ServingErrors (see errorFromHttp).
+ * keep-alive, for http:// and https:// (http1-transport.ts: large bodies are read straight
+ * into place). Non-2xx answers become ServingErrors (see errorFromHttp).
  */
-import { Code, ServingError, codeForHttpStatus } from '@visionserve/protocol';
+import { ServingError, codeForHttpStatus } from '@visionserve/protocol';
 import type { HttpResult, HttpTransport, HttpTransportOptions } from './http-call.js';
 import { createHttp1Transport } from './http1-transport.js';
-import { createNodeHttpsTransport } from './node-http-transport.js';
+import { serverUrl } from './client-tls.js';
 
 export {
   DEFAULT_IDLE_SOCKET_TIMEOUT_MS,
@@ -19,12 +18,7 @@ export {
 } from './http-call.js';
 
 export function createHttpTransport(options: HttpTransportOptions): HttpTransport {
-  const base = new URL(options.baseUrl.includes('://') ? options.baseUrl : `http://${options.baseUrl}`);
-  if (base.protocol === 'https:') return createNodeHttpsTransport(base, options);
-  if (base.protocol !== 'http:') {
-    throw new ServingError(Code.INVALID_ARGUMENT, `Unsupported URL scheme ${base.protocol}`);
-  }
-  return createHttp1Transport(base, options);
+  return createHttp1Transport(serverUrl(options.baseUrl, options.tls, 'base URL'), options);
 }
 
 /**

@@ -1,21 +1,24 @@
 /**
- * The HTTP/1.1 transport of our own for plain http:// (https:// goes through node:https,
- * node-http-transport.ts): keep-alive connections whose socket reads a response body of
- * known length straight into the one buffer that the caller gets (`net` onread, see
- * http1-response-reader.ts). node:http copies every body read twice more (its parser hands
- * each piece out as a fresh buffer, the caller assembles them): on a 34 MB answer that was
- * about two thirds of the client's CPU and a full garbage collection per answer.
+ * The client's HTTP/1.1 transport, for http:// and https://: keep-alive connections whose
+ * socket reads a response body of known length straight into the one buffer that the caller
+ * gets (`onread`, see http1-response-reader.ts; over TLS each record is decrypted there).
+ * node:http and node:https copied every body read twice more (the parser hands each piece
+ * out as a fresh buffer, the caller assembled them): on a 34 MB answer that was about two
+ * thirds of the client's CPU and a full garbage collection per answer.
  *
  * One request at a time per connection (no pipelining), at most `maxSockets` connections;
- * further calls wait for one. The keep-alive rules are those of node-http-transport.ts: an
- * idle connection is dropped a second before the server's `Keep-Alive: timeout=N` (or after
- * `idleSocketTimeoutMs`), and an idempotent call whose reused connection turns out closed
- * before any response byte (ECONNRESET, EPIPE, end of stream) is sent once more on a new one.
- * An abort ends the call's connection (HTTP/1.1 cannot cancel a request otherwise).
+ * further calls wait for one. An idle connection is dropped a second before the server's
+ * `Keep-Alive: timeout=N` (or after `idleSocketTimeoutMs`): a request written on a socket the
+ * server has just closed fails with EPIPE or ECONNRESET although the server never saw it, so
+ * an idempotent call whose reused connection turns out closed before any response byte
+ * (ECONNRESET, EPIPE, end of stream) is sent once more on a new one (the rule browsers and
+ * node's documentation give for this race). An abort ends the call's connection (HTTP/1.1
+ * cannot cancel a request otherwise).
  */
-import net from 'node:net';
+import type net from 'node:net';
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
+import { type ClientTlsOptions, connectSocket, usesTls } from './client-tls.js';
 import {
   DEFAULT_IDLE_SOCKET_TIMEOUT_MS,
   type HttpCall,
@@ -77,20 +80,28 @@ class Http1Connection {
     port: number,
     /** host:port as in the URL, for messages. */
     authority: string,
+    /** TLS settings (https://); undefined: plain TCP. */
+    tls: ClientTlsOptions | undefined,
     private readonly onGone: (connection: Http1Connection) => void,
   ) {
-    this.socket = net.connect({
+    this.socket = connectSocket(
       host,
       port,
-      noDelay: true,
-      onread: {
+      tls,
+      'http/1.1',
+      {
         buffer: () => this.exchange?.reader.room() ?? this.scratch,
         callback: (n: number, buffer: Uint8Array) => {
           this.onRead(n, buffer);
           return true;
         },
       },
-    });
+      (error) => {
+        this.destroy(
+          new ServingError(Code.UNAVAILABLE, `HTTPS request to ${authority} failed: ${error.message}`),
+        );
+      },
+    );
     this.socket.setKeepAlive(true, 1000);
     this.socket.on('error', (error: NodeJS.ErrnoException) => {
       this.end(
@@ -196,8 +207,9 @@ interface Waiter {
 }
 
 export function createHttp1Transport(base: URL, options: HttpTransportOptions): HttpTransport {
+  const tls = usesTls(base, options.tls, `${base.protocol}//${base.host}`) ? (options.tls ?? {}) : undefined;
   const host = base.hostname.replace(/^\[(.*)\]$/, '$1');
-  const port = base.port === '' ? 80 : Number(base.port);
+  const port = base.port === '' ? (tls === undefined ? 80 : 443) : Number(base.port);
   const prefix = base.pathname.replace(/\/+$/, '');
   const maxSockets = options.maxSockets ?? 16;
   const maxBytes = options.maxResponseBytes ?? 1024 * 1024 * 1024;
@@ -238,7 +250,7 @@ export function createHttp1Transport(base: URL, options: HttpTransportOptions): 
         idle[0]!.destroy(); // makes room for the new connection
       }
       if (open.size < maxSockets) {
-        const connection = new Http1Connection(host, port, base.host, forget);
+        const connection = new Http1Connection(host, port, base.host, tls, forget);
         open.add(connection);
         return connection;
       }

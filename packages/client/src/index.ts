@@ -22,6 +22,7 @@ export {
   parseLabelLines,
   softmax,
 } from '@visionserve/vision';
+export type { ClientTlsOptions } from './client-tls.js';
 export * from './grpc-channel.js';
 export * from './tfs-grpc-client.js';
 export * from './tfs-rest-client.js';

@@ -4,6 +4,7 @@
  * `X-Amzn-SageMaker-Custom-Attributes` (`tfs-model-name=...,tfs-model-version=...,tfs-method=...`).
  */
 import { Code, ServingError } from '@visionserve/protocol';
+import type { ClientTlsOptions } from './client-tls.js';
 import { type CallOptions, withCallScope } from './call-options.js';
 import { type HttpTransport, createHttpTransport, errorFromHttp } from './http-transport.js';
 import type { WireBytes } from './results.js';
@@ -11,6 +12,8 @@ import type { WireBytes } from './results.js';
 export interface InvocationsClientOptions {
   /** Base URL of the endpoint, e.g. "http://127.0.0.1:8080". */
   readonly baseUrl: string;
+  /** TLS settings for an https:// base URL: a private CA, a client certificate (ClientTlsOptions). */
+  readonly tls?: ClientTlsOptions;
   /** Deadline applied to calls that set no `timeoutMs`, in ms. Default none. */
   readonly defaultTimeoutMs?: number;
   /** Keep-alive sockets (and requests in flight). Default 16. */
@@ -81,6 +84,7 @@ export function customAttributesHeader(options: InvokeOptions): string | undefin
 export function createInvocationsClient(options: InvocationsClientOptions): InvocationsClient {
   const transport: HttpTransport = createHttpTransport({
     baseUrl: options.baseUrl,
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
     ...(options.maxSockets !== undefined ? { maxSockets: options.maxSockets } : {}),
     ...(options.headers !== undefined ? { headers: options.headers } : {}),
   });

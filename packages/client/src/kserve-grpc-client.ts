@@ -1,6 +1,6 @@
 /**
  * KServe v2 / Open Inference Protocol client over gRPC (`inference.GRPCInferenceService`, the
- * service Triton and KServe runtimes serve), on the node:http2 channel; no grpc-js, no native
+ * service Triton and KServe runtimes serve), on the client's gRPC channel; no grpc-js, no native
  * dependencies. Inference sends every input in `raw_input_contents` (views of the tensors, as
  * tritonclient does) and reads `raw_output_contents` (or typed contents) back. The protobuf
  * codec is loaded on the first call, so creating a client is cheap.
@@ -8,6 +8,7 @@
 import type { Tensor } from '@visionserve/protocol';
 import type { InferParameters } from '@visionserve/protocol/kserve';
 import { type CallOptions, withCallScope } from './call-options.js';
+import type { ClientTlsOptions } from './client-tls.js';
 import { type GrpcChannel, type GrpcClientTransport, createGrpcChannel } from './grpc-channel.js';
 import type {
   KServeInferResult,
@@ -23,7 +24,7 @@ import { modelInferResponsePadding } from './response-placement.js';
 import type { UnaryCallOptions } from './grpc-channel-types.js';
 
 export interface KServeGrpcClientOptions {
-  /** Server address "host:port" (visionserve serves KServe gRPC on its gRPC port, 8500; Triton uses 8001). */
+  /** Server address "host:port" (visionserve serves KServe gRPC on its gRPC port, 8500; Triton uses 8001), or "https://host:port" for TLS. */
   readonly address: string;
   /** Deadline applied to calls that set no `timeoutMs`, in ms. Default none. */
   readonly defaultTimeoutMs?: number;
@@ -31,6 +32,8 @@ export interface KServeGrpcClientOptions {
   readonly maxReceiveBytes?: number;
   /** The HTTP/2 implementation (GrpcChannelOptions.transport). Default 'lean'. */
   readonly transport?: GrpcClientTransport;
+  /** TLS settings for an https:// address (or "host:port"): a private CA, a client certificate. */
+  readonly tls?: ClientTlsOptions;
   /** Request metadata sent with every call (ASCII values), e.g. an authorization header. */
   readonly metadata?: Readonly<Record<string, string>>;
 }
@@ -95,6 +98,7 @@ export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServe
     address: options.address,
     ...(options.maxReceiveBytes !== undefined ? { maxReceiveBytes: options.maxReceiveBytes } : {}),
     ...(options.transport !== undefined ? { transport: options.transport } : {}),
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
   });
 
   /** Encodes, calls and decodes inside one deadline. */

@@ -14,6 +14,7 @@ import {
   decodeHttpInferResponse,
   encodeHttpInferRequest,
 } from '@visionserve/protocol/kserve';
+import type { ClientTlsOptions } from './client-tls.js';
 import { type CallOptions, withCallScope } from './call-options.js';
 import { type HttpResult, type HttpTransport, createHttpTransport, errorFromHttp } from './http-transport.js';
 import { type KServeModelRef, kserveRef } from './kserve-ref.js';
@@ -23,6 +24,8 @@ import type { PredictResult, Predictor } from './results.js';
 export interface KServeHttpClientOptions {
   /** Base URL, e.g. "http://127.0.0.1:8501" (visionserve serves /v2 on its REST port; Triton uses 8000). */
   readonly baseUrl: string;
+  /** TLS settings for an https:// base URL: a private CA, a client certificate (ClientTlsOptions). */
+  readonly tls?: ClientTlsOptions;
   /** Deadline applied to calls that set no `timeoutMs`, in ms. Default none. */
   readonly defaultTimeoutMs?: number;
   /** Keep-alive sockets (and requests in flight). Default 16. */
@@ -162,6 +165,7 @@ function zlib(fn: typeof gzip | typeof gunzip, body: Uint8Array, limit?: number)
 export function createKServeHttpClient(options: KServeHttpClientOptions): KServeHttpClient {
   const transport: HttpTransport = createHttpTransport({
     baseUrl: options.baseUrl,
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
     ...(options.maxSockets !== undefined ? { maxSockets: options.maxSockets } : {}),
     ...(options.headers !== undefined ? { headers: options.headers } : {}),
     ...(options.maxResponseBytes !== undefined ? { maxResponseBytes: options.maxResponseBytes } : {}),

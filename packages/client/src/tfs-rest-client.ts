@@ -15,6 +15,7 @@ import {
   tfDataTypeName,
   tfsJsonToTensors,
 } from '@visionserve/protocol';
+import type { ClientTlsOptions } from './client-tls.js';
 import { type CallOptions, withCallScope } from './call-options.js';
 import { type HttpResult, type HttpTransport, createHttpTransport, errorFromHttp } from './http-transport.js';
 import { type ModelRef, type ModelSpec, modelSpec, restModelPath } from './model-ref.js';
@@ -30,6 +31,8 @@ import type {
 export interface TfsRestClientOptions {
   /** Base URL, e.g. "http://127.0.0.1:8501" (TF Serving's usual REST port). */
   readonly baseUrl: string;
+  /** TLS settings for an https:// base URL: a private CA, a client certificate (ClientTlsOptions). */
+  readonly tls?: ClientTlsOptions;
   /** Deadline applied to calls that set no `timeoutMs`, in ms. Default none. */
   readonly defaultTimeoutMs?: number;
   /** Keep-alive sockets (and requests in flight). Default 16. */
@@ -70,6 +73,7 @@ const DTYPE_BY_TF_NAME: ReadonlyMap<string, DType> = new Map(DTYPES.map((d) => [
 export function createTfsRestClient(options: TfsRestClientOptions): TfsRestClient {
   const transport: HttpTransport = createHttpTransport({
     baseUrl: options.baseUrl,
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
     ...(options.maxSockets !== undefined ? { maxSockets: options.maxSockets } : {}),
     ...(options.headers !== undefined ? { headers: options.headers } : {}),
     ...(options.maxResponseBytes !== undefined ? { maxResponseBytes: options.maxResponseBytes } : {}),

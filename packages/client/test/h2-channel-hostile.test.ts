@@ -365,7 +365,10 @@ describe('lean gRPC channel against a scripted HTTP/2 server', () => {
       isCode(Code.UNAVAILABLE),
     );
     channel.close();
-    const bad = createGrpcChannel({ address: 'https://127.0.0.1:1', transport: 'lean' });
+    const refusedTls = createGrpcChannel({ address: 'https://127.0.0.1:1', transport: 'lean' });
+    await assert.rejects(refusedTls.unary('/x/y', new Uint8Array(0)), isCode(Code.UNAVAILABLE));
+    refusedTls.close();
+    const bad = createGrpcChannel({ address: 'ftp://127.0.0.1:1', transport: 'lean' });
     await assert.rejects(bad.unary('/x/y', new Uint8Array(0)), isCode(Code.INVALID_ARGUMENT));
   });
 
