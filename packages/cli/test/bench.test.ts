@@ -367,11 +367,13 @@ describe('visionserve bench arguments', () => {
     const d = parseBenchArgs([]);
     assert.deepEqual(d.options.suites, ['latency']);
     assert.equal(d.options.cases, undefined, 'each suite picks its default cases');
-    assert.equal(d.options.paths.length, 12);
+    assert.equal(d.options.paths.length, 14);
     assert.ok(
       d.options.paths.includes('kserve-http') &&
         d.options.paths.includes('kserve-json') &&
-        d.options.paths.includes('kserve-grpc'),
+        d.options.paths.includes('kserve-grpc') &&
+        d.options.paths.includes('grpc-tls') &&
+        d.options.paths.includes('kserve-https'),
     );
     assert.equal(d.planOnly, false);
     const a = parseBenchArgs([
@@ -439,14 +441,22 @@ const SHORT: Omit<BenchOptions, 'paths'> = {
 };
 
 describe('runBench (short)', () => {
-  it('latency suite: floors, in-process, gRPC and /invocations rows, table and chart; no folder left', async () => {
+  it('latency suite: floors, in-process, gRPC, /invocations and TLS rows, table and chart; no folder left', async () => {
     const root = await tempRoot();
     const steps: string[] = [];
     let planned = 0;
     try {
       const report = await runBench({
         ...SHORT,
-        paths: ['floor', 'image-floor', 'in-process', 'grpc-tensor-content', 'invocations'],
+        paths: [
+          'floor',
+          'image-floor',
+          'in-process',
+          'grpc-tensor-content',
+          'invocations',
+          'grpc-tls',
+          'kserve-https',
+        ],
         tempRoot: root,
         onPlan: (p) => {
           planned = p.steps;
@@ -464,7 +474,7 @@ describe('runBench (short)', () => {
       // in a quiet moment may show half the floor's latency; the bench reports that, it is no bug.
       const floorP50 = report.cases[0]!.floorP50;
       assert.ok(Number.isFinite(floorP50) && floorP50 > 0, String(floorP50));
-      for (const path of ['in-process', 'grpc-tensor-content', 'invocations']) {
+      for (const path of ['in-process', 'grpc-tensor-content', 'invocations', 'grpc-tls', 'kserve-https']) {
         for (const mode of ['closed', 'open']) {
           const r = row(path, mode);
           assert.ok(
@@ -476,6 +486,9 @@ describe('runBench (short)', () => {
         }
       }
       assert.ok(row('grpc-tensor-content')!.requestBytes! > 600_000);
+      // Over TLS the same message goes out; the server measured is the TLS one.
+      assert.equal(row('grpc-tls')!.requestBytes, row('grpc-tensor-content')!.requestBytes);
+      assert.ok(row('kserve-https')!.serverCpuMsPerRequest! > 0);
       assert.ok(row('grpc-tensor-content')!.serverCpuMsPerRequest! > 0);
       assert.ok(row('grpc-tensor-content', 'open')!.ratePerSecond! > 0);
       assert.ok(row('invocations')!.responseBytes! > 0, 'top-5 JSON came back');
@@ -498,7 +511,9 @@ describe('runBench (short)', () => {
       const svg = formatChart(report);
       assert.ok(svg.startsWith('<svg') && svg.trimEnd().endsWith('</svg>'));
       assert.equal(svg.match(/<svg/g)?.length, 1);
-      assert.match(svg, /gRPC tensor_content/);
+      // Labels wrap onto two lines as bar groups narrow.
+      assert.match(svg, /tensor_content/);
+      assert.match(svg, /over TLS/);
     } finally {
       await rm(root, { recursive: true, force: true });
     }

@@ -29,7 +29,7 @@ import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { placeModel, tempRepo } from './helpers/model-repo.js';
 import { startHarness, type Harness } from './helpers/server-harness.js';
 import { REPO_ROOT } from './helpers/shared.js';
-import { type TestCerts, makeTestCerts } from './helpers/test-certs.js';
+import { type TestCerts, makeTestCerts } from '../src/tools/test-certs.js';
 
 const run = promisify(execFile);
 

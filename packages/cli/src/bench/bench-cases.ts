@@ -120,6 +120,8 @@ export const CASES: Readonly<Record<CaseId, CaseSpec>> = {
       'kserve-http': 250,
       'kserve-json': 4000,
       'kserve-grpc': 250,
+      'grpc-tls': 400,
+      'kserve-https': 400,
       'rest-json': 4000,
     },
     async stage(dir) {

@@ -6,7 +6,10 @@
 import type { BenchReport, BenchRow } from './bench-results.js';
 import { formatMs, pathLabel } from './bench-report.js';
 
+/** Narrowest chart, px; wider when a panel has more bar groups than fit at GROUP_MIN_WIDTH. */
 const WIDTH = 1000;
+/** Narrowest bar group, px: room for its two-line label. */
+const GROUP_MIN_WIDTH = 78;
 const PANEL_HEIGHT = 378;
 const TOP = 84;
 const LEFT = 70;
@@ -50,11 +53,16 @@ function wrap(text: string, maxChars: number): string[] {
 export function formatChart(report: BenchReport): string {
   const cases = report.cases;
   const height = TOP + cases.length * PANEL_HEIGHT + 40;
+  const groups = Math.max(
+    0,
+    ...cases.map((c) => report.rows.filter((r) => r.case === c.id && r.mode === 'closed').length),
+  );
+  const width = Math.max(WIDTH, LEFT + RIGHT + groups * GROUP_MIN_WIDTH);
   const out: string[] = [];
   out.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="12">`,
   );
-  out.push(`<rect width="${WIDTH}" height="${height}" fill="#ffffff"/>`);
+  out.push(`<rect width="${width}" height="${height}" fill="#ffffff"/>`);
   out.push(
     `<text x="${LEFT}" y="28" font-size="18" font-weight="bold">Latency as a multiple of the raw onnxruntime floor (lower is better)</text>`,
   );
@@ -86,11 +94,11 @@ export function formatChart(report: BenchReport): string {
     for (const t of ticksUpTo(top)) {
       const y = yOf(t);
       out.push(
-        `<line x1="${LEFT}" x2="${WIDTH - RIGHT}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" stroke="${t === 1 ? '#888' : '#e3e3e3'}" stroke-width="1"/>`,
+        `<line x1="${LEFT}" x2="${width - RIGHT}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" stroke="${t === 1 ? '#888' : '#e3e3e3'}" stroke-width="1"/>`,
       );
       out.push(`<text x="${LEFT - 8}" y="${(y + 4).toFixed(1)}" text-anchor="end" fill="#555">${t}×</text>`);
     }
-    const groupWidth = (WIDTH - LEFT - RIGHT) / Math.max(1, rows.length);
+    const groupWidth = (width - LEFT - RIGHT) / Math.max(1, rows.length);
     const barWidth = Math.min(34, groupWidth / 3.2);
     rows.forEach((r: BenchRow, i) => {
       const cx = LEFT + groupWidth * (i + 0.5);

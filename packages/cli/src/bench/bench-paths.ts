@@ -9,6 +9,8 @@ export type PathId =
   | 'kserve-http'
   | 'kserve-json'
   | 'kserve-grpc'
+  | 'grpc-tls'
+  | 'kserve-https'
   | 'rest-json'
   | 'invocations'
   | 'rest-b64'
@@ -79,6 +81,19 @@ export const PATHS: readonly PathInfo[] = [
     kind: 'served',
     label: 'KServe v2 gRPC',
     description: 'inference.GRPCInferenceService/ModelInfer with raw_input_contents / raw_output_contents',
+  },
+  {
+    id: 'grpc-tls',
+    kind: 'served',
+    label: 'gRPC tensor_content over TLS',
+    description:
+      'the gRPC tensor_content request over TLS 1.3 (a server with --ssl_config_file and --enable_serialization_as_tensor_content; a throwaway CA made with openssl, trusted by the client)',
+  },
+  {
+    id: 'kserve-https',
+    kind: 'served',
+    label: 'KServe v2 HTTP binary over TLS',
+    description: 'the KServe v2 HTTP binary request over TLS 1.3, to the same TLS server',
   },
   {
     id: 'rest-json',

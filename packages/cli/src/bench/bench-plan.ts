@@ -92,7 +92,8 @@ function runs(id: CaseId, path: PathId): boolean {
 export function planLatency(i: LatencyPlanInput): SuitePlan {
   let steps = 0;
   let ms = 0;
-  const servers = i.external ? 0 : (i.paths.includes('in-process') ? 1 : 0) + 2;
+  const tls = i.paths.includes('grpc-tls') || i.paths.includes('kserve-https');
+  const servers = i.external ? 0 : (i.paths.includes('in-process') ? 1 : 0) + (tls ? 1 : 0) + 2;
   for (const id of i.cases) {
     // The server RSS probe (latency-suite.ts): 1 + 2 requests in flight, 6 per slot.
     if (id === 'raw_detector' && i.paths.includes('grpc-tensor-content')) {

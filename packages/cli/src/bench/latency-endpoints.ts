@@ -1,9 +1,11 @@
 /**
  * What the latency suite talks to: the servers it starts (child processes on loopback: one
- * with typed gRPC responses, one with --enable_serialization_as_tensor_content, and the
- * in-process probe) or the running servers it is pointed at, with one client per path.
- * `runnerFor` turns an endpoint and a case into the path's runner.
+ * with typed gRPC responses, one with --enable_serialization_as_tensor_content, one with that
+ * and TLS on every listener, and the in-process probe) or the running servers it is pointed
+ * at, with one client per path. `runnerFor` turns an endpoint and a case into the path's runner.
  */
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import {
   createInvocationsClient,
   createKServeGrpcClient,
@@ -30,6 +32,7 @@ import { createRestJsonRunner } from './rest-json-runner.js';
 import { createRestB64Runner } from './rest-b64-runner.js';
 import { cachedTwinName } from './bench-cases.js';
 import { startServerProcess } from './server-process.js';
+import { type TestCerts, makeTestCerts } from '../tools/test-certs.js';
 
 export interface BenchTargets {
   /** gRPC address of a running server (typed responses). */
@@ -63,6 +66,12 @@ export interface LatencyEndpoints {
   /** KServe v2 gRPC, on the gRPC port (the typed-response server: KServe ignores that flag). */
   readonly kserveGrpc: Endpoint<KServeGrpcClient> | undefined;
   readonly invocations: Endpoint<InvocationsClient> | undefined;
+  /** gRPC tensor_content over TLS, to the TLS server. */
+  readonly grpcTls: Endpoint<TfsGrpcClient> | undefined;
+  /** KServe v2 HTTP binary over TLS, to the TLS server. */
+  readonly kserveHttps: Endpoint<KServeHttpClient> | undefined;
+  /** Why there is no TLS server, where the TLS paths were asked for. */
+  readonly noTls: string;
   readonly probe: InProcessProbe | undefined;
   /** Closes the clients, stops the servers and the probe this module started. */
   close(): Promise<void>;
@@ -79,6 +88,8 @@ export interface LatencyEndpointOptions {
   readonly concurrency: number;
   /** Per-request deadline, ms. */
   readonly timeoutMs: number;
+  /** A folder of the run's own (the TLS server's certificates go below it). */
+  readonly workDir: string;
   /** Children are killed here if the process is interrupted. */
   readonly cleanup: ExitCleanup;
   readonly log: (line: string) => void;
@@ -113,6 +124,8 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
     let tcPid: number | undefined;
     let mainGc: (() => GcTotals) | undefined;
     let tcGc: (() => GcTotals) | undefined;
+    let secure: { grpc: string; rest: string; ca: string; pid: number; gc: () => GcTotals } | undefined;
+    let noTls = 'the TLS paths need a server started by the benchmark (not --grpc/--rest targets)';
     if (o.targets) {
       ({ grpc: grpcAddress, grpcTensorContent: grpcTcAddress, rest: restUrl } = o.targets);
       invocationsUrl = o.targets.invocations;
@@ -144,6 +157,36 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
         grpcTcAddress = `127.0.0.1:${tc.grpcPort}`;
         tcPid = tc.pid;
         tcGc = tc.gc;
+      }
+      if (wants('grpc-tls') || wants('kserve-https')) {
+        const dir = join(o.workDir, 'tls');
+        await mkdir(dir);
+        let certs: TestCerts | undefined;
+        try {
+          certs = await makeTestCerts(dir);
+        } catch (error) {
+          noTls = `cannot make a test certificate with openssl: ${error instanceof Error ? error.message : String(error)}`;
+        }
+        if (certs !== undefined) {
+          const config = join(dir, 'ssl.config');
+          await writeFile(
+            config,
+            `server_key: ${JSON.stringify(certs.serverKey)}\nserver_cert: ${JSON.stringify(certs.serverCert)}\nclient_verify: false\n`,
+          );
+          o.log('starting server (TLS, --enable_serialization_as_tensor_content)...');
+          const tls = await startServer([
+            ...o.serverFlags,
+            '--enable_serialization_as_tensor_content',
+            `--ssl_config_file=${config}`,
+          ]);
+          secure = {
+            grpc: `https://127.0.0.1:${tls.grpcPort}`,
+            rest: `https://127.0.0.1:${tls.restPort}`,
+            ca: await readFile(certs.ca, 'utf8'),
+            pid: tls.pid,
+            gc: tls.gc,
+          };
+        }
       }
     }
     // VISIONSERVE_BENCH_GRPC_CLIENT=node runs the gRPC paths on node:http2 (A/B against the default, lean).
@@ -209,6 +252,30 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
           mainGc,
         )
       : undefined;
+    const grpcTls = secure
+      ? closing(
+          createTfsGrpcClient({
+            address: secure.grpc,
+            tls: { ca: secure.ca },
+            encoding: 'tensor_content',
+            ...clientOptions,
+          }),
+          secure.pid,
+          secure.gc,
+        )
+      : undefined;
+    const kserveHttps = secure
+      ? closing(
+          createKServeHttpClient({
+            baseUrl: secure.rest,
+            tls: { ca: secure.ca },
+            maxSockets: o.concurrency,
+            ...clientOptions,
+          }),
+          secure.pid,
+          secure.gc,
+        )
+      : undefined;
     let probe: InProcessProbe | undefined;
     if (wants('in-process')) {
       o.log('starting in-process probe...');
@@ -224,6 +291,9 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
       kserveJson,
       kserveGrpc,
       invocations,
+      grpcTls,
+      kserveHttps,
+      noTls,
       probe,
       close,
     };
@@ -272,6 +342,19 @@ export function runnerFor(path: PathId, benchCase: BenchCase, e: LatencyEndpoint
       return e.kserveGrpc
         ? createKServeRunner({ client: e.kserveGrpc.client, benchCase, ...pid(e.kserveGrpc) })
         : { unavailable: 'no gRPC server (pass --grpc)' };
+    case 'grpc-tls':
+      return e.grpcTls
+        ? createGrpcRunner({
+            client: e.grpcTls.client,
+            benchCase,
+            encoding: 'tensor_content',
+            ...pid(e.grpcTls),
+          })
+        : { unavailable: e.noTls };
+    case 'kserve-https':
+      return e.kserveHttps
+        ? createKServeRunner({ client: e.kserveHttps.client, benchCase, ...pid(e.kserveHttps) })
+        : { unavailable: e.noTls };
     case 'rest-json':
       return e.rest
         ? createRestJsonRunner({ client: e.rest.client, benchCase, ...pid(e.rest) })

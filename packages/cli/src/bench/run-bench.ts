@@ -220,6 +220,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
         serverFlags,
         concurrency: options.concurrency,
         timeoutMs: options.timeoutMs,
+        workDir: temp,
         cleanup,
         log,
       });

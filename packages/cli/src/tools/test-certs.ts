@@ -2,7 +2,10 @@ import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-/** PEM files of a throwaway CA, a server certificate for 127.0.0.1/localhost and a client certificate. */
+/**
+ * PEM files of a throwaway CA, a server certificate for 127.0.0.1/localhost and a client
+ * certificate, made with the openssl command (tests, and the benchmark's TLS paths).
+ */
 export interface TestCerts {
   readonly ca: string;
   readonly serverKey: string;
