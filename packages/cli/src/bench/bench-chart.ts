@@ -8,9 +8,11 @@ import { formatMs, pathLabel } from './bench-report.js';
 
 /** Narrowest chart, px; wider when a panel has more bar groups than fit at GROUP_MIN_WIDTH. */
 const WIDTH = 1000;
-/** Narrowest bar group, px: room for its two-line label. */
-const GROUP_MIN_WIDTH = 78;
-const PANEL_HEIGHT = 378;
+/** Narrowest bar group, px: room for its label's lines of about 12 bold characters. */
+const GROUP_MIN_WIDTH = 100;
+/** Lines a bar group's label may take. */
+const LABEL_LINES = 4;
+const PANEL_HEIGHT = 392;
 const TOP = 84;
 const LEFT = 70;
 const RIGHT = 20;
@@ -38,13 +40,13 @@ function ratioLabel(r: number): string {
   return r < 10 ? `${r.toFixed(1)}×` : `${Math.round(r)}×`;
 }
 
-/** Wraps a label into at most 2 lines of ~maxChars. */
+/** Wraps a label into at most LABEL_LINES lines of ~maxChars (the last one takes the rest). */
 function wrap(text: string, maxChars: number): string[] {
   const words = text.split(' ');
   const lines: string[] = [''];
   for (const w of words) {
     const cur = lines[lines.length - 1]!;
-    if (cur.length > 0 && cur.length + 1 + w.length > maxChars && lines.length < 2) lines.push(w);
+    if (cur.length > 0 && cur.length + 1 + w.length > maxChars && lines.length < LABEL_LINES) lines.push(w);
     else lines[lines.length - 1] = cur.length > 0 ? `${cur} ${w}` : w;
   }
   return lines;
@@ -102,7 +104,7 @@ export function formatChart(report: BenchReport): string {
     const barWidth = Math.min(34, groupWidth / 3.2);
     rows.forEach((r: BenchRow, i) => {
       const cx = LEFT + groupWidth * (i + 0.5);
-      const label = wrap(pathLabel(report, r.path), Math.max(12, Math.floor(groupWidth / 7.5)));
+      const label = wrap(pathLabel(report, r.path), Math.max(12, Math.floor(groupWidth / 8)));
       label.forEach((line, li) => {
         out.push(
           `<text x="${cx.toFixed(1)}" y="${plotBottom + 18 + li * 14}" text-anchor="middle" font-weight="bold">${esc(line)}</text>`,
