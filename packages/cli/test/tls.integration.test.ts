@@ -9,8 +9,13 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { copyFile, readFile, writeFile } from 'node:fs/promises';
-import { connect } from 'node:http2';
-import { connect as tlsConnect, createServer as createTlsServer } from 'node:tls';
+import { connect, createSecureServer } from 'node:http2';
+import {
+  type Server,
+  type TLSSocket,
+  connect as tlsConnect,
+  createServer as createTlsServer,
+} from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -272,30 +277,123 @@ describe('TLS on every listener (server certificate only)', () => {
     plain.close();
   });
 
-  it('the client library fails clearly when a TLS server does not agree to HTTP/2', async () => {
+  it('the client library fails clearly when a TLS server does not agree to HTTP/2, sending it nothing', async () => {
+    let received: Buffer[] = [];
     const server = createTlsServer({
       key: await readFile(certs.serverKey),
       cert: await readFile(certs.serverCert),
       // No ALPN at all (a server that offers only http/1.1 ends the handshake itself).
     });
     server.on('secureConnection', (socket) => {
+      socket.on('data', (bytes: Buffer) => {
+        received.push(bytes);
+      });
       socket.on('error', () => undefined);
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as AddressInfo).port;
-    const grpc = createTfsGrpcClient({
-      address: `https://127.0.0.1:${port}`,
-      tls: { ca: await readFile(certs.ca) },
-    });
     try {
+      for (const transport of ['lean', 'node'] as const) {
+        received = [];
+        const grpc = createTfsGrpcClient({
+          address: `https://127.0.0.1:${port}`,
+          tls: { ca: await readFile(certs.ca) },
+          transport,
+          metadata: { authorization: 'Bearer secret' },
+        });
+        try {
+          await assert.rejects(grpc.getModelStatus('half', { timeoutMs: 5000 }), (error) => {
+            isCode(Code.UNAVAILABLE)(error);
+            assert.match((error as Error).message, /did not accept h2/, transport);
+            return true;
+          });
+        } finally {
+          grpc.close();
+        }
+        // Give any stray bytes time to arrive: the request (and its credentials) never left.
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        const bytes = Buffer.concat(received);
+        if (transport === 'lean') {
+          assert.equal(bytes.length, 0, 'nothing at all');
+        } else {
+          // node:http2 sends its preface and SETTINGS before it lets us check ALPN: no HEADERS.
+          assert.ok(bytes.subarray(0, 24).toString('latin1').startsWith('PRI * HTTP/2.0'));
+          for (let at = 24; at + 9 <= bytes.length; at += 9 + bytes.readUIntBE(at, 3)) {
+            assert.notEqual(bytes[at + 3], 1, 'a HEADERS frame left');
+          }
+        }
+      }
+    } finally {
+      server.close();
+    }
+  });
+
+  it('the client library checks the server name over gRPC too', async () => {
+    const ca = await readFile(certs.ca, 'utf8');
+    for (const transport of ['lean', 'node'] as const) {
+      const grpc = createTfsGrpcClient({
+        address: `https://127.0.0.1:${h.server.ports.grpc!}`,
+        tls: { ca, servername: 'other.example' },
+        transport,
+      });
       await assert.rejects(grpc.getModelStatus('half', { timeoutMs: 5000 }), (error) => {
         isCode(Code.UNAVAILABLE)(error);
-        assert.match((error as Error).message, /did not accept h2/);
+        assert.match((error as Error).message, /other\.example/, transport);
         return true;
       });
-    } finally {
       grpc.close();
-      server.close();
+    }
+  });
+
+  it('the client library resumes TLS sessions on its new connections', async () => {
+    const key = await readFile(certs.serverKey);
+    const cert = await readFile(certs.serverCert);
+    const ca = await readFile(certs.ca, 'utf8');
+    const listen = async (server: Server): Promise<number> => {
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      return (server.address() as AddressInfo).port;
+    };
+    // HTTP/1.1: every answer closes its connection, so every call opens a new one.
+    const h1Reused: boolean[] = [];
+    const h1 = createTlsServer({ key, cert }, (socket) => {
+      h1Reused.push(socket.isSessionReused());
+      socket.on('error', () => undefined);
+      socket.once('data', () => {
+        const body = '{"model_version_status":[]}';
+        socket.end(
+          `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
+        );
+      });
+    });
+    // HTTP/2: the server ends each connection after one answer (GOAWAY), so each call opens a new one.
+    const h2Reused: boolean[] = [];
+    const h2 = createSecureServer({ key, cert });
+    h2.on('secureConnection', (socket: TLSSocket) => {
+      h2Reused.push(socket.isSessionReused());
+    });
+    h2.on('stream', (stream) => {
+      stream.respond(
+        { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12' },
+        { endStream: true },
+      );
+      stream.session?.close();
+    });
+    const h1Port = await listen(h1);
+    const h2Port = await listen(h2);
+    const rest = createTfsRestClient({ baseUrl: `https://127.0.0.1:${h1Port}`, tls: { ca } });
+    const grpc = createTfsGrpcClient({ address: `https://127.0.0.1:${h2Port}`, tls: { ca } });
+    try {
+      for (let i = 0; i < 3; i++) {
+        await rest.getModelStatus('m');
+        await assert.rejects(grpc.getModelStatus('m'), isCode(Code.UNIMPLEMENTED));
+      }
+      assert.deepEqual(h1Reused, [false, true, true]);
+      assert.deepEqual(h2Reused, [false, true, true]);
+    } finally {
+      rest.close();
+      grpc.close();
+      h1.close();
+      h2.close();
     }
   });
 

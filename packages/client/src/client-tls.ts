@@ -47,6 +47,7 @@ export function serverUrl(address: string, options: ClientTlsOptions | undefined
  * with an http:// URL are refused rather than silently sent in clear.
  */
 export function usesTls(url: URL, options: ClientTlsOptions | undefined, what: string): boolean {
+  if (options !== undefined) checkTlsOptions(options);
   if (url.protocol === 'https:') return true;
   if (url.protocol !== 'http:') {
     throw new ServingError(Code.INVALID_ARGUMENT, `Unsupported URL scheme ${url.protocol} for ${what}`);
@@ -58,6 +59,19 @@ export function usesTls(url: URL, options: ClientTlsOptions | undefined, what: s
     );
   }
   return false;
+}
+
+/**
+ * Refuses settings node would quietly read as "not given": an empty `ca` (a file that turned
+ * out empty) would trust node's public roots instead of the private CA the caller meant.
+ */
+function checkTlsOptions(options: ClientTlsOptions): void {
+  const ca = options.ca;
+  if (ca === undefined) return;
+  const list = typeof ca === 'string' || Buffer.isBuffer(ca) ? [ca] : ca;
+  if (list.length === 0 || list.some((c) => c.length === 0)) {
+    throw new ServingError(Code.INVALID_ARGUMENT, 'TLS option ca is empty: give the PEM of the CA to trust');
+  }
 }
 
 /** Node's connection options for `options` (every field left out that the caller did not set). */
@@ -87,38 +101,76 @@ export interface SocketReads {
 }
 
 /**
- * A connection to host:port, plain TCP (`tls` undefined) or TLS offering one ALPN protocol,
- * with Nagle off. Both read through `onread`: over TLS, each record is decrypted straight
- * into the buffer `onread` gives, as plain TCP reads are. A TLS server that picks another
- * protocol (or none, where `alpn` is required) fails the connection with `onWrongProtocol`'s
- * error.
+ * The last TLS session a server gave one client (a transport, a channel): its next
+ * connections resume it instead of a full handshake, as node:https's agent does.
+ */
+export interface TlsSessionCache {
+  session: Buffer | undefined;
+}
+
+/** Where a socket goes. */
+export interface SocketTarget {
+  readonly host: string;
+  readonly port: number;
+  /** TLS settings; undefined: plain TCP. */
+  readonly tls: ClientTlsOptions | undefined;
+  /** Session tickets kept between connections of one client (TLS only). */
+  readonly sessions?: TlsSessionCache | undefined;
+}
+
+/** A TLS handshake must finish within this, ms (the call's deadline may end it sooner). */
+export const TLS_HANDSHAKE_TIMEOUT_MS = 20_000;
+
+/**
+ * A connection to host:port, plain TCP or TLS offering one ALPN protocol, with Nagle off.
+ * Both read through `onread`: over TLS, node decrypts each record into its own 16 KB buffer
+ * and copies the plaintext into the buffer `onread` gives (no allocation per read, as for
+ * plain TCP). A TLS connection is destroyed, and `onFailure` called, when the server picks
+ * another protocol (or none, where `alpn` is required) or the handshake takes longer than
+ * TLS_HANDSHAKE_TIMEOUT_MS: destroyed at once, so nothing written before the handshake (an
+ * HTTP/2 preface, a request and its credentials) reaches a server that did not agree to it.
  */
 export function connectSocket(
-  host: string,
-  port: number,
-  tls: ClientTlsOptions | undefined,
+  target: SocketTarget,
   alpn: 'h2' | 'http/1.1',
   onread: SocketReads,
-  onWrongProtocol: (error: Error) => void,
+  onFailure: (error: Error) => void,
 ): net.Socket {
+  const { host, port, tls, sessions } = target;
   if (tls === undefined) return net.connect({ host, port, noDelay: true, onread });
   // tls.connect takes net's `onread` (node's tls documentation); @types/node does not list it.
   const options: nodeTls.ConnectionOptions & { onread: SocketReads } = {
     host,
     port,
     ...tlsConnectionOptions(host, tls),
+    ...(sessions?.session !== undefined ? { session: sessions.session } : {}),
     ALPNProtocols: [alpn],
     onread,
   };
   const socket = nodeTls.connect(options);
   socket.setNoDelay(true); // reaches the TCP handle under TLS
+  const refuse = (error: Error): void => {
+    socket.destroy();
+    onFailure(error);
+  };
+  const timer = setTimeout(() => {
+    refuse(new Error(`the TLS handshake did not finish within ${TLS_HANDSHAKE_TIMEOUT_MS / 1000} s`));
+  }, TLS_HANDSHAKE_TIMEOUT_MS);
+  timer.unref();
+  socket.once('close', () => {
+    clearTimeout(timer);
+  });
+  if (sessions !== undefined) {
+    socket.on('session', (session: Buffer) => {
+      sessions.session = session;
+    });
+  }
   socket.once('secureConnect', () => {
+    clearTimeout(timer);
     const chosen = socket.alpnProtocol;
     // HTTP/2 over TLS requires ALPN (RFC 9113 3.2); an HTTP/1.1 server may not speak ALPN at all.
     if (chosen === alpn || (alpn === 'http/1.1' && chosen === false)) return;
-    onWrongProtocol(
-      new Error(`the server did not accept ${alpn} in the TLS handshake (ALPN: ${chosen || 'none'})`),
-    );
+    refuse(new Error(`the server did not accept ${alpn} in the TLS handshake (ALPN: ${chosen || 'none'})`));
   });
   return socket;
 }

@@ -125,7 +125,12 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
     s.on('error', () => {
       // Surfaced per call through the stream's error event.
     });
-    s.on('connect', () => {
+    s.on('connect', (_session, socket) => {
+      // node:http2 takes a TLS session without ALPN; HTTP/2 over TLS needs h2 (RFC 9113 3.2).
+      if (secure && (socket as { alpnProtocol?: string | false }).alpnProtocol !== 'h2') {
+        s.destroy(new Error('the server did not accept h2 in the TLS handshake'));
+        return;
+      }
       s.setLocalWindowSize(GRPC_RECEIVE_WINDOW_BYTES);
     });
     if (inFlight === 0) s.unref();

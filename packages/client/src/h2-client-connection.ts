@@ -8,7 +8,7 @@
  * Receive path: the socket reads into one reusable scratch buffer, except while a DATA frame
  * whose stream has its message buffer ready is being read: then the next read goes straight
  * into that buffer (MessageAssembler.target), so a large response is copied once, by the
- * kernel (over TLS: by the decryption of each record), into the buffer the caller's tensors
+ * kernel (over TLS: by node, from each decrypted record), into the buffer the caller's tensors
  * view.
  *
  * Anything the server sends that breaks the protocol ends the connection (GOAWAY with the
@@ -40,13 +40,15 @@ import {
   type HpackDecoder,
 } from '@visionserve/protocol/h2';
 import type { MessageAssembler } from './grpc-message-assembler.js';
-import { type ClientTlsOptions, connectSocket } from './client-tls.js';
+import { type ClientTlsOptions, type TlsSessionCache, connectSocket } from './client-tls.js';
 
 export interface H2ClientConnectionOptions {
   readonly host: string;
   readonly port: number;
   /** TLS settings (ALPN h2); undefined: plaintext with prior knowledge. */
   readonly tls: ClientTlsOptions | undefined;
+  /** TLS sessions kept between the channel's connections. */
+  readonly sessions?: TlsSessionCache;
   /** Receive window per stream and for the connection, bytes. */
   readonly windowBytes: number;
   /** SETTINGS_MAX_FRAME_SIZE advertised, bytes. */
@@ -205,9 +207,7 @@ export class H2ClientConnection implements FrameSink {
       options.maxHeaderListBytes + HEADER_BLOCK_SLACK,
     );
     this.socket = connectSocket(
-      options.host,
-      options.port,
-      options.tls,
+      options,
       'h2',
       {
         buffer: () => this.nextReadBuffer(),

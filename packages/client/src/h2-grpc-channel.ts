@@ -6,7 +6,7 @@
  */
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
-import { type ClientTlsOptions, serverUrl, usesTls } from './client-tls.js';
+import { type ClientTlsOptions, type TlsSessionCache, serverUrl, usesTls } from './client-tls.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
 import { createMessageAssembler } from './grpc-message-assembler.js';
 import { codeOfHttpStatus, grpcStatusFrom, unaryOutcome } from './grpc-status.js';
@@ -62,8 +62,9 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
   }
   const { host, port, secure } =
     parsed instanceof ServingError ? { host: '', port: 0, secure: false } : parsed;
-  const authority =
-    port === (secure ? 443 : 80) ? host : `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const hostPart = host.includes(':') ? `[${host}]` : host;
+  const authority = port === (secure ? 443 : 80) ? hostPart : `${hostPart}:${port}`;
+  const sessions: TlsSessionCache = { session: undefined };
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
   let connection: H2ClientConnection | undefined;
   /** Every connection not yet ended, draining ones included: close() ends them all. */
@@ -76,6 +77,7 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
       host,
       port,
       tls: secure ? (options.tls ?? {}) : undefined,
+      sessions,
       windowBytes: options.windowBytes ?? H2_RECEIVE_WINDOW_BYTES,
       maxFrameBytes: options.maxFrameBytes ?? 1024 * 1024,
       maxHeaderListBytes: MAX_HEADER_LIST_BYTES,

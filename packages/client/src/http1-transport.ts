@@ -1,7 +1,7 @@
 /**
  * The client's HTTP/1.1 transport, for http:// and https://: keep-alive connections whose
  * socket reads a response body of known length straight into the one buffer that the caller
- * gets (`onread`, see http1-response-reader.ts; over TLS each record is decrypted there).
+ * gets (`onread`, see http1-response-reader.ts; over TLS node copies each decrypted record there).
  * node:http and node:https copied every body read twice more (the parser hands each piece
  * out as a fresh buffer, the caller assembled them): on a 34 MB answer that was about two
  * thirds of the client's CPU and a full garbage collection per answer.
@@ -18,7 +18,7 @@
 import type net from 'node:net';
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
-import { type ClientTlsOptions, connectSocket, usesTls } from './client-tls.js';
+import { type SocketTarget, connectSocket, usesTls } from './client-tls.js';
 import {
   DEFAULT_IDLE_SOCKET_TIMEOUT_MS,
   type HttpCall,
@@ -76,18 +76,13 @@ class Http1Connection {
   private readonly scratch = Buffer.allocUnsafeSlow(SCRATCH_BYTES);
 
   constructor(
-    host: string,
-    port: number,
+    target: SocketTarget,
     /** host:port as in the URL, for messages. */
     authority: string,
-    /** TLS settings (https://); undefined: plain TCP. */
-    tls: ClientTlsOptions | undefined,
     private readonly onGone: (connection: Http1Connection) => void,
   ) {
     this.socket = connectSocket(
-      host,
-      port,
-      tls,
+      target,
       'http/1.1',
       {
         buffer: () => this.exchange?.reader.room() ?? this.scratch,
@@ -98,7 +93,7 @@ class Http1Connection {
       },
       (error) => {
         this.destroy(
-          new ServingError(Code.UNAVAILABLE, `HTTPS request to ${authority} failed: ${error.message}`),
+          new ServingError(Code.UNAVAILABLE, `HTTP request to ${authority} failed: ${error.message}`),
         );
       },
     );
@@ -210,6 +205,7 @@ export function createHttp1Transport(base: URL, options: HttpTransportOptions): 
   const tls = usesTls(base, options.tls, `${base.protocol}//${base.host}`) ? (options.tls ?? {}) : undefined;
   const host = base.hostname.replace(/^\[(.*)\]$/, '$1');
   const port = base.port === '' ? (tls === undefined ? 80 : 443) : Number(base.port);
+  const target: SocketTarget = { host, port, tls, sessions: { session: undefined } };
   const prefix = base.pathname.replace(/\/+$/, '');
   const maxSockets = options.maxSockets ?? 16;
   const maxBytes = options.maxResponseBytes ?? 1024 * 1024 * 1024;
@@ -250,7 +246,7 @@ export function createHttp1Transport(base: URL, options: HttpTransportOptions): 
         idle[0]!.destroy(); // makes room for the new connection
       }
       if (open.size < maxSockets) {
-        const connection = new Http1Connection(host, port, base.host, tls, forget);
+        const connection = new Http1Connection(target, base.host, forget);
         open.add(connection);
         return connection;
       }

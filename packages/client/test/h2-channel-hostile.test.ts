@@ -365,6 +365,8 @@ describe('lean gRPC channel against a scripted HTTP/2 server', () => {
       isCode(Code.UNAVAILABLE),
     );
     channel.close();
+    // https:// is a TLS address now, not a refused one: a refused connection is UNAVAILABLE
+    // (tls.integration.test.ts tests TLS itself).
     const refusedTls = createGrpcChannel({ address: 'https://127.0.0.1:1', transport: 'lean' });
     await assert.rejects(refusedTls.unary('/x/y', new Uint8Array(0)), isCode(Code.UNAVAILABLE));
     refusedTls.close();
