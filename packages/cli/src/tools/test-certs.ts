@@ -36,69 +36,45 @@ export async function makeTestCerts(dir: string, tag = '', clientName = 'admin-c
     '-out',
     f('ca.pem'),
   ]);
-  await writeFile(
-    f('server.ext'),
+  /** A key and a certificate for `subject` signed by the CA, with the extensions given. */
+  const signed = async (name: string, subject: string, extensions: string): Promise<void> => {
+    await writeFile(f(`${name}.ext`), extensions);
+    openssl(dir, [
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      subject,
+      '-keyout',
+      f(`${name}.key`),
+      '-out',
+      f(`${name}.csr`),
+    ]);
+    openssl(dir, [
+      'x509',
+      '-req',
+      '-in',
+      f(`${name}.csr`),
+      '-CA',
+      f('ca.pem'),
+      '-CAkey',
+      f('ca.key'),
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-extfile',
+      f(`${name}.ext`),
+      '-out',
+      f(`${name}.pem`),
+    ]);
+  };
+  await signed(
+    'server',
+    '/CN=localhost',
     'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n',
   );
-  openssl(dir, [
-    'req',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-subj',
-    '/CN=localhost',
-    '-keyout',
-    f('server.key'),
-    '-out',
-    f('server.csr'),
-  ]);
-  openssl(dir, [
-    'x509',
-    '-req',
-    '-in',
-    f('server.csr'),
-    '-CA',
-    f('ca.pem'),
-    '-CAkey',
-    f('ca.key'),
-    '-CAcreateserial',
-    '-days',
-    '2',
-    '-extfile',
-    f('server.ext'),
-    '-out',
-    f('server.pem'),
-  ]);
-  await writeFile(f('client.ext'), 'extendedKeyUsage=clientAuth\n');
-  openssl(dir, [
-    'req',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-subj',
-    `/CN=${clientName}`,
-    '-keyout',
-    f('client.key'),
-    '-out',
-    f('client.csr'),
-  ]);
-  openssl(dir, [
-    'x509',
-    '-req',
-    '-in',
-    f('client.csr'),
-    '-CA',
-    f('ca.pem'),
-    '-CAkey',
-    f('ca.key'),
-    '-CAcreateserial',
-    '-days',
-    '2',
-    '-extfile',
-    f('client.ext'),
-    '-out',
-    f('client.pem'),
-  ]);
+  await signed('client', `/CN=${clientName}`, 'extendedKeyUsage=clientAuth\n');
   return {
     ca: f('ca.pem'),
     serverKey: f('server.key'),
