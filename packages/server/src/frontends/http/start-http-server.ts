@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { Server as NetServer } from 'node:net';
-import { type ListenerTls, tlsServerOptions } from '../shared/listener-tls.js';
+import { type ListenerTls, tlsServerOptions, writeTlsBatchesWithoutCopy } from '../shared/listener-tls.js';
 import { DRAIN_IDLE_MS, trackConnections } from './connection-tracker.js';
 import type { HttpEdge } from './http-edge.js';
 
@@ -51,6 +51,7 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
       : tls.subscribe?.((context) => {
           secure.setSecureContext(context);
         });
+  secure?.on('secureConnection', writeTlsBatchesWithoutCopy);
   server.on('checkContinue', edge.checkContinue);
   server.maxConnections = options.maxConnections ?? 4096;
   server.headersTimeout = options.headersTimeoutMs ?? 20_000;

@@ -6,7 +6,7 @@
 import net from 'node:net';
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
-import { tlsServerOptions } from '../../shared/listener-tls.js';
+import { tlsServerOptions, writeTlsBatchesWithoutCopy } from '../../shared/listener-tls.js';
 import { type GrpcListener, type GrpcListenerOptions, listenOn } from '../grpc-listener.js';
 import {
   type ConnectionLifetime,
@@ -98,6 +98,7 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
         socket.destroy();
         return;
       }
+      writeTlsBatchesWithoutCopy(socket);
       serve(socket);
     });
     secure.on('tlsClientError', (error) => {
