@@ -58,6 +58,8 @@ export function writeTlsBatchesWithoutCopy(socket: TLSSocket): void {
     };
     for (const { chunk, encoding } of chunks) {
       const bytes = typeof chunk === 'string' ? Buffer.from(chunk, encoding) : chunk;
+      // node:http ends a response with an empty write: it would be a TLS write of its own.
+      if (bytes.byteLength === 0) continue;
       if (bytes.byteLength >= OWN_WRITE_MIN_BYTES) {
         endRun();
         pieces.push(bytes);
