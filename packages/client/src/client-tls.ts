@@ -42,6 +42,11 @@ export function serverUrl(address: string, options: ClientTlsOptions | undefined
   }
 }
 
+/** The host to connect to: the URL's host name, an IPv6 address without its brackets. */
+export function hostOf(url: URL): string {
+  return url.hostname.replace(/^\[(.*)\]$/, '$1');
+}
+
 /**
  * Whether a connection to `url` uses TLS: https:// does, http:// does not, and `tls` options
  * with an http:// URL are refused rather than silently sent in clear.

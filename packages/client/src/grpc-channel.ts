@@ -2,7 +2,7 @@ import { connect, constants } from 'node:http2';
 import type { ClientHttp2Session, IncomingHttpHeaders, IncomingHttpStatusHeader } from 'node:http2';
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
-import { type ClientTlsOptions, serverUrl, tlsConnectionOptions, usesTls } from './client-tls.js';
+import { type ClientTlsOptions, hostOf, serverUrl, tlsConnectionOptions, usesTls } from './client-tls.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
 import { createResponseReceiver } from './grpc-response-receiver.js';
 import { codeOfHttpStatus, grpcStatusFrom, unaryOutcome } from './grpc-status.js';
@@ -101,9 +101,7 @@ export function createGrpcChannel(options: GrpcChannelOptions): GrpcChannel {
   const url = serverUrl(options.address, options.tls, 'gRPC address');
   const secure = usesTls(url, options.tls, `gRPC address ${options.address}`);
   const authority = url.origin;
-  const tlsOptions = secure
-    ? tlsConnectionOptions(url.hostname.replace(/^\[(.*)\]$/, '$1'), options.tls)
-    : {};
+  const tlsOptions = secure ? tlsConnectionOptions(hostOf(url), options.tls) : {};
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
   let session: ClientHttp2Session | undefined;
   // The connection keeps the process alive only while calls are in flight.

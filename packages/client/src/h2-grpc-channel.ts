@@ -6,7 +6,7 @@
  */
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
-import { type ClientTlsOptions, type TlsSessionCache, serverUrl, usesTls } from './client-tls.js';
+import { type ClientTlsOptions, type TlsSessionCache, hostOf, serverUrl, usesTls } from './client-tls.js';
 import type { GrpcChannel } from './grpc-channel-types.js';
 import { createMessageAssembler } from './grpc-message-assembler.js';
 import { codeOfHttpStatus, grpcStatusFrom, unaryOutcome } from './grpc-status.js';
@@ -49,7 +49,7 @@ function parseAddress(
 ): { host: string; port: number; secure: boolean } {
   const url = serverUrl(address, tls, 'gRPC address');
   const secure = usesTls(url, tls, `gRPC address ${address}`);
-  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  const host = hostOf(url);
   return { host, port: url.port === '' ? (secure ? 443 : 80) : Number(url.port), secure };
 }
 

@@ -18,7 +18,7 @@
 import type net from 'node:net';
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
-import { type SocketTarget, connectSocket, usesTls } from './client-tls.js';
+import { type SocketTarget, connectSocket, hostOf, usesTls } from './client-tls.js';
 import {
   DEFAULT_IDLE_SOCKET_TIMEOUT_MS,
   type HttpCall,
@@ -203,7 +203,7 @@ interface Waiter {
 
 export function createHttp1Transport(base: URL, options: HttpTransportOptions): HttpTransport {
   const tls = usesTls(base, options.tls, `${base.protocol}//${base.host}`) ? (options.tls ?? {}) : undefined;
-  const host = base.hostname.replace(/^\[(.*)\]$/, '$1');
+  const host = hostOf(base);
   const port = base.port === '' ? (tls === undefined ? 80 : 443) : Number(base.port);
   const target: SocketTarget = { host, port, tls, sessions: { session: undefined } };
   const prefix = base.pathname.replace(/\/+$/, '');

@@ -31,7 +31,7 @@ import type { PathRunner, Unavailable } from './path-runner.js';
 import { createRestJsonRunner } from './rest-json-runner.js';
 import { createRestB64Runner } from './rest-b64-runner.js';
 import { cachedTwinName } from './bench-cases.js';
-import { startServerProcess } from './server-process.js';
+import { type ServerProcess, startServerProcess } from './server-process.js';
 import { type TestCerts, makeTestCerts } from '../tools/test-certs.js';
 
 export interface BenchTargets {
@@ -98,6 +98,52 @@ export interface LatencyEndpointOptions {
 const NO_INVOCATIONS =
   'server has no /invocations listener (started with --sagemaker_port=-1, or an external server without --invocations)';
 
+/** The TLS server's endpoints, as the clients reach them. */
+interface SecureServer {
+  readonly grpc: string;
+  readonly rest: string;
+  /** PEM of the throwaway CA that signed its certificate. */
+  readonly ca: string;
+  readonly pid: number;
+  readonly gc: () => GcTotals;
+}
+
+/**
+ * Starts the server of the TLS paths (--enable_serialization_as_tensor_content, TLS on every
+ * listener with a throwaway CA made by openssl under the run's folder), or says why it cannot.
+ */
+async function startTlsServer(
+  o: LatencyEndpointOptions,
+  startServer: (flags: readonly string[]) => Promise<ServerProcess>,
+): Promise<SecureServer | string> {
+  const dir = join(o.workDir, 'tls');
+  await mkdir(dir);
+  let certs: TestCerts;
+  try {
+    certs = await makeTestCerts(dir);
+  } catch (error) {
+    return `cannot make a test certificate with openssl: ${error instanceof Error ? error.message : String(error)}`;
+  }
+  const config = join(dir, 'ssl.config');
+  await writeFile(
+    config,
+    `server_key: ${JSON.stringify(certs.serverKey)}\nserver_cert: ${JSON.stringify(certs.serverCert)}\nclient_verify: false\n`,
+  );
+  o.log('starting server (TLS, --enable_serialization_as_tensor_content)...');
+  const server = await startServer([
+    ...o.serverFlags,
+    '--enable_serialization_as_tensor_content',
+    `--ssl_config_file=${config}`,
+  ]);
+  return {
+    grpc: `https://127.0.0.1:${server.grpcPort}`,
+    rest: `https://127.0.0.1:${server.restPort}`,
+    ca: await readFile(certs.ca, 'utf8'),
+    pid: server.pid,
+    gc: server.gc,
+  };
+}
+
 export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<LatencyEndpoints> {
   const wants = (p: PathId): boolean => o.paths.includes(p);
   const closers: (() => Promise<void> | void)[] = [];
@@ -124,7 +170,7 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
     let tcPid: number | undefined;
     let mainGc: (() => GcTotals) | undefined;
     let tcGc: (() => GcTotals) | undefined;
-    let secure: { grpc: string; rest: string; ca: string; pid: number; gc: () => GcTotals } | undefined;
+    let secure: SecureServer | undefined;
     let noTls = 'the TLS paths need a server started by the benchmark (not --grpc/--rest targets)';
     if (o.targets) {
       ({ grpc: grpcAddress, grpcTensorContent: grpcTcAddress, rest: restUrl } = o.targets);
@@ -159,34 +205,9 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
         tcGc = tc.gc;
       }
       if (wants('grpc-tls') || wants('kserve-https')) {
-        const dir = join(o.workDir, 'tls');
-        await mkdir(dir);
-        let certs: TestCerts | undefined;
-        try {
-          certs = await makeTestCerts(dir);
-        } catch (error) {
-          noTls = `cannot make a test certificate with openssl: ${error instanceof Error ? error.message : String(error)}`;
-        }
-        if (certs !== undefined) {
-          const config = join(dir, 'ssl.config');
-          await writeFile(
-            config,
-            `server_key: ${JSON.stringify(certs.serverKey)}\nserver_cert: ${JSON.stringify(certs.serverCert)}\nclient_verify: false\n`,
-          );
-          o.log('starting server (TLS, --enable_serialization_as_tensor_content)...');
-          const tls = await startServer([
-            ...o.serverFlags,
-            '--enable_serialization_as_tensor_content',
-            `--ssl_config_file=${config}`,
-          ]);
-          secure = {
-            grpc: `https://127.0.0.1:${tls.grpcPort}`,
-            rest: `https://127.0.0.1:${tls.restPort}`,
-            ca: await readFile(certs.ca, 'utf8'),
-            pid: tls.pid,
-            gc: tls.gc,
-          };
-        }
+        const started = await startTlsServer(o, startServer);
+        if (typeof started === 'string') noTls = started;
+        else secure = started;
       }
     }
     // VISIONSERVE_BENCH_GRPC_CLIENT=node runs the gRPC paths on node:http2 (A/B against the default, lean).
