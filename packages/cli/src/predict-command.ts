@@ -88,6 +88,9 @@ TLS (any of these makes the default addresses https://; so do https:// URLs and 
   --tls                    use TLS, trusting Node's public CA roots
   --ca FILE                PEM CA certificate(s) the server's certificate must chain to
   --cert FILE --key FILE   client certificate and key, for servers that verify clients
+  --key-passphrase-file FILE
+                           the passphrase of an encrypted --key (the file's first line), kept
+                           off the command line
   --servername NAME        name the server's certificate must carry (default: the host)
 
 Image preprocessing (grpc/rest; the default preset is guessed from the model's input signature):
@@ -140,6 +143,7 @@ const OPTIONS = {
   ca: { type: 'string' },
   cert: { type: 'string' },
   key: { type: 'string' },
+  'key-passphrase-file': { type: 'string' },
   servername: { type: 'string' },
   preset: { type: 'string' },
   size: { type: 'string' },
@@ -204,14 +208,20 @@ async function tlsFrom(values: ParsedValues): Promise<ClientTlsOptions | undefin
     });
   };
   const [ca, cert, key] = [await file('ca'), await file('cert'), await file('key')];
+  const passphraseText = await file('key-passphrase-file');
   const servername = stringOption(values, 'servername');
   if ((cert === undefined) !== (key === undefined)) throw new UsageError('give --cert and --key together');
+  if (passphraseText !== undefined && key === undefined)
+    throw new UsageError('--key-passphrase-file is the passphrase of --key: give --key too');
+  // The first line, without its line ending: `echo secret > file` and editors add one.
+  const passphrase = passphraseText?.split(/\r?\n/, 1)[0];
   if (!flag(values, 'tls') && ca === undefined && cert === undefined && servername === undefined)
     return undefined;
   return {
     ...(ca !== undefined ? { ca } : {}),
     ...(cert !== undefined ? { cert } : {}),
     ...(key !== undefined ? { key } : {}),
+    ...(passphrase !== undefined ? { passphrase } : {}),
     ...(servername !== undefined ? { servername } : {}),
   };
 }

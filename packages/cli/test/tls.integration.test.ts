@@ -8,6 +8,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { createPrivateKey } from 'node:crypto';
 import { copyFile, readFile, writeFile } from 'node:fs/promises';
 import { connect, createSecureServer } from 'node:http2';
 import {
@@ -272,9 +273,11 @@ describe('TLS on every listener (server certificate only)', () => {
       () => createTfsRestClient({ baseUrl: `http://127.0.0.1:${restPort()}`, tls: wrongCa }),
       isCode(Code.INVALID_ARGUMENT),
     );
-    const plain = createTfsGrpcClient({ address: `http://127.0.0.1:${grpcPort}`, tls: wrongCa });
-    await assert.rejects(plain.getModelStatus('half'), isCode(Code.INVALID_ARGUMENT));
-    plain.close();
+    for (const transport of ['lean', 'node'] as const)
+      assert.throws(
+        () => createTfsGrpcClient({ address: `http://127.0.0.1:${grpcPort}`, tls: wrongCa, transport }),
+        isCode(Code.INVALID_ARGUMENT),
+      );
   });
 
   it('the client library fails clearly when a TLS server does not agree to HTTP/2, sending it nothing', async () => {
@@ -521,6 +524,89 @@ describe('mutual TLS (client_verify) and the management guard by client identity
       );
       assert.match(stdout, /2\.5/, protocol);
     }
+  });
+
+  it('an encrypted client key works with its passphrase; a wrong one or a mismatched key is refused up front', async () => {
+    const ca = await readFile(certs.ca, 'utf8');
+    const cert = await readFile(certs.clientCert, 'utf8');
+    const passphrase = 'correct horse';
+    const key = createPrivateKey(await readFile(certs.clientKey)).export({
+      type: 'pkcs8',
+      format: 'pem',
+      cipher: 'aes-256-cbc',
+      passphrase,
+    }) as string;
+    const address = `https://127.0.0.1:${h.server.ports.grpc!}`;
+    const grpc = createTfsGrpcClient({ address, tls: { ca, cert, key, passphrase } });
+    try {
+      assert.match(JSON.stringify(await grpc.getModelStatus('half')), /AVAILABLE/);
+    } finally {
+      grpc.close();
+    }
+    // Refused when the client is made (INVALID_ARGUMENT), on every client, before any connection.
+    const strangerKey = await readFile(stranger.clientKey, 'utf8');
+    const refused: [string, ClientTlsOptions, RegExp][] = [
+      ['wrong passphrase', { ca, cert, key, passphrase: 'wrong' }, /cannot be used: .*decrypt/i],
+      ['no passphrase', { ca, cert, key }, /cannot be used/],
+      ['key of another certificate', { ca, cert, key: strangerKey }, /cannot be used: .*mismatch/i],
+      ['a CA that is not PEM', { ca: 'not a certificate' }, /no PEM certificate/],
+    ];
+    for (const [what, tls, message] of refused) {
+      const matches = (error: unknown): boolean => {
+        assert.ok(error instanceof ServingError, what);
+        assert.equal(error.code, Code.INVALID_ARGUMENT, what);
+        assert.match(error.message, message, what);
+        return true;
+      };
+      assert.throws(() => createTfsGrpcClient({ address, tls }), matches);
+      assert.throws(() => createTfsGrpcClient({ address, tls, transport: 'node' }), matches);
+      assert.throws(
+        () => createTfsRestClient({ baseUrl: `https://127.0.0.1:${h.server.ports.rest!}`, tls }),
+        matches,
+      );
+    }
+    // visionserve predict reads the passphrase from a file (kept off the command line).
+    const dir = await tempRepo('vs-mtls-pass-');
+    const input = join(dir, 'x.json');
+    const keyFile = join(dir, 'client.key');
+    const passFile = join(dir, 'pass');
+    await writeFile(input, JSON.stringify({ instances: [1, 2, 3] }));
+    await writeFile(keyFile, key);
+    const predict = (extra: string[]): Promise<{ stdout: string }> =>
+      run(
+        process.execPath,
+        [
+          join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js'),
+          'predict',
+          input,
+          '--grpc',
+          `localhost:${h.server.ports.grpc!}`,
+          '--model',
+          'half',
+          '--task',
+          'raw',
+          '--json',
+          '--ca',
+          certs.ca,
+          '--cert',
+          certs.clientCert,
+          '--key',
+          keyFile,
+          ...extra,
+        ],
+        { encoding: 'utf8', timeout: 60_000 },
+      );
+    await writeFile(passFile, `${passphrase}\n`);
+    assert.match((await predict(['--key-passphrase-file', passFile])).stdout, /2\.5/);
+    await writeFile(passFile, 'wrong\n');
+    await assert.rejects(
+      predict(['--key-passphrase-file', passFile]),
+      (error: { code: number; stderr: string }) => {
+        assert.notEqual(error.code, 0);
+        assert.match(error.stderr, /cannot be used: .*decrypt/i);
+        return true;
+      },
+    );
   });
 
   it('HandleReloadConfigRequest is allowed for the named client only', async () => {

@@ -67,15 +67,40 @@ export function usesTls(url: URL, options: ClientTlsOptions | undefined, what: s
 }
 
 /**
- * Refuses settings node would quietly read as "not given": an empty `ca` (a file that turned
- * out empty) would trust node's public roots instead of the private CA the caller meant.
+ * Refuses, when the client is made, TLS settings that cannot work: an empty `ca` (a file that
+ * turned out empty; node would read it as "not given" and trust its public roots instead of
+ * the private CA the caller meant), and a CA, certificate or key that OpenSSL cannot load (not
+ * PEM, a wrong passphrase, a key that does not match the certificate), which would otherwise
+ * fail every connection.
  */
 function checkTlsOptions(options: ClientTlsOptions): void {
   const ca = options.ca;
-  if (ca === undefined) return;
-  const list = typeof ca === 'string' || Buffer.isBuffer(ca) ? [ca] : ca;
-  if (list.length === 0 || list.some((c) => c.length === 0)) {
-    throw new ServingError(Code.INVALID_ARGUMENT, 'TLS option ca is empty: give the PEM of the CA to trust');
+  if (ca !== undefined) {
+    const list = typeof ca === 'string' || Buffer.isBuffer(ca) ? [ca] : ca;
+    if (list.length === 0 || list.some((c) => c.length === 0)) {
+      throw new ServingError(
+        Code.INVALID_ARGUMENT,
+        'TLS option ca is empty: give the PEM of the CA to trust',
+      );
+    }
+    // OpenSSL skips what is not a PEM certificate without an error: a DER file would leave no CA.
+    const pem = (c: string | Buffer): boolean =>
+      (typeof c === 'string' ? c : c.toString('latin1')).includes('-----BEGIN CERTIFICATE-----');
+    if (!list.every(pem)) {
+      throw new ServingError(
+        Code.INVALID_ARGUMENT,
+        'TLS option ca holds no PEM certificate (-----BEGIN CERTIFICATE-----); convert a DER file with `openssl x509 -inform der`',
+      );
+    }
+  }
+  if (ca === undefined && options.cert === undefined && options.key === undefined) return;
+  try {
+    nodeTls.createSecureContext(tlsConnectionOptions('localhost', options));
+  } catch (error) {
+    throw new ServingError(
+      Code.INVALID_ARGUMENT,
+      `TLS options ca, cert and key cannot be used: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
 }
 

@@ -54,14 +54,9 @@ function parseAddress(
 }
 
 export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel {
-  let parsed: { host: string; port: number; secure: boolean } | ServingError;
-  try {
-    parsed = parseAddress(options.address, options.tls);
-  } catch (error) {
-    parsed = error as ServingError;
-  }
-  const { host, port, secure } =
-    parsed instanceof ServingError ? { host: '', port: 0, secure: false } : parsed;
+  // A bad address or TLS options on http:// throw here (INVALID_ARGUMENT), as the node:http2
+  // channel does: a mistake in the configuration, not a call that fails later.
+  const { host, port, secure } = parseAddress(options.address, options.tls);
   const hostPart = host.includes(':') ? `[${host}]` : host;
   const authority = port === (secure ? 443 : 80) ? hostPart : `${hostPart}:${port}`;
   const sessions: TlsSessionCache = { session: undefined };
@@ -71,7 +66,6 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
   const live = new Set<H2ClientConnection>();
 
   const getConnection = (): H2ClientConnection => {
-    if (parsed instanceof ServingError) throw parsed;
     if (connection?.usable) return connection;
     const created: H2ClientConnection = new H2ClientConnection({
       host,
