@@ -10,7 +10,10 @@
  * - VISIONSERVE_FUZZ_TARGET: run only targets whose name contains this text.
  * - VISIONSERVE_FUZZ_REPORT: a file that receives one JSON line per target run.
  */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type { TestContext } from 'node:test';
 import fc from 'fast-check';
 import { Code, ServingError } from '@visionserve/protocol';
@@ -51,18 +54,46 @@ export function targetOptions(name: string, timeoutMs = 120_000): { skip?: strin
   return { timeout };
 }
 
+/** The git tree of HEAD (the code under test), or '' outside a git checkout; read once. */
+let headTree: string | undefined;
+function codeTree(): string {
+  if (headTree === undefined) {
+    try {
+      headTree = execFileSync('git', ['rev-parse', 'HEAD^{tree}'], {
+        cwd: fileURLToPath(new URL('.', import.meta.url)),
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }).trim();
+    } catch {
+      headTree = '';
+    }
+  }
+  return headTree;
+}
+
+/**
+ * The short campaign's seed for a target: fixed by the committed code (HEAD's git tree) and the
+ * target's name. So `npm test` on a commit tries exactly the inputs CI tries on that commit (a
+ * green local run means a green fuzz run in CI), and each new commit tries new inputs. The long
+ * campaign (`npm run fuzz`) takes a fresh random seed per target.
+ */
+export function shortCampaignSeed(target: string, tree = codeTree()): number {
+  return createHash('sha256').update(`${tree}\0${target}`).digest().readInt32LE(0);
+}
+
 /**
  * fast-check parameters for a target whose short campaign tries `shortRuns` inputs.
  * `shrink` false reports the first counterexample as found (for targets whose inputs take
  * seconds each, where shrinking would take minutes); the seed and path still replay it.
  */
-function parameters<T>(shortRuns: number, shrink = true): fc.Parameters<T> {
+function parameters<T>(target: string, shortRuns: number, shrink = true): fc.Parameters<T> {
   const long = CAMPAIGN.seconds !== undefined;
+  const seed = CAMPAIGN.seed ?? (long ? undefined : shortCampaignSeed(target));
   return {
     ...(shrink ? {} : { endOnFailure: true }),
     numRuns: long ? 2 ** 31 - 1 : Math.max(1, Math.round(shortRuns * CAMPAIGN.scale)),
     ...(long ? { plugins: [fc.interruptAfterTimeLimit(CAMPAIGN.seconds! * 1000) as fc.Plugin<T>] } : {}),
-    ...(CAMPAIGN.seed !== undefined ? { seed: CAMPAIGN.seed } : {}),
+    ...(seed !== undefined ? { seed } : {}),
     ...(CAMPAIGN.path !== undefined ? { path: CAMPAIGN.path } : {}),
   };
 }
@@ -100,7 +131,7 @@ export function fuzzSync<T>(
   shortRuns: number,
   extra: () => string = () => '',
 ): void {
-  conclude(t, target, fc.check(property, parameters<T>(shortRuns)), extra());
+  conclude(t, target, fc.check(property, parameters<T>(target, shortRuns)), extra());
 }
 
 /** Runs an asynchronous property for a target of the campaign. */
@@ -112,7 +143,7 @@ export async function fuzzAsync<T>(
   extra: () => string = () => '',
   shrink = true,
 ): Promise<void> {
-  conclude(t, target, await fc.check(property, parameters<T>(shortRuns, shrink)), extra());
+  conclude(t, target, await fc.check(property, parameters<T>(target, shortRuns, shrink)), extra());
 }
 
 /** Longest time one input may take in a synchronous decoder before it counts as a hang, in ms. */
