@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { mulberry32 } from './seeded-random.js';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import {
   Code,
@@ -168,7 +169,9 @@ describe('tensorToProto / tensorFromProto round trips', () => {
     const wire = toBinary(TensorProtoSchema, encoded);
     const ms = performance.now() - start;
     assert.ok(wire.byteLength > 150_528 * 4);
-    assert.ok(ms < 200, `took ${ms} ms`);
+    // A guard against per-element pathologies (tens of seconds), not a benchmark: cold JIT on a
+    // busy 2-core box can take tens of ms.
+    assert.ok(ms < 1000, `took ${ms} ms`);
   });
 });
 
@@ -374,8 +377,9 @@ describe('prepacked float_val', () => {
 
 describe('prepacked int_val', () => {
   it('serializes byte-identically to protobuf-es for every int_val dtype, extremes and random values', () => {
+    const uniform = mulberry32(0x1e7_7a1);
     const random = (n: number, lo: number, hi: number): number[] =>
-      Array.from({ length: n }, () => lo + Math.floor(Math.random() * (hi - lo + 1)));
+      Array.from({ length: n }, () => lo + Math.floor(uniform() * (hi - lo + 1)));
     const cases = [
       { dtype: 'int8' as const, data: Int8Array.from([-128, -1, 0, 1, 127, ...random(500, -128, 127)]) },
       { dtype: 'uint8' as const, data: Uint8Array.from([0, 127, 128, 255, ...random(500, 0, 255)]) },

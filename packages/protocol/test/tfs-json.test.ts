@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { mulberry32 } from './seeded-random.js';
 import {
   Code,
   JsonWriter,
@@ -240,8 +241,9 @@ void describe('encodeTfsPredictResponse', () => {
 
 void describe('JsonWriter.float32', () => {
   void it('writes the shortest decimal that round-trips through float64 -> float32', () => {
+    const random = mulberry32(0x5eed_f32);
     const bits = new Uint32Array(200_000);
-    for (let i = 0; i < bits.length; i++) bits[i] = (Math.random() * 2 ** 32) >>> 0;
+    for (let i = 0; i < bits.length; i++) bits[i] = (random() * 2 ** 32) >>> 0;
     const values = Array.from(new Float32Array(bits.buffer)).filter(Number.isFinite);
     values.push(0.1, 1e-7, 1e-6, 123456.7, 16777216, 3.4028234663852886e38, 1.401298464324817e-45, 9.999999);
     const w = new JsonWriter();
@@ -259,7 +261,7 @@ void describe('JsonWriter.float32', () => {
     });
     // The fast path's range (1e-12 to 1e12), where image tensors live, at every magnitude.
     const scaled = new Float32Array(60_000);
-    for (let i = 0; i < scaled.length; i++) scaled[i] = (Math.random() - 0.5) * 2 ** ((i % 81) - 40);
+    for (let i = 0; i < scaled.length; i++) scaled[i] = (random() - 0.5) * 2 ** ((i % 81) - 40);
     const s = new JsonWriter();
     scaled.forEach((f, i) => {
       if (i > 0) s.byte(44);

@@ -117,13 +117,19 @@ void describe('createModelManager', () => {
     factory.loadGates.set('m:2', gate.promise);
     disk.dirs.set('/models/m', [1, 2]);
     const polled = manager.poll();
-    await sleep(20);
+    // Waits for what the clients must see rather than a fixed time (a loaded box can stall 20 ms).
+    const until = async (done: () => boolean): Promise<void> => {
+      const deadline = Date.now() + 10_000;
+      while (!done() && Date.now() < deadline) await sleep(5);
+    };
+    const before = served.length;
+    await until(() => served.length > before + 3);
     assert.deepEqual(states(manager, 'm'), ['2:LOADING', '1:AVAILABLE']);
     assert.ok(served.length > 0 && !served.some((v) => v !== 1));
     gate.resolve();
     await polled;
     assert.equal(manager.status('m', 2)[0]?.state, 'AVAILABLE');
-    await sleep(20);
+    await until(() => served.includes(2));
     stop = true;
     await Promise.all(clients);
 

@@ -43,7 +43,8 @@ export async function startServerProcess(
       reject(new Error(`server not ready within ${timeoutMs} ms:\n${text}`));
     }, timeoutMs);
     const onData = (): void => {
-      for (const line of text.split('\n')) {
+      // Whole lines only: a chunk may end in the middle of the ready line.
+      for (const line of text.split('\n').slice(0, -1)) {
         if (!line.includes('"visionserve ready"')) continue;
         clearTimeout(timer);
         child.stdout.off('data', onData);

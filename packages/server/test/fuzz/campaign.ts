@@ -54,12 +54,15 @@ export function targetOptions(name: string, timeoutMs = 120_000): { skip?: strin
   return { timeout };
 }
 
-/** The git tree of HEAD (the code under test), or '' outside a git checkout; read once. */
+/**
+ * The git tree of HEAD's packages/ folder (the code under test and its tests; a commit that
+ * changes only docs keeps it), or '' outside a git checkout; read once.
+ */
 let headTree: string | undefined;
 function codeTree(): string {
   if (headTree === undefined) {
     try {
-      headTree = execFileSync('git', ['rev-parse', 'HEAD^{tree}'], {
+      headTree = execFileSync('git', ['rev-parse', 'HEAD:packages'], {
         cwd: fileURLToPath(new URL('.', import.meta.url)),
         encoding: 'utf8',
         stdio: ['ignore', 'pipe', 'ignore'],
@@ -72,10 +75,11 @@ function codeTree(): string {
 }
 
 /**
- * The short campaign's seed for a target: fixed by the committed code (HEAD's git tree) and the
- * target's name. So `npm test` on a commit tries exactly the inputs CI tries on that commit (a
- * green local run means a green fuzz run in CI), and each new commit tries new inputs. The long
- * campaign (`npm run fuzz`) takes a fresh random seed per target.
+ * The short campaign's seed for a target: fixed by the committed code (the git tree of HEAD's
+ * packages/) and the target's name. So `npm test` on a commit tries exactly the inputs CI tries
+ * on that commit (a green local run means a green fuzz run in CI; uncommitted changes run with
+ * HEAD's seeds), and each commit that changes the code tries new inputs. The long campaign
+ * (`npm run fuzz`) takes a fresh random seed per target.
  */
 export function shortCampaignSeed(target: string, tree = codeTree()): number {
   return createHash('sha256').update(`${tree}\0${target}`).digest().readInt32LE(0);
