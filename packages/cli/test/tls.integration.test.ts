@@ -49,6 +49,38 @@ async function curl(args: string[]): Promise<{ code: number; stdout: string; std
   }
 }
 
+/**
+ * `visionserve predict` on the half_plus_two test model's JSON input, with mutual TLS: `args`
+ * name the addresses (and any other flag), `tls` the CA, certificate and key files.
+ */
+function predictHalf(
+  input: string,
+  args: string[],
+  tls: { ca: string; cert: string; key: string },
+): Promise<{ stdout: string; stderr: string }> {
+  return run(
+    process.execPath,
+    [
+      join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js'),
+      'predict',
+      input,
+      ...args,
+      '--model',
+      'half',
+      '--task',
+      'raw',
+      '--json',
+      '--ca',
+      tls.ca,
+      '--cert',
+      tls.cert,
+      '--key',
+      tls.key,
+    ],
+    { encoding: 'utf8', timeout: 60_000 },
+  );
+}
+
 /** The serial number of the certificate a TLS listener presents now. */
 function servedSerial(port: number, ca: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -490,12 +522,9 @@ describe('mutual TLS (client_verify) and the management guard by client identity
     const input = join(dir, 'x.json');
     await writeFile(input, JSON.stringify({ instances: [1, 2, 3] }));
     for (const protocol of ['grpc', 'rest', 'kserve-grpc', 'kserve-http']) {
-      const { stdout } = await run(
-        process.execPath,
+      const { stdout } = await predictHalf(
+        input,
         [
-          join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js'),
-          'predict',
-          input,
           '--protocol',
           protocol,
           '--server',
@@ -508,19 +537,8 @@ describe('mutual TLS (client_verify) and the management guard by client identity
           `https://localhost:${h.server.ports.rest!}`,
           '--kserve',
           `https://localhost:${h.server.ports.rest!}`,
-          '--model',
-          'half',
-          '--task',
-          'raw',
-          '--json',
-          '--ca',
-          certs.ca,
-          '--cert',
-          certs.clientCert,
-          '--key',
-          certs.clientKey,
         ],
-        { encoding: 'utf8', timeout: 60_000 },
+        { ca: certs.ca, cert: certs.clientCert, key: certs.clientKey },
       );
       assert.match(stdout, /2\.5/, protocol);
     }
@@ -573,29 +591,11 @@ describe('mutual TLS (client_verify) and the management guard by client identity
     await writeFile(input, JSON.stringify({ instances: [1, 2, 3] }));
     await writeFile(keyFile, key);
     const predict = (extra: string[]): Promise<{ stdout: string }> =>
-      run(
-        process.execPath,
-        [
-          join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js'),
-          'predict',
-          input,
-          '--grpc',
-          `localhost:${h.server.ports.grpc!}`,
-          '--model',
-          'half',
-          '--task',
-          'raw',
-          '--json',
-          '--ca',
-          certs.ca,
-          '--cert',
-          certs.clientCert,
-          '--key',
-          keyFile,
-          ...extra,
-        ],
-        { encoding: 'utf8', timeout: 60_000 },
-      );
+      predictHalf(input, ['--grpc', `localhost:${h.server.ports.grpc!}`, ...extra], {
+        ca: certs.ca,
+        cert: certs.clientCert,
+        key: keyFile,
+      });
     await writeFile(passFile, `${passphrase}\n`);
     assert.match((await predict(['--key-passphrase-file', passFile])).stdout, /2\.5/);
     await writeFile(passFile, 'wrong\n');
