@@ -46,19 +46,18 @@ const MAX_HEADER_LIST_BYTES = 64 * 1024;
 function parseAddress(
   address: string,
   tls: ClientTlsOptions | undefined,
-): { host: string; port: number; secure: boolean } {
+): { host: string; port: number; secure: boolean; authority: string } {
   const url = serverUrl(address, tls, 'gRPC address');
   const secure = usesTls(url, tls, `gRPC address ${address}`);
-  const host = hostOf(url);
-  return { host, port: url.port === '' ? (secure ? 443 : 80) : Number(url.port), secure };
+  const port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
+  // URL's host is the :authority: IPv6 in brackets, the scheme's default port left out.
+  return { host: hostOf(url), port, secure, authority: url.host };
 }
 
 export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel {
   // A bad address or TLS options on http:// throw here (INVALID_ARGUMENT), as the node:http2
   // channel does: a mistake in the configuration, not a call that fails later.
-  const { host, port, secure } = parseAddress(options.address, options.tls);
-  const hostPart = host.includes(':') ? `[${host}]` : host;
-  const authority = port === (secure ? 443 : 80) ? hostPart : `${hostPart}:${port}`;
+  const { host, port, secure, authority } = parseAddress(options.address, options.tls);
   const sessions: TlsSessionCache = { session: undefined };
   const maxReceive = options.maxReceiveBytes ?? 2 ** 31 - 1;
   let connection: H2ClientConnection | undefined;
