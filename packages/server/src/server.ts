@@ -29,6 +29,8 @@ import type { ModelSource, SessionFactory } from './core/session.js';
 import type { HttpApi } from './frontends/http/http-api.js';
 import { createHttpEdge } from './frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from './frontends/http/start-http-server.js';
+import { createFrameStreams } from './frontends/stream/frame-stream.js';
+import { createWebSocketStreams } from './frontends/stream/websocket-streams.js';
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
@@ -619,6 +621,22 @@ async function startServer(
     managementGuard: ops.guard,
   });
 
+  // Live video: frame streams (WebSocket on the REST port), one core for every transport.
+  const frameStreams = createFrameStreams({
+    service,
+    imageDecodes,
+    logger: logger.child({ component: 'stream' }),
+    observer: observers.request,
+    limits: {
+      maxOpen: config.streamMaxOpen,
+      maxFrameBytes: config.streamMaxFrameBytes,
+      queueFrames: config.streamQueueFrames,
+      inflightFrames: config.streamInflightFrames,
+      unsentAnswers: config.streamUnsentAnswers,
+      frameTimeoutMs: config.restTimeoutMs,
+    },
+  });
+
   let rest: StartedHttpServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
   let invoker: SageMakerInvoker | undefined;
@@ -645,6 +663,7 @@ async function startServer(
           port: config.restPort,
           ...httpLimits,
           tls: ops.tls?.listener,
+          upgrade: createWebSocketStreams(frameStreams, { idleTimeoutMs: config.requestBodyTimeoutMs }),
           edge: createHttpEdge({
             ...edgeExtras,
             apis: [

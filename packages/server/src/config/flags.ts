@@ -149,6 +149,31 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'time to send a request body / gRPC message (default 60000)',
   },
+  stream_max_open: {
+    key: 'streamMaxOpen',
+    type: 'int',
+    help: 'frame streams (WebSocket) open at once, all listeners (default 64)',
+  },
+  stream_max_frame_bytes: {
+    key: 'streamMaxFrameBytes',
+    type: 'int',
+    help: 'largest encoded frame on a frame stream; a larger one closes it (1009) (default 8 MiB)',
+  },
+  stream_queue_frames: {
+    key: 'streamQueueFrames',
+    type: 'int',
+    help: 'frames waiting per stream with policy=all before the server stops reading it (default 4)',
+  },
+  stream_inflight_frames: {
+    key: 'streamInflightFrames',
+    type: 'int',
+    help: 'frames of one stream decoded or run at once (default 2)',
+  },
+  stream_unsent_answers: {
+    key: 'streamUnsentAnswers',
+    type: 'int',
+    help: 'answers of one stream not yet written to its socket before it starts no new frame (default 8)',
+  },
   grpc_channel_arguments: {
     key: 'grpcChannelArguments',
     type: 'list',
