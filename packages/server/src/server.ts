@@ -762,7 +762,11 @@ async function startServer(
           tls: ops.tls?.listener,
           services: [
             ...tfsGrpcServices,
-            ...(config.kserveGrpc ? [createKServeGrpcService({ kserve, managementGuard: ops.guard })] : []),
+            ...(config.kserveGrpc ? [createKServeGrpcService({
+                  kserve,
+                  managementGuard: ops.guard,
+                  logger: logger.child({ component: 'kserve-grpc' }),
+                })] : []),
           ],
         }),
       );
