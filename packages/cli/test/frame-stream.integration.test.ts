@@ -4,6 +4,7 @@
  * answers every frame sent at 2× the model's rate, `latest` keeps latency bounded and reports
  * drops; a version rollover mid-stream loses no frame; hostile clients (non-images, oversized
  * frames, half messages, a client that never reads) get clear errors and hold bounded memory.
+ * The same streams over gRPC (visionserve.stream.FrameStreamService) on both HTTP/2 transports.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +16,7 @@ import { tempRepo } from './helpers/model-repo.js';
 import { placeMobilenet, request } from './helpers/sagemaker-models.js';
 import { type Harness, startHarness } from './helpers/server-harness.js';
 import { type StreamAnswer, openStream, sleep } from './helpers/stream-client.js';
+import { openGrpcFrameCall } from './helpers/grpc-frame-client.js';
 
 const CAT = image('cat_tabby.jpg');
 const DOG = image('dog_beagle.jpg');
@@ -284,3 +286,92 @@ describe('frame streams over WebSocket (MobileNetV2)', () => {
     socket.destroy();
   });
 });
+
+for (const transport of ['lean', 'node'] as const) {
+  describe(`frame streams over gRPC (visionserve.stream.FrameStreamService, ${transport} transport)`, () => {
+    let root: string;
+    let h: Harness;
+    let port: number;
+
+    before(async () => {
+      root = await tempRepo('vs-grpc-stream-');
+      await placeMobilenet(root, 'mobilenet');
+      h = await startHarness({
+        modelName: 'mobilenet',
+        modelBasePath: join(root, 'mobilenet'),
+        sagemakerPort: 0,
+        instances: 1,
+        grpcTransport: transport,
+        streamMaxFrameBytes: 512 * 1024,
+      });
+      port = h.server.ports.grpc!;
+    });
+    after(async () => {
+      await h.close();
+    });
+
+    it('answers every frame in order with the /invocations answer, then OK once the client half-closes', async () => {
+      const expected = (
+        await request(`${h.sagemaker}/invocations`, { body: CAT, headers: { 'Content-Type': 'application/x-image' } })
+      ).json();
+      const call = openGrpcFrameCall(port);
+      call.send({ modelName: 'mobilenet', policy: 'all' });
+      const n = 10;
+      for (let i = 0; i < n; i++) call.send({ image: i === 3 ? Buffer.from('garbage') : CAT });
+      call.end();
+      const status = await call.status;
+      assert.deepEqual(status, { code: 0, message: '' });
+      assert.deepEqual(
+        call.answers.map((a) => Number(a.frame)),
+        Array.from({ length: n }, (_, i) => i),
+      );
+      for (const [i, a] of call.answers.entries()) {
+        if (i === 3) {
+          assert.equal(a.error?.code, 'INVALID_ARGUMENT');
+          continue;
+        }
+        assert.equal(a.modelVersion, '1');
+        assert.deepEqual(JSON.parse(a.resultJson), expected);
+        assert.ok(a.timings!.totalMs >= a.timings!.inferenceMs);
+      }
+    });
+
+    it('policy=all with frames sent as fast as the client can: flow control, every frame answered', async () => {
+      const call = openGrpcFrameCall(port);
+      call.send({ modelName: 'mobilenet', policy: 'all' });
+      const n = 40;
+      for (let i = 0; i < n; i++) call.send({ image: CAT });
+      call.end();
+      assert.equal((await call.status).code, 0);
+      assert.equal(call.answers.length, n);
+      assert.ok(call.answers.every((a) => a.error === undefined && Number(a.dropped) === 0));
+    });
+
+    it('policy=latest (the default) drops stale frames and counts them', async () => {
+      const call = openGrpcFrameCall(port);
+      call.send({ modelName: 'mobilenet' });
+      const n = 40;
+      for (let i = 0; i < n; i++) call.send({ image: CAT });
+      call.end();
+      assert.equal((await call.status).code, 0);
+      const last = call.answers.at(-1)!;
+      assert.equal(Number(last.frame), n - 1);
+      assert.ok(Number(last.dropped) > 0);
+      assert.equal(call.answers.length + Number(last.dropped), n);
+    });
+
+    it('ends with NOT_FOUND, INVALID_ARGUMENT or RESOURCE_EXHAUSTED for unknown models, bad policies and oversized frames', async () => {
+      const missing = openGrpcFrameCall(port);
+      missing.send({ modelName: 'nope', image: CAT });
+      assert.equal((await missing.status).code, 5);
+      const bad = openGrpcFrameCall(port);
+      bad.send({ modelName: 'mobilenet', policy: 'sometimes' });
+      const badStatus = await bad.status;
+      assert.equal(badStatus.code, 3);
+      assert.match(badStatus.message, /policy must be latest or all/);
+      const big = openGrpcFrameCall(port);
+      big.send({ modelName: 'mobilenet', image: Buffer.alloc(600 * 1024, 1) });
+      assert.equal((await big.status).code, 8);
+    });
+  });
+}

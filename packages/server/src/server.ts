@@ -31,6 +31,7 @@ import { createHttpEdge } from './frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from './frontends/http/start-http-server.js';
 import { createFrameStreams } from './frontends/stream/frame-stream.js';
 import { createWebSocketStreams } from './frontends/stream/websocket-streams.js';
+import { createGrpcFrameStreamService } from './frontends/stream/grpc-frame-streams.js';
 import { createTfsRestApi } from './frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from './frontends/grpc/index.js';
 import { createTfsGrpcServices } from './frontends/tfs-grpc/index.js';
@@ -644,6 +645,8 @@ async function startServer(
   const releaseGcHeadroom = keepGcHeadroom({ headroomMb: config.gcHeadroomMb });
   const stopAll = async (graceMs: number): Promise<void> => {
     for (const t of timers) clearInterval(t);
+    // Frame streams never end on their own: they are closed (WebSocket 1001, gRPC UNAVAILABLE) first.
+    frameStreams.closeAll();
     // Listeners drain together: no new connections, keep-alive clients told to go, in-flight requests finish.
     await Promise.all([rest?.close(graceMs), grpc?.close(graceMs), sagemaker?.close(graceMs)]);
     await handlerHost?.close();
@@ -762,6 +765,7 @@ async function startServer(
           tls: ops.tls?.listener,
           services: [
             ...tfsGrpcServices,
+            createGrpcFrameStreamService(frameStreams),
             ...(config.kserveGrpc ? [createKServeGrpcService({
                   kserve,
                   managementGuard: ops.guard,

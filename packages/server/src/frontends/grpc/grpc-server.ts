@@ -253,8 +253,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   };
 
   /** A streaming call: request messages to the handler as they come, its messages back as it sends them. */
-  const serveStream = (call: CallState, handler: StreamHandler, deadline: number | undefined): void => {
+  const serveStream = (call: CallState, method: GrpcMethod, handler: StreamHandler, deadline: number | undefined): void => {
     const { stream } = call;
+    // The call holds no reservation of its own; each message being read holds one (stream-messages.ts).
     const streamCall: GrpcStreamCall = {
       signal: call.controller.signal,
       deadline,
@@ -298,7 +299,15 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       events.onMessage(message);
     };
     stream.read(
-      readStreamMessages(maxMessageBytes, call.encoding, onMessage, (error) => finish(call, error)),
+      readStreamMessages(
+        {
+          maxMessageBytes: Math.min(maxMessageBytes, method.maxMessageBytes ?? maxMessageBytes),
+          encoding: call.encoding,
+          budget: options.budget,
+        },
+        onMessage,
+        (error) => finish(call, error),
+      ),
       () => events.onEnd(),
     );
   };
@@ -641,7 +650,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     }
     if (method.stream !== undefined) {
       // A stream's messages come when the client has them: no body timeout, only its deadline.
-      serveStream(call, method.stream, deadline);
+      serveStream(call, method, method.stream, deadline);
       return;
     }
     const bodyTimer = setTimeout(() => {

@@ -88,6 +88,8 @@ export interface GrpcMethod {
   readonly admit?: HeadAdmission;
   /** Set for a streaming method: the gRPC server calls it instead of `handler`. */
   readonly stream?: StreamHandler;
+  /** A streaming method's largest request message, when below the server's (RESOURCE_EXHAUSTED above). */
+  readonly maxMessageBytes?: number;
 }
 
 /** One gRPC service: its full name (`package.Service`) and its methods by name. */

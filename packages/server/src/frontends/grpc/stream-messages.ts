@@ -6,13 +6,22 @@
  */
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { Code, ServingError } from '@visionserve/protocol';
+import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
+
+export interface StreamMessageOptions {
+  readonly maxMessageBytes: number;
+  readonly encoding: 'gzip' | 'deflate' | undefined;
+  /** A message being read holds its size of this budget until it is whole (UNAVAILABLE when it cannot). */
+  readonly budget?: InflightBudget | undefined;
+}
 
 export function readStreamMessages(
-  maxMessageBytes: number,
-  encoding: 'gzip' | 'deflate' | undefined,
+  options: StreamMessageOptions,
   onMessage: (message: Uint8Array) => void,
   onError: (error: ServingError) => void,
 ): (chunk: Buffer) => void {
+  const { maxMessageBytes, encoding } = options;
+  let reservation: Reservation | undefined;
   const prefix = Buffer.alloc(5);
   let prefixFill = 0;
   let message: Buffer | undefined;
@@ -20,6 +29,8 @@ export function readStreamMessages(
   let failed = false;
   const fail = (error: ServingError): void => {
     failed = true;
+    reservation?.release();
+    reservation = undefined;
     onError(error);
   };
   /** Takes the prefix bytes at the front of `chunk`; returns how many it took (-1: failed). */
@@ -33,6 +44,17 @@ export function readStreamMessages(
       fail(new ServingError(Code.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs. ${maxMessageBytes})`));
       return -1;
     }
+    if (options.budget !== undefined) {
+      reservation = options.budget.tryReserve(length);
+      if (reservation === undefined) {
+        fail(
+          new ServingError(Code.UNAVAILABLE, 'Server is overloaded: too many request bytes in flight; retry later', {
+            reason: 'overloaded',
+          }),
+        );
+        return -1;
+      }
+    }
     message = Buffer.allocUnsafeSlow(length);
     fill = 0;
     return take;
@@ -42,6 +64,8 @@ export function readStreamMessages(
     const compressed = prefix[0] !== 0;
     message = undefined;
     prefixFill = 0;
+    reservation?.release();
+    reservation = undefined;
     if (!compressed) {
       onMessage(whole);
       return;

@@ -156,6 +156,7 @@ export class FrameStream {
   private unsent = 0;
   private paused = false;
   private ended = false;
+  private onDrained: (() => void) | undefined;
   private readonly abort = new AbortController();
 
   constructor(
@@ -194,6 +195,24 @@ export class FrameStream {
     }
     this.waiting.push(pending);
     this.pump();
+  }
+
+  /**
+   * The client sent its last frame: `done` runs once every frame it sent is answered (at
+   * once when none is pending), and the stream is then closed.
+   */
+  finish(done: () => void): void {
+    this.onDrained = done;
+    this.checkDrained();
+  }
+
+  private checkDrained(): void {
+    const done = this.onDrained;
+    if (done === undefined || this.ended || this.waiting.length > 0 || this.started.length > 0 || this.unsent > 0)
+      return;
+    this.onDrained = undefined;
+    this.close();
+    done();
   }
 
   /** The client went away or the transport closed: in-flight frames are cancelled. */
@@ -255,6 +274,7 @@ export class FrameStream {
       this.sink.send(answer, () => {
         this.unsent--;
         this.pump();
+        this.checkDrained();
       });
     }
   }
