@@ -766,11 +766,15 @@ async function startServer(
           services: [
             ...tfsGrpcServices,
             createGrpcFrameStreamService(frameStreams),
-            ...(config.kserveGrpc ? [createKServeGrpcService({
-                  kserve,
-                  managementGuard: ops.guard,
-                  logger: logger.child({ component: 'kserve-grpc' }),
-                })] : []),
+            ...(config.kserveGrpc
+              ? [
+                  createKServeGrpcService({
+                    kserve,
+                    managementGuard: ops.guard,
+                    logger: logger.child({ component: 'kserve-grpc' }),
+                  }),
+                ]
+              : []),
           ],
         }),
       );

@@ -62,9 +62,13 @@ export function openGrpcFrameCall(port: number): GrpcFrameCall {
     req.on('response', (h) => {
       if (h['grpc-status'] !== undefined) done(h);
     });
-    req.on('trailers', (t) => done(t));
+    req.on('trailers', (t: http2.IncomingHttpHeaders) => {
+      done(t);
+    });
     req.on('error', () => undefined);
-    req.on('close', () => done({}));
+    req.on('close', () => {
+      done({});
+    });
   });
   return {
     send(request) {

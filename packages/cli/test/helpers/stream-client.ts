@@ -45,8 +45,12 @@ export async function openStream(restUrl: string, pathAndQuery: string): Promise
     }
   });
   await new Promise<void>((resolve) => {
-    ws.once('open', () => resolve());
-    ws.once('close', () => resolve());
+    ws.once('open', () => {
+      resolve();
+    });
+    ws.once('close', () => {
+      resolve();
+    });
   });
   return {
     ws,
@@ -56,10 +60,9 @@ export async function openStream(restUrl: string, pathAndQuery: string): Promise
     until(frame, timeoutMs = 60_000) {
       if (answers.some((a) => a.frame >= frame) || ws.readyState === ws.CLOSED) return Promise.resolve();
       return new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new Error(`no answer for frame ${frame} within ${timeoutMs} ms`)),
-          timeoutMs,
-        );
+        const timer = setTimeout(() => {
+          reject(new Error(`no answer for frame ${frame} within ${timeoutMs} ms`));
+        }, timeoutMs);
         waiters.push({
           frame,
           resolve: () => {

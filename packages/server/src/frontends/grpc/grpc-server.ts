@@ -24,7 +24,13 @@ import type { RequestEnd, RequestObserver } from '../shared/request-observer.js'
 import { createOutputLease } from '../../core/output-lease.js';
 import type { GrpcCallStream } from './call-stream.js';
 import type { GrpcListenerOptions } from './grpc-listener.js';
-import type { GrpcMethod, GrpcService, GrpcStreamCall, GrpcStreamEvents, StreamHandler } from './grpc-service.js';
+import type {
+  GrpcMethod,
+  GrpcService,
+  GrpcStreamCall,
+  GrpcStreamEvents,
+  StreamHandler,
+} from './grpc-service.js';
 import { readStreamMessages } from './stream-messages.js';
 import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
 import { startH2Listener } from './h2/h2-server.js';
@@ -253,7 +259,12 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   };
 
   /** A streaming call: request messages to the handler as they come, its messages back as it sends them. */
-  const serveStream = (call: CallState, method: GrpcMethod, handler: StreamHandler, deadline: number | undefined): void => {
+  const serveStream = (
+    call: CallState,
+    method: GrpcMethod,
+    handler: StreamHandler,
+    deadline: number | undefined,
+  ): void => {
     const { stream } = call;
     // The call holds no reservation of its own; each message being read holds one (stream-messages.ts).
     const streamCall: GrpcStreamCall = {
@@ -272,8 +283,12 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         call.bytesOut += length;
         stream.sendMessage(messagePrefix(length), chunks, length);
       },
-      pause: () => stream.pauseReading(),
-      resume: () => stream.resumeReading(),
+      pause: () => {
+        stream.pauseReading();
+      },
+      resume: () => {
+        stream.resumeReading();
+      },
       end(error) {
         if (error !== undefined) {
           finish(call, error);
@@ -306,9 +321,13 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
           budget: options.budget,
         },
         onMessage,
-        (error) => finish(call, error),
+        (error) => {
+          finish(call, error);
+        },
       ),
-      () => events.onEnd(),
+      () => {
+        events.onEnd();
+      },
     );
   };
 

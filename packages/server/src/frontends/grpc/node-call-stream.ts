@@ -179,13 +179,20 @@ export class NodeCallStream implements GrpcCallStream {
   }
 
   /** Trailers of a streaming call, sent when node asks for them (after its last DATA). */
-  private trailers: { 'grpc-status': string; 'grpc-message': string } = { 'grpc-status': '0', 'grpc-message': '' };
+  private trailers: { 'grpc-status': string; 'grpc-message': string } = {
+    'grpc-status': '0',
+    'grpc-message': '',
+  };
 
   sendHeaders(): void {
     const { stream } = this;
     if (stream.headersSent) return;
     stream.respond(
-      { ':status': 200, 'content-type': 'application/grpc', 'grpc-accept-encoding': 'identity, gzip, deflate' },
+      {
+        ':status': 200,
+        'content-type': 'application/grpc',
+        'grpc-accept-encoding': 'identity, gzip, deflate',
+      },
       { waitForTrailers: true },
     );
     stream.once('wantTrailers', () => {

@@ -41,16 +41,25 @@ export function readStreamMessages(
     if (prefixFill < 5) return take;
     const length = prefix.readUInt32BE(1);
     if (length > maxMessageBytes) {
-      fail(new ServingError(Code.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs. ${maxMessageBytes})`));
+      fail(
+        new ServingError(
+          Code.RESOURCE_EXHAUSTED,
+          `Received message larger than max (${length} vs. ${maxMessageBytes})`,
+        ),
+      );
       return -1;
     }
     if (options.budget !== undefined) {
       reservation = options.budget.tryReserve(length);
       if (reservation === undefined) {
         fail(
-          new ServingError(Code.UNAVAILABLE, 'Server is overloaded: too many request bytes in flight; retry later', {
-            reason: 'overloaded',
-          }),
+          new ServingError(
+            Code.UNAVAILABLE,
+            'Server is overloaded: too many request bytes in flight; retry later',
+            {
+              reason: 'overloaded',
+            },
+          ),
         );
         return -1;
       }
@@ -101,15 +110,24 @@ function decompress(
   maxMessageBytes: number,
 ): Uint8Array | ServingError {
   if (flag !== 1 || encoding === undefined) {
-    return new ServingError(Code.INTERNAL, 'Compressed message without a supported grpc-encoding (gzip, deflate)');
+    return new ServingError(
+      Code.INTERNAL,
+      'Compressed message without a supported grpc-encoding (gzip, deflate)',
+    );
   }
   try {
     const options = { maxOutputLength: Math.max(1, maxMessageBytes) };
     return encoding === 'gzip' ? gunzipSync(bytes, options) : inflateSync(bytes, options);
   } catch (error) {
     if (error instanceof RangeError) {
-      return new ServingError(Code.RESOURCE_EXHAUSTED, `Decompressed message larger than max (${maxMessageBytes})`);
+      return new ServingError(
+        Code.RESOURCE_EXHAUSTED,
+        `Decompressed message larger than max (${maxMessageBytes})`,
+      );
     }
-    return new ServingError(Code.INTERNAL, `Cannot decompress the ${encoding} message: ${(error as Error).message}`);
+    return new ServingError(
+      Code.INTERNAL,
+      `Cannot decompress the ${encoding} message: ${(error as Error).message}`,
+    );
   }
 }

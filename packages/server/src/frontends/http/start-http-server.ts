@@ -64,7 +64,12 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
         });
   secure?.on('secureConnection', writeTlsBatchesWithoutCopy);
   server.on('checkContinue', edge.checkContinue);
-  if (options.upgrade !== undefined) server.on('upgrade', options.upgrade.handle);
+  const { upgrade } = options;
+  if (upgrade !== undefined) {
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      upgrade.handle(req, socket, head);
+    });
+  }
   server.maxConnections = options.maxConnections ?? 4096;
   server.headersTimeout = options.headersTimeoutMs ?? 20_000;
   server.requestTimeout = options.requestTimeoutMs ?? 300_000;

@@ -111,7 +111,8 @@ export function createFrameStreams(deps: FrameStreamsDeps): FrameStreams {
     },
     closeAll() {
       closed = true;
-      for (const stream of [...open]) stream.fail(new ServingError(Code.UNAVAILABLE, 'Server is shutting down'));
+      for (const stream of [...open])
+        stream.fail(new ServingError(Code.UNAVAILABLE, 'Server is shutting down'));
     },
   };
 }
@@ -119,11 +120,14 @@ export function createFrameStreams(deps: FrameStreamsDeps): FrameStreams {
 /** NOT_FOUND for an unknown model or version (as /invocations answers it). */
 function checkStreamable(service: InferenceService<ServableAssets>, model: ModelSpec): void {
   const versions = service.status(model);
-  if (versions.length === 0) throw new ServingError(Code.NOT_FOUND, `Servable not found for request: ${model.name}`);
+  if (versions.length === 0)
+    throw new ServingError(Code.NOT_FOUND, `Servable not found for request: ${model.name}`);
 }
 
 /** The image settings a frame needs, or FAILED_PRECONDITION naming what is missing. */
-function imageConfigOf(servable: Servable<ServableAssets>): NonNullable<ServableAssets['vision']['config']>['image'] {
+function imageConfigOf(
+  servable: Servable<ServableAssets>,
+): NonNullable<ServableAssets['vision']['config']>['image'] {
   const image = servable.assets.vision.config?.image;
   if (servable.assets.handlerModulePath !== undefined || image === undefined) {
     throw new ServingError(
@@ -208,7 +212,13 @@ export class FrameStream {
 
   private checkDrained(): void {
     const done = this.onDrained;
-    if (done === undefined || this.ended || this.waiting.length > 0 || this.started.length > 0 || this.unsent > 0)
+    if (
+      done === undefined ||
+      this.ended ||
+      this.waiting.length > 0 ||
+      this.started.length > 0 ||
+      this.unsent > 0
+    )
       return;
     this.onDrained = undefined;
     this.close();
@@ -285,7 +295,8 @@ export class FrameStream {
     const { signal, dispose } = frameSignal(this.abort.signal, this.deps.limits.frameTimeoutMs);
     const call: CallOptions = {
       signal,
-      deadline: this.deps.limits.frameTimeoutMs > 0 ? Date.now() + this.deps.limits.frameTimeoutMs : undefined,
+      deadline:
+        this.deps.limits.frameTimeoutMs > 0 ? Date.now() + this.deps.limits.frameTimeoutMs : undefined,
     };
     const observed = this.deps.observer?.begin({
       api: 'stream',
@@ -303,7 +314,11 @@ export class FrameStream {
         frame: frame.index,
         modelVersion: version,
         resultJson: Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8'),
-        timings: { queueMs: startedAt - frame.arrivedAt, inferenceMs: done - startedAt, totalMs: done - frame.arrivedAt },
+        timings: {
+          queueMs: startedAt - frame.arrivedAt,
+          inferenceMs: done - startedAt,
+          totalMs: done - frame.arrivedAt,
+        },
         dropped: this.dropped,
       };
     } catch (error) {
@@ -316,7 +331,10 @@ export class FrameStream {
     return answer;
   }
 
-  private async predict(bytes: Uint8Array, call: CallOptions): Promise<{ version: number; body: Uint8Array }> {
+  private async predict(
+    bytes: Uint8Array,
+    call: CallOptions,
+  ): Promise<{ version: number; body: Uint8Array }> {
     if (bytes.byteLength === 0) throw invalidArgument('Empty frame');
     const { service, imageDecodes } = this.deps;
     const release = service.admit(this.request.model, call);
@@ -347,7 +365,9 @@ export class FrameStream {
 function frameSignal(stream: AbortSignal, timeoutMs: number): { signal: AbortSignal; dispose: () => void } {
   if (timeoutMs <= 0) return { signal: stream, dispose: () => undefined };
   const controller = new AbortController();
-  const onAbort = (): void => controller.abort(stream.reason);
+  const onAbort = (): void => {
+    controller.abort(stream.reason);
+  };
   stream.addEventListener('abort', onAbort, { once: true });
   const timer = setTimeout(() => {
     controller.abort(new ServingError(Code.DEADLINE_EXCEEDED, `Frame timed out after ${timeoutMs} ms`));

@@ -13,7 +13,13 @@ import {
   FrameResponseSchema,
 } from '@visionserve/protocol/stream-proto';
 import type { GrpcService, GrpcStreamCall, GrpcStreamEvents } from '../grpc/grpc-service.js';
-import { FRAME_POLICIES, type FrameAnswer, type FramePolicy, type FrameStream, type FrameStreams } from './frame-stream.js';
+import {
+  FRAME_POLICIES,
+  type FrameAnswer,
+  type FramePolicy,
+  type FrameStream,
+  type FrameStreams,
+} from './frame-stream.js';
 
 /** Room for the message's own fields around the frame, in bytes. */
 const MESSAGE_OVERHEAD_BYTES = 4096;
@@ -24,7 +30,8 @@ export function createGrpcFrameStreamService(streams: FrameStreams): GrpcService
     api: 'stream',
     methods: {
       StreamFrames: {
-        handler: () => Promise.reject(new ServingError(Code.UNIMPLEMENTED, 'StreamFrames is a streaming method')),
+        handler: () =>
+          Promise.reject(new ServingError(Code.UNIMPLEMENTED, 'StreamFrames is a streaming method')),
         stream: (call) => serveFrameCall(streams, call),
         maxMessageBytes: streams.limits.maxFrameBytes + MESSAGE_OVERHEAD_BYTES,
       },
@@ -45,19 +52,31 @@ function openFrom(streams: FrameStreams, call: GrpcStreamCall, first: FrameReque
   if (!(FRAME_POLICIES as readonly string[]).includes(policy)) {
     throw invalidArgument(`policy must be latest or all, got "${policy.slice(0, 32)}"`);
   }
-  if (first.modelName === '') throw invalidArgument('The first FrameRequest must name the model (model_name)');
+  if (first.modelName === '')
+    throw invalidArgument('The first FrameRequest must name the model (model_name)');
   const version = first.modelVersion === 0n ? undefined : Number(first.modelVersion);
   return streams.open(
-    { model: { name: first.modelName, version }, policy: policy as FramePolicy, headers: call.metadata, transport: 'grpc' },
+    {
+      model: { name: first.modelName, version },
+      policy: policy as FramePolicy,
+      headers: call.metadata,
+      transport: 'grpc',
+    },
     {
       send: (answer, written) => {
         call.send([toBinary(FrameResponseSchema, responseOf(answer))]);
         // The gRPC server queues what the client's windows hold back (and resets a stream that stalls).
         written();
       },
-      pause: () => call.pause(),
-      resume: () => call.resume(),
-      fail: (error) => call.end(error),
+      pause: () => {
+        call.pause();
+      },
+      resume: () => {
+        call.resume();
+      },
+      fail: (error) => {
+        call.end(error);
+      },
     },
   );
 }
@@ -82,7 +101,10 @@ function serveFrameCall(streams: FrameStreams, call: GrpcStreamCall): GrpcStream
     onEnd() {
       if (failed) return;
       if (stream === undefined) call.end();
-      else stream.finish(() => call.end());
+      else
+        stream.finish(() => {
+          call.end();
+        });
     },
   };
 }

@@ -12,7 +12,6 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { UpgradeHandler } from '../http/start-http-server.js';
 import { FRAME_POLICIES, type FrameAnswer, type FramePolicy, type FrameStreams } from './frame-stream.js';
 
-
 const STREAM_PATH = /^\/v2\/models\/([^/]+)(?:\/versions\/([^/]+))?\/stream$/;
 
 /** WebSocket close codes (RFC 6455 §7.4.1). */
@@ -32,7 +31,10 @@ export interface WebSocketStreamOptions {
   readonly idleTimeoutMs: number;
 }
 
-export function createWebSocketStreams(streams: FrameStreams, options: WebSocketStreamOptions): UpgradeHandler {
+export function createWebSocketStreams(
+  streams: FrameStreams,
+  options: WebSocketStreamOptions,
+): UpgradeHandler {
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: streams.limits.maxFrameBytes,
@@ -68,7 +70,10 @@ function refuseUpgrade(socket: Duplex, status: number, message: string): void {
 }
 
 /** The policy and model a stream URL names, or INVALID_ARGUMENT. */
-function parseStreamUrl(url: URL, match: RegExpExecArray): { name: string; version?: number; policy: FramePolicy } {
+function parseStreamUrl(
+  url: URL,
+  match: RegExpExecArray,
+): { name: string; version?: number; policy: FramePolicy } {
   const policy = url.searchParams.get('policy') ?? 'latest';
   if (!(FRAME_POLICIES as readonly string[]).includes(policy)) {
     throw new ServingError(Code.INVALID_ARGUMENT, `policy must be latest or all, got "${policy}"`);
@@ -93,10 +98,18 @@ function serveSocket(
     stream = streams.open(
       { model: { name, version }, policy, headers: req.headers, transport: 'http' },
       {
-        send: (answer, written) => ws.send(answerText(answer), { binary: false }, written),
-        pause: () => ws.pause(),
-        resume: () => ws.resume(),
-        fail: (error) => closeWith(ws, error),
+        send: (answer, written) => {
+          ws.send(answerText(answer), { binary: false }, written);
+        },
+        pause: () => {
+          ws.pause();
+        },
+        resume: () => {
+          ws.resume();
+        },
+        fail: (error) => {
+          closeWith(ws, error);
+        },
       },
     );
   } catch (error) {
@@ -109,14 +122,22 @@ function serveSocket(
     socket?.setTimeout(options.idleTimeoutMs, () => {
       opened.fail(new ServingError(Code.DEADLINE_EXCEEDED, `Stream idle for ${options.idleTimeoutMs} ms`));
       // A client stuck in half a message never answers the close: do not wait ws's 30 s for it.
-      setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
+      setTimeout(() => {
+        ws.terminate();
+      }, CLOSE_GRACE_MS).unref();
     });
   }
-  ws.on('message', (data: Buffer) => opened.push(data));
-  ws.on('close', () => opened.close());
+  ws.on('message', (data: Buffer) => {
+    opened.push(data);
+  });
+  ws.on('close', () => {
+    opened.close();
+  });
   // Protocol errors (a message over --stream_max_frame_bytes: 1009, bad framing: 1002) are
   // closed by ws itself with their code; the stream ends with the socket.
-  ws.on('error', () => opened.close());
+  ws.on('error', () => {
+    opened.close();
+  });
 }
 
 /** Closes a socket for a fatal error: the code by kind, the reason its message (at most 123 bytes). */

@@ -104,5 +104,9 @@ async function inferOne(
 
 /** Whether `bytes` is a whole ArrayBuffer of its own (never a view into a pool or a larger read). */
 function ownsWholeBuffer(bytes: Uint8Array): boolean {
-  return bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength && !(bytes.buffer instanceof SharedArrayBuffer);
+  return (
+    bytes.byteOffset === 0 &&
+    bytes.byteLength === bytes.buffer.byteLength &&
+    !(bytes.buffer instanceof SharedArrayBuffer)
+  );
 }
