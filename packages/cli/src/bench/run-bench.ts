@@ -19,6 +19,7 @@ import type { BenchProgress } from './bench-progress.js';
 import type { BenchReport, ColdStartReport, OverloadReport, SweepReport } from './bench-results.js';
 import { SUITES, type SuiteId } from './bench-suites.js';
 import { runColdStartSuite } from './cold-start-suite.js';
+import { type StreamReport, runStreamSuite } from './stream-suite.js';
 import { createExitCleanup } from './exit-cleanup.js';
 import { type BenchTargets, openLatencyEndpoints } from './latency-endpoints.js';
 import { type LatencySuiteResult, runLatencySuite } from './latency-suite.js';
@@ -148,6 +149,9 @@ export function planFor(options: BenchOptions): BenchPlan {
           },
         }
       : {}),
+    ...(suites.includes('stream')
+      ? { stream: { cases: suiteCases(options, 'stream'), durationMs: options.durationMs } }
+      : {}),
     ...(suites.includes('overload')
       ? {
           overload: {
@@ -166,7 +170,7 @@ export function planFor(options: BenchOptions): BenchPlan {
 
 export async function runBench(options: BenchOptions): Promise<BenchReport> {
   const started = performance.now();
-  const suites = (['latency', 'sweep', 'cold-start', 'overload'] as const).filter((s) =>
+  const suites = (['latency', 'sweep', 'cold-start', 'overload', 'stream'] as const).filter((s) =>
     (options.suites ?? ['latency']).includes(s),
   );
   if (options.targets !== undefined && suites.some((s) => s !== 'latency'))
@@ -204,6 +208,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
   let sweep: SweepReport | undefined;
   let coldStart: ColdStartReport | undefined;
   let overload: OverloadReport | undefined;
+  let stream: StreamReport | undefined;
   try {
     const caseIds = [...new Set(suites.flatMap((s) => suiteCases(options, s)))];
     const repo = await stageRepository(options.repoDir ?? join(temp, 'repo'), options.sharedDir, caseIds);
@@ -285,6 +290,15 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
         progress,
       });
     }
+    if (suites.includes('stream')) {
+      stream = await runStreamSuite({
+        cases: casesOf('stream'),
+        durationMs: options.durationMs,
+        serverFlags,
+        cleanup,
+        progress,
+      });
+    }
   } finally {
     options.onProgress?.('');
     await rm(temp, { recursive: true, force: true });
@@ -344,6 +358,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     rows: latency?.rows ?? [],
     ...(sweep ? { sweep } : {}),
     ...(coldStart ? { coldStart } : {}),
+    ...(stream ? { stream } : {}),
     ...(overload ? { overload } : {}),
   };
 }

@@ -138,6 +138,10 @@ function imageConfigOf(
   return image;
 }
 
+/** First and longest wait before a shed frame of an `all` stream tries again, ms. */
+const SHED_RETRY_MS = 5;
+const SHED_RETRY_MAX_MS = 100;
+
 interface Pending {
   readonly index: number;
   readonly bytes: Uint8Array;
@@ -331,7 +335,29 @@ export class FrameStream {
     return answer;
   }
 
+  /**
+   * With `all`, a frame that admission sheds (the model's queue is too long) waits and tries
+   * again until its deadline instead of failing: every frame is processed, and the stream's
+   * queue fills and stops reading the socket meanwhile. With `latest` it is answered UNAVAILABLE.
+   */
   private async predict(
+    bytes: Uint8Array,
+    call: CallOptions,
+  ): Promise<{ version: number; body: Uint8Array }> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.predictOnce(bytes, call);
+      } catch (error) {
+        const shed = error instanceof ServingError && error.reason === 'overloaded';
+        if (!shed || this.request.policy !== 'all' || call.signal?.aborted === true) throw error;
+        await new Promise((resolve) =>
+          setTimeout(resolve, Math.min(SHED_RETRY_MAX_MS, SHED_RETRY_MS << attempt)),
+        );
+      }
+    }
+  }
+
+  private async predictOnce(
     bytes: Uint8Array,
     call: CallOptions,
   ): Promise<{ version: number; body: Uint8Array }> {
