@@ -1,5 +1,5 @@
 /** The benchmark's Markdown report (results.md): one section per suite that ran. */
-import { CASES, type CaseId } from './bench-cases.js';
+import { CASES } from './bench-cases.js';
 import type { PathId } from './bench-paths.js';
 import { formatDuration } from './bench-plan.js';
 import type {
