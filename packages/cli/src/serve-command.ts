@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, FLAGS, type SpareInferenceWorkers } from '@visionserve/server/boot';
+import { ConfigError, flagHelpLines, type SpareInferenceWorkers } from '@visionserve/server/boot';
 import { loadServerEntries } from '@visionserve/server/entries';
 import type { Command } from './cli-args.js';
 import { initialInferenceThreads } from './initial-inference-threads.js';
@@ -17,10 +17,8 @@ layout: <version>/model.onnx at its top, or <model>/<version>/model.onnx, plus
 code/), else a generated demo model, half_plus_two (y = 0.5 * x + 2), so this
 works with no arguments.
 
-Flags (TF Serving names; --flag=value or --flag value):
-${Object.entries(FLAGS)
-  .map(([name, spec]) => `  --${name.padEnd(44)} ${spec.help}`)
-  .join('\n')}
+Flags (TF Serving names; --flag=value or --flag value; docs/configuration.md):
+${flagHelpLines().join('\n')}
 `;
 
 /** Where SageMaker puts the model (model.tar.gz unpacked). */

@@ -41,7 +41,7 @@ const loadTimeout = (message: string): ServingError =>
   new ServingError(Code.DEADLINE_EXCEEDED, message, { reason: 'load-timeout' });
 
 /**
- * The SageMaker multi-model endpoint API (docs/protocols.md), with the TF Serving
+ * The SageMaker multi-model endpoint API (docs/sagemaker-endpoint.md), with the TF Serving
  * container's shapes and wording: list (model -> TF Serving status), describe, load (every
  * version found under the url, as the container configures it), unload. Models loaded here
  * join the served set like configured ones (TF Serving REST/gRPC see them too); a later
