@@ -70,7 +70,7 @@ import { createJsonDecodePool } from './runtime/json-decode-pool.js';
 import { ConfigError } from './config/config-error.js';
 import { notFound, toServingError } from '@visionserve/protocol';
 import { readOptionalFile } from './repository/optional-file.js';
-import { parseModelConfigFile } from './repository/model-config-file.js';
+import { modelConfigsFromMessage, parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
 import type { SpareInferenceWorkers } from './runtime/spare-inference-workers.js';
 import { createModelFilesResolver } from './repository/model-files.js';
@@ -616,6 +616,7 @@ async function startServer(
     imageDecodes,
     logger: logger.child({ component: 'grpc' }),
     serializeAsTensorContent: config.serializeAsTensorContent,
+    readModelServerConfig: (message) => modelConfigsFromMessage(message),
     managementGuard: ops.guard,
   });
 

@@ -38,16 +38,17 @@ import {
   regressionResultToProto,
   tensorFromProtoView,
   writePredictResponse,
+  type ModelServerConfig,
 } from '@visionserve/protocol/tfs-proto';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService, ModelSpec } from '../../core/inference-service.js';
+import type { ModelConfig } from '../../core/model-config.js';
 import type { Logger } from '../../util/logger.js';
 import type { GrpcMethod, GrpcService } from '../grpc/grpc-service.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
 import { classifyOn, multiInferenceOn, regressOn } from '../shared/examples-inference.js';
 import type { ManagementGuard } from '../shared/management-guard.js';
 import {
-  modelConfigsFromProto,
   modelSpecFromProto,
   modelSpecToProto,
   signatureDefMapFromSignatures,
@@ -67,6 +68,11 @@ export interface TfsGrpcFrontendOptions {
    * Default false.
    */
   readonly serializeAsTensorContent?: boolean | undefined;
+  /**
+   * The served model set a HandleReloadConfigRequest asks for: the one mapping from
+   * ModelServerConfig that the config file uses too (injected: it belongs to the repository).
+   */
+  readonly readModelServerConfig: (config: ModelServerConfig | undefined) => ModelConfig[];
   /** Who may call HandleReloadConfigRequest. Default: anyone (TF Serving's behaviour). */
   readonly managementGuard?: ManagementGuard | undefined;
 }
@@ -374,7 +380,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
     async handler(bytes, context) {
       options.managementGuard?.check(context.credentials(), 'HandleReloadConfigRequest');
       const request = decode(ReloadConfigRequestSchema, bytes);
-      const configs = modelConfigsFromProto(request.config);
+      const configs = options.readModelServerConfig(request.config);
       await service.reloadConfig(configs);
       logger.info('model config reloaded', { models: configs.map((c) => c.name) });
       return one(
