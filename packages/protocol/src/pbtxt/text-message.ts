@@ -40,6 +40,8 @@ export interface TextMessage<T> {
    * for an object that is not a message of this result.
    */
   where(message: object, field?: string): PbPosition | undefined;
+  /** Whether the text wrote `field` in `message` (proto3 cannot tell `x: false` from absent). */
+  written(message: object, field: string): boolean;
   /** The position of the field that holds `message` (`config {` of a repeated `config`). */
   whereField(message: object): PbPosition | undefined;
   /** An INVALID_ARGUMENT error at `message` (or its `field`), worded `<source>:<line>:<col>: text`. */
@@ -65,6 +67,7 @@ export function parseTextMessage<Desc extends DescMessage>(
   return {
     message,
     where,
+    written: (m, field) => positions.get(m)?.fields.has(field) ?? false,
     whereField: (m) => positions.get(m)?.field,
     error: (t, m, field) => pbtxtError(source, where(m, field) ?? { line: 1, column: 1 }, t),
   };
@@ -130,9 +133,17 @@ class MessageReader {
   }
 
   private child(schema: DescMessage, f: PbField): ReflectMessage {
-    if (f.value.kind !== 'message') throw this.error(f.value, `Expected "{", found ${describe(f.value)}.`);
     const child = reflect(schema, create(schema));
-    this.fill(child, f.value, f);
+    if (f.value.kind === 'message') {
+      this.fill(child, f.value, f);
+      return child;
+    }
+    // A wrapper (google.protobuf.Int64Value, ...) may be written as its bare value, `x: 32`, as
+    // TF Serving's batching examples do; anything else needs a message.
+    const value = isWrapper(schema) ? schema.fields[0] : undefined;
+    if (value?.fieldKind !== 'scalar') throw this.error(f.value, `Expected "{", found ${describe(f.value)}.`);
+    this.positions.set(child.message, { self: f.value, field: f, fields: new Map([['value', f.value]]) });
+    child.set(value, this.scalar(value.scalar, f.value, f.name));
     return child;
   }
 
@@ -241,6 +252,12 @@ class MessageReader {
     }
     return v.value;
   }
+}
+
+function isWrapper(schema: DescMessage): boolean {
+  return /^google\.protobuf\.(Double|Float|Int64|UInt64|Int32|UInt32|Bool|String|Bytes)Value$/.test(
+    schema.typeName,
+  );
 }
 
 function describeRaw(v: PbValue): string {
