@@ -40,7 +40,7 @@ export { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
 export type { OnnxRuntimeOptions } from './runtime/onnx-session-factory.js';
 export { ortSessionOptions } from './runtime/session-options.js';
 export type { OrtSessionSettings } from './runtime/session-options.js';
-export { listVersions, MODEL_FILE_NAME } from './repository/list-versions.js';
+export { listVersions, listVersionDirectories, MODEL_FILE_NAME } from './repository/list-versions.js';
 export { parseModelConfigFile } from './repository/model-config-file.js';
 export { readModelAssets } from './repository/model-assets.js';
 

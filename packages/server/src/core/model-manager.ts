@@ -25,6 +25,11 @@ export interface ModelManagerOptions<A> {
    * A rejection is logged as a warning and the model keeps what it serves.
    */
   readonly listVersions: (basePath: string) => Promise<number[]>;
+  /**
+   * The directory of a version that listVersions just found (the repository's index maps
+   * version 123 back to `<base>/00000123`). Default `<basePath>/<version>`.
+   */
+  readonly versionPath?: ((basePath: string, version: number) => string) | undefined;
   readonly logger: Logger;
   /** Told of every load, failed load, unload and asset refresh (metrics, caches keyed by version). */
   readonly onVersionEvent?: ((event: VersionEvent) => void) | undefined;
@@ -133,6 +138,8 @@ interface ModelEntry<A> {
 
 export function createModelManager<A = undefined>(options: ModelManagerOptions<A>): ModelManager<A> {
   const { sessionFactory, logger } = options;
+  const versionPath =
+    options.versionPath ?? ((basePath: string, version: number) => join(basePath, String(version)));
   const loadAssets = options.loadAssets ?? (() => Promise.resolve(undefined as A));
   const loader: VersionLoader<A> = async (source) => {
     const assets = await loadAssets(source);
@@ -173,7 +180,7 @@ export function createModelManager<A = undefined>(options: ModelManagerOptions<A
   function newEntry(model: ModelEntry<A>, version: number, attempts: number): VersionEntry<A> {
     const { name, basePath, confined } = model.config;
     const entry = new VersionEntry<A>(
-      { modelName: name, version, path: join(basePath, String(version)), basePath, confined },
+      { modelName: name, version, path: versionPath(basePath, version), basePath, confined },
       attempts,
       logger.child({ model: name, version }),
       emit,
