@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { Code, ServingError } from '@visionserve/protocol';
+import { textFormatSource } from '@visionserve/protocol/pbtxt';
 import { createServer as createNetServer } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -134,12 +135,24 @@ export interface RunningVisionServer {
   close(): Promise<void>;
 }
 
-/** The served model set: from the config file's text when there is one, else single-model flags. */
+/**
+ * The served model set: from the config file's text when there is one, else single-model
+ * flags. A bad file is reported in TF Serving's words: protobuf's `Error parsing text-format
+ * tensorflow.serving.ModelServerConfig: <line>:<column>: ...`, then `Invalid protobuf file: '<file>'`.
+ */
 function modelConfigs(config: ServerConfig, configFileText: string | undefined): ModelConfig[] {
-  if (config.modelConfigFile !== undefined && configFileText !== undefined) {
-    return parseModelConfigFile(configFileText, dirname(config.modelConfigFile), {
-      source: config.modelConfigFile,
-    });
+  const file = config.modelConfigFile;
+  if (file !== undefined && configFileText !== undefined) {
+    try {
+      return parseModelConfigFile(configFileText, dirname(file), {
+        source: textFormatSource('tensorflow.serving.ModelServerConfig'),
+      });
+    } catch (error) {
+      if (!(error instanceof ServingError)) throw error;
+      throw new ServingError(error.code, `${error.message}\nInvalid protobuf file: '${file}'`, {
+        cause: error,
+      });
+    }
   }
   if (config.modelBasePath !== undefined) {
     return [
