@@ -27,6 +27,7 @@ import {
   createRepositoryControl,
 } from './repository-control.js';
 import { modelStatisticsJson } from './statistics-json.js';
+import { checkInputsAsTriton, unknownModelError } from './triton-errors.js';
 
 /** A model as the protocol names it: the version is a decimal string, "" for "the server picks". */
 export interface KServeModelRef {
@@ -142,25 +143,8 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
 
   const specOf = (ref: KServeModelRef): ModelSpec => ({ name: ref.name, version: parseVersion(ref.version) });
 
-  /**
-   * NOT_FOUND from core for a version that exists but is still loading becomes
-   * UNAVAILABLE (Triton answers 503 for a version that is not ready yet).
-   */
-  const notReady = (error: unknown, spec: ModelSpec): unknown => {
-    if (!(error instanceof ServingError) || error.code !== Code.NOT_FOUND) return error;
-    let statuses;
-    try {
-      statuses = service.status(spec);
-    } catch {
-      return error;
-    }
-    const loading = statuses.find((s) => s.state === 'START' || s.state === 'LOADING');
-    if (loading === undefined) return error;
-    return new ServingError(
-      Code.UNAVAILABLE,
-      `model '${spec.name}' version ${loading.version} is not ready yet`,
-    );
-  };
+  /** Core's NOT_FOUND in Triton's words (triton-errors.ts). */
+  const notReady = (error: unknown, spec: ModelSpec): unknown => unknownModelError(service, error, spec);
 
   const withModel = async <T>(
     ref: KServeModelRef,
@@ -256,21 +240,9 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
           spec,
           async (servable) => {
             const { name: signatureName, signature } = servable.signature();
+            checkInputsAsTriton(servable.name, request.id, signature, request.inputs);
             const inputs: Record<string, Tensor> = {};
-            for (const input of request.inputs) {
-              const spec = signature.inputs[input.name];
-              if (spec === undefined || !Object.hasOwn(signature.inputs, input.name)) {
-                throw invalidArgument(
-                  `unexpected inference input '${input.name}' for model '${servable.name}'; its inputs are: ${Object.keys(signature.inputs).join(', ')}`,
-                );
-              }
-              if (spec.dtype !== input.tensor.dtype) {
-                throw invalidArgument(
-                  `inference input '${input.name}' data-type is '${input.datatype}', but model '${servable.name}' expects '${datatypeOfDtype(spec.dtype)}'`,
-                );
-              }
-              inputs[input.name] = input.tensor;
-            }
+            for (const input of request.inputs) inputs[input.name] = input.tensor;
             for (const output of request.outputs ?? []) {
               if (!Object.hasOwn(signature.outputs, output.name)) {
                 throw invalidArgument(
