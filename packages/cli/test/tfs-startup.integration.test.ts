@@ -203,6 +203,11 @@ describe('start-up as TF Serving', () => {
     }
   });
 
+  it("--version prints the version and exits 0, as tensorflow_model_server's", async () => {
+    const { stdout } = await run(process.execPath, [CLI, 'serve', '--version']);
+    assert.match(stdout, /^visionserve \(TensorFlow ModelServer compatible\): \d+\.\d+\.\d+/);
+  });
+
   it("reports a bad config file in TF Serving's words", async () => {
     const bad = join(root, 'bad.config');
     await writeFile(bad, "model_config_list {\n  config { name 'a' }\n}\n");

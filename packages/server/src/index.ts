@@ -5,7 +5,7 @@
 export { startVisionServer, openApiDocument, type OpenApiDocumentOptions } from './server.js';
 export type { RunningVisionServer, VisionServerHooks, VisionServerResources } from './server.js';
 export { resolveServerConfig, DEFAULTS } from './config/server-config.js';
-export { parseFlags, FLAGS } from './config/flags.js';
+export { parseFlags, FLAGS, IGNORED_TF_SERVING_FLAGS } from './config/flags.js';
 export { configFromEnv } from './config/env.js';
 export { ConfigError } from './config/config-error.js';
 export type { ServerConfig } from './config/server-config.js';
