@@ -270,7 +270,7 @@ describe('batching metrics', () => {
 });
 
 describe('health probes', () => {
-  it('readiness is false while a model loads and while draining, true when AVAILABLE', async () => {
+  it('with --open_ports_before_models_load: readiness is false while a model loads and while draining, true when AVAILABLE', async () => {
     const root = await tempRepo('vs-ops-probes-');
     // A real model: its load and warmup take long enough to be seen.
     const base = await placeModel(root, 'half', 1, sharedModel('mobilenetv2-12-int8.onnx'));
@@ -284,6 +284,8 @@ describe('health probes', () => {
       modelBasePath: base,
       logLevel: 'silent',
       shutdownReadinessDelayMs: 600,
+      // The old order: listeners first, so that the probes answer during the load.
+      openPortsBeforeModelsLoad: true,
     });
     const url = `http://127.0.0.1:${rest}`;
     let started = false;

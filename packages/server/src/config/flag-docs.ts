@@ -3,7 +3,7 @@
  * one flag table (FLAGS) and the one table of defaults (DEFAULTS), so that neither can drift.
  * `scripts/gen-config-doc.mjs` writes the doc; `npm run lint` fails when it is stale.
  */
-import { FLAGS, type FlagSpec } from './flags.js';
+import { FLAGS, IGNORED_TF_SERVING_FLAGS, type FlagSpec } from './flags.js';
 import { DEFAULTS } from './server-config.js';
 
 export interface FlagGroup {
@@ -31,6 +31,10 @@ export const FLAG_GROUPS: readonly FlagGroup[] = [
       'wait_for_models',
       'allow_version_labels_for_unavailable_models',
       'log_level',
+      'open_ports_before_models_load',
+      'grpc_socket_path',
+      'max_num_load_retries',
+      'load_retry_interval_micros',
     ],
   },
   {
@@ -217,5 +221,16 @@ export function renderConfigurationDoc(): string {
     'SageMaker variables (`*_SECONDS`) are converted to the flag’s milliseconds.',
     '',
     ...FLAG_GROUPS.flatMap(groupTable),
+    '## TF Serving flags accepted and ignored',
+    '',
+    'So that a `tensorflow_model_server` command line works unchanged, these flags of TF Serving’s',
+    '`main.cc` are accepted, warned about once at start, and ignored:',
+    '',
+    '| flag | why it has no meaning here |',
+    '| --- | --- |',
+    ...Object.entries(IGNORED_TF_SERVING_FLAGS).map(
+      ([name, { why }]) => `| \`--${name}\` | ${escapeCell(why)} |`,
+    ),
+    '',
   ].join('\n');
 }

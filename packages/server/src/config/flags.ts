@@ -405,6 +405,69 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'string',
     help: 'URL path of the web console',
   },
+  // --- TF Serving start-up and main.cc flags ---
+  open_ports_before_models_load: {
+    key: 'openPortsBeforeModelsLoad',
+    type: 'bool',
+    help: 'open the ports before the initial models load: /healthz, metrics and /ping answer during the load, /readyz 503 until it is done, model requests NOT_FOUND meanwhile (false: ports open once the models are in, as TF Serving)',
+  },
+  grpc_socket_path: {
+    key: 'grpcSocketPath',
+    type: 'string',
+    help: 'also serve the gRPC APIs on this Unix domain socket, beside --port',
+  },
+  max_num_load_retries: {
+    key: 'maxNumLoadRetries',
+    type: 'int',
+    help: 'retries of a failed version load before giving up',
+  },
+  load_retry_interval_micros: {
+    key: 'loadRetryIntervalMicros',
+    type: 'int',
+    help: 'wait between load retries in microseconds, negative: none',
+  },
+};
+
+/**
+ * TF Serving's main.cc flags that have no meaning here, with why: accepted (so that a
+ * `tensorflow_model_server` command line works unchanged), warned about once, ignored.
+ * `bool` ones may be given bare (`--enable_profiler`).
+ */
+export const IGNORED_TF_SERVING_FLAGS: Readonly<Record<string, { bool: boolean; why: string }>> = {
+  num_load_threads: { bool: false, why: 'versions load concurrently, each in its own inference workers' },
+  num_unload_threads: { bool: false, why: 'unloads run concurrently' },
+  flush_filesystem_caches: { bool: true, why: 'no TensorFlow filesystem caches here' },
+  tensorflow_session_parallelism: {
+    bool: false,
+    why: 'use --tensorflow_intra_op_parallelism and --tensorflow_inter_op_parallelism',
+  },
+  tensorflow_session_config_file: { bool: false, why: 'no TensorFlow session: models run in onnxruntime' },
+  use_alts_credentials: { bool: true, why: 'Google ALTS is not supported; use --ssl_config_file' },
+  platform_config_file: {
+    bool: false,
+    why: 'the platform is chosen per version directory (ONNX or SavedModel)',
+  },
+  per_process_gpu_memory_fraction: { bool: false, why: 'CPU inference' },
+  saved_model_tags: { bool: false, why: 'SavedModels are converted from their "serve" MetaGraph' },
+  grpc_max_threads: {
+    bool: false,
+    why: 'gRPC runs on the event loop; inference on --model_instances workers',
+  },
+  remove_unused_fields_from_bundle_metagraph: { bool: true, why: 'no MetaGraph is kept in memory' },
+  prefer_tflite_model: { bool: true, why: 'TensorFlow Lite models are not served' },
+  num_tflite_pools: { bool: false, why: 'TensorFlow Lite models are not served' },
+  num_tflite_interpreters_per_pool: { bool: false, why: 'TensorFlow Lite models are not served' },
+  enable_signature_method_name_check: {
+    bool: true,
+    why: 'Classify and Regress always check what the signature offers, as TF Serving does without it',
+  },
+  xla_cpu_compilation_enabled: { bool: true, why: 'no XLA: models run in onnxruntime' },
+  xla_gpu_compilation_enabled: { bool: true, why: 'no XLA: models run in onnxruntime' },
+  enable_profiler: { bool: true, why: 'no TensorFlow profiler service; see --otlp_traces_endpoint' },
+  thread_pool_factory_config_file: { bool: false, why: 'no TensorFlow thread pools' },
+  mixed_precision: { bool: false, why: 'models run at the precision they were exported in' },
+  skip_initialize_tpu: { bool: true, why: 'no TPU' },
+  enable_grpc_healthcheck_service: { bool: true, why: 'health is served over HTTP (/healthz, /readyz)' },
 };
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -452,6 +515,13 @@ export function parseFlags(argv: readonly string[]): Partial<ServerConfig> {
     if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument "${arg}"`);
     const eq = arg.indexOf('=');
     const name = (eq >= 0 ? arg.slice(2, eq) : arg.slice(2)).replaceAll('-', '_');
+    const ignored = IGNORED_TF_SERVING_FLAGS[name];
+    if (ignored !== undefined) {
+      const bare = eq < 0 && (ignored.bool || argv[i + 1] === undefined || argv[i + 1]!.startsWith('--'));
+      const value = eq >= 0 ? arg.slice(eq + 1) : bare ? 'true' : argv[++i]!;
+      out.ignoredFlags = [...(out.ignoredFlags ?? []), `${name}=${value}`];
+      continue;
+    }
     const spec = FLAGS[name];
     if (!spec) {
       const near = closestFlag(name);

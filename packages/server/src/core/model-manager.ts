@@ -25,6 +25,11 @@ export interface ModelManagerOptions<A> {
    * A rejection is logged as a warning and the model keeps what it serves.
    */
   readonly listVersions: (basePath: string) => Promise<number[]>;
+  /**
+   * The directory of a version that listVersions just found (the repository's index maps
+   * version 123 back to `<base>/00000123`). Default `<basePath>/<version>`.
+   */
+  readonly versionPath?: ((basePath: string, version: number) => string) | undefined;
   readonly logger: Logger;
   /** Told of every load, failed load, unload and asset refresh (metrics, caches keyed by version). */
   readonly onVersionEvent?: ((event: VersionEvent) => void) | undefined;
@@ -132,6 +137,11 @@ interface ModelEntry<A> {
 }
 
 /** The state of one manager, shared by the module-level functions below. */
+function defaultVersionPath(basePath: string, version: number): string {
+  return join(basePath, String(version));
+}
+
+/** The state of one manager, shared by the module-level functions below. */
 interface Manager<A> {
   readonly options: ModelManagerOptions<A>;
   readonly logger: Logger;
@@ -172,7 +182,13 @@ function newEntry<A>(
 ): VersionEntry<A> {
   const { name, basePath, confined } = model.config;
   const entry = new VersionEntry<A>(
-    { modelName: name, version, path: join(basePath, String(version)), basePath, confined },
+    {
+      modelName: name,
+      version,
+      path: (m.options.versionPath ?? defaultVersionPath)(basePath, version),
+      basePath,
+      confined,
+    },
     attempts,
     m.logger.child({ model: name, version }),
     m.emit,

@@ -158,13 +158,13 @@ function signatureOfFile(name: string, file: SignatureFile, model: WireModel): S
       methodName,
       adapter: { kind: 'tf-example', inputKey, features },
       modelInputs,
+      savedModel: true,
     };
   }
-  const inputs =
-    file.inputs === undefined
-      ? onnx.inputs
-      : declaredSpecs(`Signature ${name} input`, file.inputs, onnx.inputs);
-  return { inputs, outputs, methodName };
+  if (file.inputs === undefined) return { inputs: onnx.inputs, outputs, methodName };
+  // Declared tensors come from a SavedModel's SignatureDef.
+  const inputs = declaredSpecs(`Signature ${name} input`, file.inputs, onnx.inputs);
+  return { inputs, outputs, methodName, savedModel: true };
 }
 
 function startWorker(

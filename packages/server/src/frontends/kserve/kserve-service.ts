@@ -5,13 +5,8 @@
  * (./http) adapts it to routes and bodies; a gRPC binding adapts the same operations to
  * `inference.GRPCInferenceService`.
  */
-import { Code, ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
-import {
-  type InferRequest,
-  type InferResponse,
-  classificationTensor,
-  datatypeOfDtype,
-} from '@visionserve/protocol/kserve';
+import { ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
+import { type InferRequest, type InferResponse, classificationTensor } from '@visionserve/protocol/kserve';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
 import type { InferenceStatisticsReader } from '../../core/inference-statistics.js';
@@ -27,6 +22,7 @@ import {
   createRepositoryControl,
 } from './repository-control.js';
 import { modelStatisticsJson } from './statistics-json.js';
+import { checkInputsAsTriton, unknownModelError } from './triton-errors.js';
 
 /** A model as the protocol names it: the version is a decimal string, "" for "the server picks". */
 export interface KServeModelRef {
@@ -137,20 +133,9 @@ const specOf = (ref: KServeModelRef): ModelSpec => ({ name: ref.name, version: p
  * NOT_FOUND from core for a version that exists but is still loading becomes
  * UNAVAILABLE (Triton answers 503 for a version that is not ready yet).
  */
+/** Core's NOT_FOUND in Triton's words (triton-errors.ts). */
 function notReady(service: Service, error: unknown, spec: ModelSpec): unknown {
-  if (!(error instanceof ServingError) || error.code !== Code.NOT_FOUND) return error;
-  let statuses;
-  try {
-    statuses = service.status(spec);
-  } catch {
-    return error;
-  }
-  const loading = statuses.find((s) => s.state === 'START' || s.state === 'LOADING');
-  if (loading === undefined) return error;
-  return new ServingError(
-    Code.UNAVAILABLE,
-    `model '${spec.name}' version ${loading.version} is not ready yet`,
-  );
+  return unknownModelError(service, error, spec);
 }
 
 async function withModel<T>(
@@ -191,21 +176,9 @@ function inferInputs(
   signature: Signature,
   request: InferRequest,
 ): Record<string, Tensor> {
+  checkInputsAsTriton(servable.name, request.id, signature, request.inputs);
   const inputs: Record<string, Tensor> = {};
-  for (const input of request.inputs) {
-    const spec = signature.inputs[input.name];
-    if (spec === undefined || !Object.hasOwn(signature.inputs, input.name)) {
-      throw invalidArgument(
-        `unexpected inference input '${input.name}' for model '${servable.name}'; its inputs are: ${Object.keys(signature.inputs).join(', ')}`,
-      );
-    }
-    if (spec.dtype !== input.tensor.dtype) {
-      throw invalidArgument(
-        `inference input '${input.name}' data-type is '${input.datatype}', but model '${servable.name}' expects '${datatypeOfDtype(spec.dtype)}'`,
-      );
-    }
-    inputs[input.name] = input.tensor;
-  }
+  for (const input of request.inputs) inputs[input.name] = input.tensor;
   for (const output of request.outputs ?? []) {
     if (!Object.hasOwn(signature.outputs, output.name)) {
       throw invalidArgument(
