@@ -584,8 +584,14 @@ async function startServer(
           : undefined,
     });
   const edgeExtras = { observer: observers.request, cors: config.enableCors };
-  const httpLimits = {
+  const connectionGuard = {
     maxConnections: config.maxConnections,
+    maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+    firstBytesTimeoutMs: config.connectionFirstBytesTimeoutMs,
+  };
+  const httpLimits = {
+    ...connectionGuard,
+    keepAliveTimeoutMs: config.httpKeepaliveTimeoutMs,
     headersTimeoutMs: config.httpHeadersTimeoutMs,
     requestTimeoutMs: config.requestBodyTimeoutMs + config.httpHeadersTimeoutMs,
   };
@@ -736,7 +742,7 @@ async function startServer(
           ...(grpcArgs.maxReceiveMessageBytes === undefined || grpcArgs.maxReceiveMessageBytes < 0
             ? {}
             : { maxMessageBytes: grpcArgs.maxReceiveMessageBytes }),
-          maxConnections: config.maxConnections,
+          ...connectionGuard,
           bodyTimeoutMs: config.requestBodyTimeoutMs,
           transport: config.grpcTransport,
           observer: observers.request,

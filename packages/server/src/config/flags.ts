@@ -138,7 +138,26 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'requests read or served at once, all listeners (default 4096)',
   },
-  max_connections: { key: 'maxConnections', type: 'int', help: 'connections per listener (default 4096)' },
+  max_connections: {
+    key: 'maxConnections',
+    type: 'int',
+    help: 'connections per listener; at the cap the longest-idle one is closed for a new one (default 4096)',
+  },
+  max_connections_per_address: {
+    key: 'maxConnectionsPerAddress',
+    type: 'int',
+    help: 'connections per listener from one client address (default 0: no limit)',
+  },
+  connection_first_bytes_timeout_ms: {
+    key: 'connectionFirstBytesTimeoutMs',
+    type: 'int',
+    help: 'time from accept to a TLS handshake plus first request head or HTTP/2 preface (default 10000; 0: none)',
+  },
+  http_keepalive_timeout_ms: {
+    key: 'httpKeepaliveTimeoutMs',
+    type: 'int',
+    help: 'idle HTTP/1.1 keep-alive connections are closed after this (default 65000)',
+  },
   http_headers_timeout_ms: {
     key: 'httpHeadersTimeoutMs',
     type: 'int',
