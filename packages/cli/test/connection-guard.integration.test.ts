@@ -170,6 +170,7 @@ describe('connection guard, plaintext (REST, SageMaker, gRPC)', () => {
       sagemakerPort: 0,
       maxConnections: CAP,
       connectionFirstBytesTimeoutMs: FIRST_BYTES_MS,
+      monitoringConfigFile: await writeMonitoring(dir),
     });
   });
   after(() => h.close());
@@ -215,6 +216,19 @@ describe('connection guard, plaintext (REST, SageMaker, gRPC)', () => {
       served.socket.write(FULL_HEAD);
       await waitFor(() => served.received().toString('latin1').split('HTTP/1.1 200').length === 3);
       assert.ok(!servedGrpc.isClosed(), 'a gRPC connection that sent its preface and SETTINGS stays open');
+      // Both limits show in the metrics, per listener.
+      const text = await (await fetch(`${h.rest}/monitoring/prometheus/metrics`)).text();
+      for (const listener of ['rest', 'sagemaker', 'grpc']) {
+        for (const reason of ['evicted_idle', 'first_bytes_timeout']) {
+          const line = new RegExp(
+            `^visionserve_connections_guarded_total\\{listener="${listener}",reason="${reason}"\\} (\\d+)`,
+            'm',
+          );
+          const value = Number(line.exec(text)?.[1] ?? 0);
+          assert.ok(value >= 1, `${listener} ${reason}: ${value}`);
+        }
+      }
+      assert.match(text, /^visionserve_connections\{listener="rest"\} [1-9]/m);
     } finally {
       closeAll([...silent, ...halfHead, ...halfPreface, served, servedGrpc]);
     }
@@ -322,6 +336,12 @@ describe('connection guard over TLS (REST, SageMaker, gRPC)', () => {
     }
   });
 });
+
+async function writeMonitoring(dir: string): Promise<string> {
+  const file = join(dir, 'monitoring.config');
+  await writeFile(file, 'prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }\n');
+  return file;
+}
 
 async function waitFor(condition: () => boolean, timeoutMs = 15_000): Promise<void> {
   const until = Date.now() + timeoutMs;

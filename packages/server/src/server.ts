@@ -525,8 +525,10 @@ async function startServer(
       shedReporter.report('inflight-budget', undefined, message, details);
     },
   });
-  // Declared before the metrics sources that read it (the listener starts further down).
+  // Declared before the metrics sources that read them (the listeners start further down).
   let grpc: RunningGrpcServer | undefined;
+  let rest: StartedHttpServer | undefined;
+  let sagemaker: StartedHttpServer | undefined;
   ops.metrics?.attach({
     versionStates: () =>
       manager.modelNames().flatMap((model) => {
@@ -542,6 +544,16 @@ async function startServer(
     shed: () => shedReporter.counts(),
     grpcConnections: () =>
       grpc === undefined ? undefined : { open: grpc.connections, limitCloses: grpc.limitCloses },
+    listenerConnections: () =>
+      (
+        [
+          ['rest', rest],
+          ['sagemaker', sagemaker],
+          ['grpc', grpc],
+        ] as const
+      ).flatMap(([listener, server]) =>
+        server === undefined ? [] : [{ listener, open: server.connections, guardCloses: server.guardCloses }],
+      ),
     responseCache:
       responseCache === undefined
         ? undefined
@@ -625,8 +637,6 @@ async function startServer(
     managementGuard: ops.guard,
   });
 
-  let rest: StartedHttpServer | undefined;
-  let sagemaker: StartedHttpServer | undefined;
   let invoker: SageMakerInvoker | undefined;
   // Full collections stay rare under steady load (util/gc-headroom.ts); undone when the server stops.
   const releaseGcHeadroom = keepGcHeadroom({ headroomMb: config.gcHeadroomMb });
@@ -1049,6 +1059,7 @@ function createLateBoundMetrics(
     inflight: () => sources.inflight?.() ?? { bytes: 0, requests: 0, shed: 0 },
     shed: () => sources.shed?.() ?? new Map<string, number>(),
     grpcConnections: () => sources.grpcConnections?.(),
+    listenerConnections: () => sources.listenerConnections?.() ?? [],
     responseCache: cacheOn ? () => sources.responseCache?.() : undefined,
   });
   return Object.assign(metrics, {

@@ -76,6 +76,18 @@ export interface ServingMetricsOptions {
   readonly grpcConnections?:
     | (() => { readonly open: number; readonly limitCloses: ReadonlyMap<string, number> } | undefined)
     | undefined;
+  /**
+   * Each listener's connections, read at scrape time: open now, and closed or refused by each
+   * connection guard limit since start (first-bytes deadline, eviction at the cap, refusals).
+   * Default: none.
+   */
+  readonly listenerConnections?:
+    | (() => readonly {
+        readonly listener: string;
+        readonly open: number;
+        readonly guardCloses: ReadonlyMap<string, number>;
+      }[])
+    | undefined;
   /** Export process metrics (CPU, memory, event-loop lag, GC) with the `visionserve_` prefix. Default true. */
   readonly processMetrics?: boolean | undefined;
 }
@@ -352,6 +364,8 @@ export function createServingMetrics(options: ServingMetricsOptions = {}): Servi
       },
     });
   }
+  if (options.listenerConnections !== undefined)
+    registerListenerConnections(options.listenerConnections, registers);
   if (options.shed !== undefined) {
     const read = options.shed;
     const seen = new Map<string, number>();
@@ -542,4 +556,37 @@ export function createServingMetrics(options: ServingMetricsOptions = {}): Servi
       requestLogs(model, outcome === 'written' ? 'OK' : 'UNAVAILABLE').inc();
     },
   };
+}
+
+/** `visionserve_connections{listener}` and `visionserve_connections_guarded_total{listener,reason}`. */
+function registerListenerConnections(
+  read: NonNullable<ServingMetricsOptions['listenerConnections']>,
+  registers: Registry[],
+): void {
+  new Gauge({
+    name: 'visionserve_connections',
+    help: 'Connections open on each listener (rest, sagemaker, grpc).',
+    labelNames: ['listener'],
+    registers,
+    collect() {
+      for (const { listener, open } of read()) this.labels({ listener }).set(open);
+    },
+  });
+  const seen = new Map<string, number>();
+  new Counter({
+    name: 'visionserve_connections_guarded_total',
+    help: 'Connections closed or refused by a connection limit (reason: first_bytes_timeout, evicted_idle, refused_at_cap, refused_per_address).',
+    labelNames: ['listener', 'reason'],
+    registers,
+    collect() {
+      for (const { listener, guardCloses } of read()) {
+        for (const [reason, total] of guardCloses) {
+          const key = `${listener}\0${reason}`;
+          const before = seen.get(key) ?? 0;
+          if (total > before) this.labels({ listener, reason }).inc(total - before);
+          seen.set(key, total);
+        }
+      }
+    },
+  });
 }
