@@ -54,7 +54,10 @@ async function bench(limits: ConnectionGuardLimits): Promise<Bench> {
 function closed(socket: Socket): Promise<void> {
   return new Promise((resolve) => {
     if (socket.closed) resolve();
-    else socket.once('close', () => { resolve(); });
+    else
+      socket.once('close', () => {
+        resolve();
+      });
   });
 }
 
