@@ -11,6 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import {
   type ClientTlsOptions,
   createInvocationsClient,
@@ -283,6 +284,8 @@ describe('connection guard, --max_connections_per_address', () => {
 describe('connection guard over TLS (REST, SageMaker, gRPC)', () => {
   let h: Harness;
   let tls: ClientTlsOptions;
+  let ca: string;
+  const KEEPALIVE_MS = 1000;
   before(async () => {
     const dir = await tempRepo('vs-guard-tls-');
     const certs = await makeTestCerts(dir, 'g-');
@@ -291,7 +294,8 @@ describe('connection guard over TLS (REST, SageMaker, gRPC)', () => {
       sslConfig,
       `server_key: "${certs.serverKey}"\nserver_cert: "${certs.serverCert}"\nclient_verify: false\n`,
     );
-    tls = { ca: await readFile(certs.ca, 'utf8') };
+    ca = await readFile(certs.ca, 'utf8');
+    tls = { ca };
     h = await startHarness({
       modelName: 'half',
       modelBasePath: await placeModel(dir, 'half', 1, halfPlusTwoModel()),
@@ -300,6 +304,7 @@ describe('connection guard over TLS (REST, SageMaker, gRPC)', () => {
       sslConfigPollSeconds: 0,
       maxConnections: CAP,
       connectionFirstBytesTimeoutMs: FIRST_BYTES_MS,
+      httpKeepaliveTimeoutMs: KEEPALIVE_MS,
     });
   });
   after(() => h.close());
@@ -334,6 +339,30 @@ describe('connection guard over TLS (REST, SageMaker, gRPC)', () => {
     } finally {
       closeAll(idle);
     }
+  });
+
+  it('an idle HTTPS keep-alive connection closes after --http_keepalive_timeout_ms, not before', async () => {
+    const socket = tlsConnect({
+      host: '127.0.0.1',
+      port: h.server.ports.rest!,
+      ca,
+      servername: 'localhost',
+    });
+    socket.on('error', () => undefined);
+    let answered = 0;
+    const closed = new Promise<number>((resolve) => {
+      socket.on('data', () => {
+        answered ||= Date.now();
+      });
+      socket.once('close', () => {
+        resolve(Date.now());
+      });
+    });
+    socket.once('secureConnect', () => socket.write(FULL_HEAD));
+    const at = await closed;
+    assert.ok(answered > 0, 'answered');
+    assert.ok(at - answered >= KEEPALIVE_MS - 100, `closed ${at - answered} ms after the answer`);
+    assert.ok(at - answered < KEEPALIVE_MS + SLACK_MS, `closed ${at - answered} ms after the answer`);
   });
 });
 
