@@ -175,3 +175,17 @@ export function createTracker(config: TrackerConfig = {}): Tracker {
     },
   };
 }
+
+/**
+ * Tracks the detections of one /invocations answer for one image (`{"predictions":
+ * [{"num_detections", "detections"}]}`): returns a copy whose detections carry their
+ * `track_id`. Any other answer (classification, raw outputs, an error) is returned as it is.
+ */
+export function trackInvocationAnswer(tracker: Tracker, answer: unknown): unknown {
+  const predictions = (answer as { predictions?: unknown } | null)?.predictions;
+  if (!Array.isArray(predictions) || predictions.length !== 1) return answer;
+  const result = predictions[0] as { detections?: unknown } | null;
+  if (result === null || typeof result !== 'object' || !Array.isArray(result.detections)) return answer;
+  const detections = tracker.update(result.detections as Detection[]);
+  return { ...(answer as object), predictions: [{ ...result, detections }] };
+}
