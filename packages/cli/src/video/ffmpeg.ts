@@ -108,6 +108,8 @@ export type Decoder = ChildProcessByStdio<null, Readable, Readable> & { stderrTa
 export function spawnDecoder(tools: FfmpegTools, source: string, fps: number | undefined): Decoder {
   const args = ['-hide_banner', '-nostdin', '-loglevel', 'error'];
   if (/^rtsps?:/i.test(source)) args.push('-rtsp_transport', 'tcp');
+  // A live source: probe 1 s rather than ffmpeg's 5 s before the first frame.
+  if (isStreamUrl(source)) args.push('-analyzeduration', '1000000', '-probesize', '1000000');
   args.push('-i', source, '-map', '0:v:0', '-an', '-sn', '-dn');
   if (fps !== undefined) args.push('-vf', `fps=${fps}`);
   args.push('-f', 'image2pipe', '-c:v', 'ppm', 'pipe:1');
