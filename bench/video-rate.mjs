@@ -42,19 +42,41 @@ try {
   const clip = join(dir, 'clip.mp4');
   const frame = join(dir, 'frame.jpg');
   const ff = (args) => execFileSync('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-y', ...args]);
-  ff(['-loop', '1', '-framerate', values.fps, '-i', join(SHARED, 'images', 'scene_soccer.jpg'), '-t', values.seconds,
-    '-vf', `scale=${values.width}:-2,format=yuv420p`, '-c:v', 'libx264', clip]);
+  ff([
+    '-loop',
+    '1',
+    '-framerate',
+    values.fps,
+    '-i',
+    join(SHARED, 'images', 'scene_soccer.jpg'),
+    '-t',
+    values.seconds,
+    '-vf',
+    `scale=${values.width}:-2,format=yuv420p`,
+    '-c:v',
+    'libx264',
+    clip,
+  ]);
   ff(['-i', clip, '-frames:v', '1', '-q:v', '2', frame]);
   const frames = Number(values.seconds) * Number(values.fps);
   const jpeg = await readFile(frame);
 
   const floor = async () => {
-    const config = resolveServerConfig({ modelBasePath: base, grpcPort: -1, restPort: -1, sagemakerPort: -1,
-      fileSystemPollSeconds: 0, maxQueueWaitMs: 0 });
+    const config = resolveServerConfig({
+      modelBasePath: base,
+      grpcPort: -1,
+      restPort: -1,
+      sagemakerPort: -1,
+      fileSystemPollSeconds: 0,
+      maxQueueWaitMs: 0,
+    });
     const server = await startVisionServer(config, silentLogger);
     try {
-      const call = () => server.invoke({ body: jpeg, contentType: 'image/jpeg', accept: 'application/json',
-        customAttributes: '' }, { signal: new AbortController().signal });
+      const call = () =>
+        server.invoke(
+          { body: jpeg, contentType: 'image/jpeg', accept: 'application/json', customAttributes: '' },
+          { signal: new AbortController().signal },
+        );
       for (let i = 0; i < 5; i++) await call();
       const start = performance.now();
       for (let i = 0; i < frames; i++) await call();
@@ -65,15 +87,17 @@ try {
   };
   const video = (extra) =>
     new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [CLI, 'video', clip, '--model_base_path', base, ...extra],
-        { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [CLI, 'video', clip, '--model_base_path', base, ...extra], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let err = '';
       let lines = 0;
       child.stdout.on('data', (d) => (lines += d.toString().split('\n').length - 1));
       child.stderr.on('data', (d) => (err += d));
       child.on('close', (code) => {
         const m = /done: (\d+) frames in [\d.]+ s \(([\d.]+) frames\/s\)/.exec(err);
-        if (code !== 0 || m === null || lines !== frames) reject(new Error(`video failed (${code}, ${lines} lines): ${err}`));
+        if (code !== 0 || m === null || lines !== frames)
+          reject(new Error(`video failed (${code}, ${lines} lines): ${err}`));
         else resolve(Number(m[2]));
       });
     });
@@ -91,10 +115,14 @@ try {
     }
   }
   const floorRate = median(results['in-process /invocations, 1 in flight (floor)']);
-  console.log(`YOLOX-Nano TF-OD, ${values.width}px-wide frames, ${frames} frames, ${values.rounds} rounds (median)\n`);
+  console.log(
+    `YOLOX-Nano TF-OD, ${values.width}px-wide frames, ${frames} frames, ${values.rounds} rounds (median)\n`,
+  );
   console.log('| path | frames/s (median) | runs | vs floor |\n| --- | --- | --- | --- |');
   for (const [name, xs] of Object.entries(results)) {
-    console.log(`| ${name} | ${median(xs).toFixed(1)} | ${xs.map((x) => x.toFixed(1)).join(', ')} | ${(median(xs) / floorRate).toFixed(2)}× |`);
+    console.log(
+      `| ${name} | ${median(xs).toFixed(1)} | ${xs.map((x) => x.toFixed(1)).join(', ')} | ${(median(xs) / floorRate).toFixed(2)}× |`,
+    );
   }
 } finally {
   await rm(dir, { recursive: true, force: true });

@@ -310,7 +310,9 @@ export async function transformCommand(argv: readonly string[], env: NodeJS.Proc
       concurrency,
       signal: controller.signal,
       env,
-      onVideoDone: (file, frames) => progressLine.step(`video ${file.rel}: ${frames} frames`),
+      onVideoDone: (file, frames) => {
+        progressLine.step(`video ${file.rel}: ${frames} frames`);
+      },
     });
     const summary = mergeVideoSummary(recordSummary, videoSummary, started);
     progressLine.done();

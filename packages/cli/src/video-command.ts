@@ -74,7 +74,9 @@ function choice<T extends string>(
 /** The tracking config of a model served in process (its visionserve.json), if any. */
 async function modelTracking(server: RunningVisionServer, name: string): Promise<TrackerConfig | undefined> {
   try {
-    return await server.service.withServable({ name }, async (s) => s.assets.vision.config?.tracking);
+    return await server.service.withServable({ name }, (s) =>
+      Promise.resolve(s.assets.vision.config?.tracking),
+    );
   } catch {
     return undefined;
   }
@@ -149,7 +151,9 @@ export async function videoCommand(argv: readonly string[], env: NodeJS.ProcessE
   await checkFfmpeg(tools);
 
   const controller = new AbortController();
-  const onSignal = (): void => controller.abort();
+  const onSignal = (): void => {
+    controller.abort();
+  };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   const target = await openTarget(options, serverArgs, env, policy);

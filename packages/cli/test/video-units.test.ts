@@ -11,7 +11,7 @@ import { WebSocketServer } from 'ws';
 import { createTracker } from '@visionserve/vision';
 import { PpmReader } from '../src/video/ppm-reader.js';
 import { frameStreamUrl, openFrameStream } from '../src/video/frame-infer.js';
-import type { FrameSource, SourceFrame } from '../src/video/frame-source.js';
+import type { FrameSource } from '../src/video/frame-source.js';
 import { type FrameAnswer, runVideo } from '../src/video/video-pipeline.js';
 import { overlaySvg } from '../src/video/annotate.js';
 
@@ -53,10 +53,10 @@ describe('PPM frame reader', () => {
 function fakeSource(n: number): FrameSource {
   let i = 0;
   return {
-    next: async () =>
-      i < n
-        ? ({ index: i, timeS: i++ / 10, width: 2, height: 2, pixels: Buffer.alloc(12) } as SourceFrame)
-        : undefined,
+    next: () =>
+      Promise.resolve(
+        i < n ? { index: i, timeS: i++ / 10, width: 2, height: 2, pixels: Buffer.alloc(12) } : undefined,
+      ),
     dropped: 0,
     close: () => undefined,
   };
@@ -111,10 +111,12 @@ describe('video pipeline (fake frames)', () => {
   it('stops on an error for the first frame, and counts later errors as failed frames', async () => {
     const failing =
       (from: number) =>
-      async (_jpeg: Buffer, frame: number): Promise<FrameAnswer> =>
-        frame >= from
-          ? { error: { code: 'NOT_FOUND', message: 'Servable not found' } }
-          : { result: { predictions: [[]] } };
+      (_jpeg: Buffer, frame: number): Promise<FrameAnswer> =>
+        Promise.resolve(
+          frame >= from
+            ? { error: { code: 'NOT_FOUND', message: 'Servable not found' } }
+            : { result: { predictions: [[]] } },
+        );
     await assert.rejects(
       runVideo({ source: fakeSource(3), concurrency: 2, infer: failing(0), onLine: () => undefined }),
       /NOT_FOUND: Servable not found/,
@@ -194,7 +196,9 @@ describe('WebSocket frame-stream client', () => {
       assert.deepEqual(paths, ['/v2/models/det/stream?policy=latest']);
       await client.close();
     } finally {
-      await new Promise((r) => wss.close(r));
+      await new Promise((r) => {
+        wss.close(r);
+      });
     }
   });
 
@@ -205,7 +209,9 @@ describe('WebSocket frame-stream client', () => {
       const endpoint = `http://127.0.0.1:${(wss.address() as AddressInfo).port}`;
       await assert.rejects(openFrameStream({ endpoint, model: 'det', policy: 'all' }), /answered HTTP 401/);
     } finally {
-      await new Promise((r) => wss.close(r));
+      await new Promise((r) => {
+        wss.close(r);
+      });
     }
   });
 });

@@ -16,23 +16,7 @@
  * Boxes match only boxes of the same class (`class_id`) unless `classAware` is false.
  */
 import type { Detection, NormalisedBox } from './detection.js';
-
-export interface TrackerConfig {
-  /** `bytetrack` (two-stage, default) or `iou` (one stage). */
-  readonly kind?: 'bytetrack' | 'iou';
-  /** Score from which a detection is "high": matched first, and may start a track. Default 0.5. */
-  readonly highScore?: number;
-  /** Detections below this are ignored by the tracker (no track_id). Default 0.1. */
-  readonly lowScore?: number;
-  /** Least IoU of a high-score detection with a track's predicted box. Default 0.3. */
-  readonly iouThreshold?: number;
-  /** Least IoU of a low-score detection with a track's predicted box. Default 0.5. */
-  readonly lowIouThreshold?: number;
-  /** Frames a track survives unseen (its id comes back if the object does). Default 30. */
-  readonly maxAge?: number;
-  /** Match boxes only to tracks of the same class. Default true. */
-  readonly classAware?: boolean;
-}
+import type { TrackerConfig } from './vision-config.js';
 
 /** A detection with the id of its track (absent for a low-score box that matched no track). */
 export type TrackedDetection = Detection & { readonly track_id?: number };

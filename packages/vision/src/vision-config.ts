@@ -6,7 +6,6 @@
 import { invalidArgument } from '@visionserve/protocol';
 import type { ImageToTensorOptions } from './image-options.js';
 import type { Labels, LabelsFormat } from './labels.js';
-import type { TrackerConfig } from './tracker.js';
 
 /** Name of the file in a model's base directory. */
 export const VISION_CONFIG_FILE = 'visionserve.json';
@@ -59,6 +58,24 @@ export interface DetectionPostprocess {
 }
 
 export type Postprocess = ClassificationPostprocess | DetectionPostprocess;
+
+/** Object tracking on streams of frames (tracker.ts). */
+export interface TrackerConfig {
+  /** `bytetrack` (two-stage, default) or `iou` (one stage). */
+  readonly kind?: 'bytetrack' | 'iou';
+  /** Score from which a detection is "high": matched first, and may start a track. Default 0.5. */
+  readonly highScore?: number;
+  /** Detections below this are ignored by the tracker (no track_id). Default 0.1. */
+  readonly lowScore?: number;
+  /** Least IoU of a high-score detection with a track's predicted box. Default 0.3. */
+  readonly iouThreshold?: number;
+  /** Least IoU of a low-score detection with a track's predicted box. Default 0.5. */
+  readonly lowIouThreshold?: number;
+  /** Frames a track survives unseen (its id comes back if the object does). Default 30. */
+  readonly maxAge?: number;
+  /** Match boxes only to tracks of the same class. Default true. */
+  readonly classAware?: boolean;
+}
 
 /**
  * The signature that takes encoded images (TF Serving's `image_bytes` idiom): a DT_STRING

@@ -85,7 +85,10 @@ async function transformVideo(
         out.write(`${line}\n`) ? undefined : new Promise<void>((resolve) => out.once('drain', resolve)),
     });
     await new Promise<void>((resolve, reject) =>
-      out.end((error?: Error | null) => (error ? reject(error) : resolve())),
+      out.end((error?: Error | null) => {
+        if (error) reject(error);
+        else resolve();
+      }),
     );
     if (summary.interrupted) throw new Error('interrupted');
     await options.output.commit(name, partial);

@@ -46,7 +46,7 @@ function detectionSvg(d: DrawnDetection, width: number, height: number, font: nu
   const colour = PALETTE[(d.track_id ?? d.class_id ?? 0) % PALETTE.length]!;
   const text = escapeXml(
     `${d.label ?? `class ${d.class_id ?? '?'}`}${d.track_id === undefined ? '' : ` #${d.track_id}`}` +
-      `${d.score === undefined ? '' : ` ${d.score.toFixed(2)}`}`,
+      (d.score === undefined ? '' : ` ${d.score.toFixed(2)}`),
   );
   const ty = y >= font + 4 ? y - 4 : y + h + font;
   const stroke = Math.max(2, Math.round(font / 6));

@@ -5,7 +5,7 @@
  */
 import { type ChildProcessByStdio, spawn } from 'node:child_process';
 import { extname } from 'node:path';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 
 /** Where to find the binaries: VISIONSERVE_FFMPEG / VISIONSERVE_FFPROBE, else on PATH. */
 export interface FfmpegTools {
@@ -39,9 +39,9 @@ function runTool(bin: string, args: readonly string[], timeoutMs: number): Promi
     let out = '';
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (s: string) => (out += s));
-    child.on('error', (e: NodeJS.ErrnoException) =>
-      reject(e.code === 'ENOENT' ? new Error(`${bin}: ${FFMPEG_MISSING}`) : e),
-    );
+    child.on('error', (e: NodeJS.ErrnoException) => {
+      reject(e.code === 'ENOENT' ? new Error(`${bin}: ${FFMPEG_MISSING}`) : e);
+    });
     child.on('close', (code, signal) => {
       if (code === 0) resolve(out);
       else reject(new Error(`${bin} failed (${signal ?? `exit ${code}`}): ${tail()}`));
@@ -165,21 +165,16 @@ export function spawnEncoder(
     ...encoderArgs(output),
     output,
   ];
-  const child = spawn(tools.ffmpeg, args, { stdio: ['pipe', 'ignore', 'pipe'] }) as ChildProcessByStdio<
-    Writable,
-    null,
-    Readable
-  >;
+  const child = spawn(tools.ffmpeg, args, { stdio: ['pipe', 'ignore', 'pipe'] });
   const tail = stderrTail(child);
   const exited = new Promise<void>((resolve, reject) => {
-    child.on('error', (e: NodeJS.ErrnoException) =>
-      reject(e.code === 'ENOENT' ? new Error(`${tools.ffmpeg}: ${FFMPEG_MISSING}`) : e),
-    );
-    child.on('close', (code, signal) =>
-      code === 0
-        ? resolve()
-        : reject(new Error(`ffmpeg could not write ${output} (${signal ?? `exit ${code}`}): ${tail()}`)),
-    );
+    child.on('error', (e: NodeJS.ErrnoException) => {
+      reject(e.code === 'ENOENT' ? new Error(`${tools.ffmpeg}: ${FFMPEG_MISSING}`) : e);
+    });
+    child.on('close', (code, signal) => {
+      if (code === 0) resolve();
+      else reject(new Error(`ffmpeg could not write ${output} (${signal ?? `exit ${code}`}): ${tail()}`));
+    });
   });
   exited.catch(() => undefined);
   child.stdin.on('error', () => undefined); // an early exit is reported by `exited`
@@ -187,7 +182,9 @@ export function spawnEncoder(
     write: (pixels) =>
       new Promise<void>((resolve, reject) => {
         if (child.exitCode !== null || child.stdin.destroyed) {
-          exited.then(() => reject(new Error(`ffmpeg stopped before ${output} was written`)), reject);
+          exited.then(() => {
+            reject(new Error(`ffmpeg stopped before ${output} was written`));
+          }, reject);
           return;
         }
         if (child.stdin.write(pixels)) resolve();

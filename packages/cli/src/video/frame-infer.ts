@@ -75,10 +75,12 @@ export async function openFrameStream(target: StreamTarget): Promise<FrameStream
   const socket = new WebSocket(url, { maxPayload: 64 * 1024 * 1024 });
   await new Promise<void>((resolve, reject) => {
     socket.once('open', resolve);
-    socket.once('unexpected-response', (_req, res) =>
-      reject(new Error(`${url}: the server answered HTTP ${res.statusCode} (does it serve frame streams?)`)),
-    );
-    socket.once('error', (e) => reject(new Error(`cannot open ${url}: ${e.message}`)));
+    socket.once('unexpected-response', (_req, res) => {
+      reject(new Error(`${url}: the server answered HTTP ${res.statusCode} (does it serve frame streams?)`));
+    });
+    socket.once('error', (e) => {
+      reject(new Error(`cannot open ${url}: ${e.message}`));
+    });
   });
   const pending = new Map<number, (answer: FrameAnswer) => void>();
   let sent = 0;
@@ -92,7 +94,7 @@ export async function openFrameStream(target: StreamTarget): Promise<FrameStream
     if (isBinary) return;
     let answer: StreamAnswer;
     try {
-      answer = JSON.parse(String(data)) as StreamAnswer;
+      answer = JSON.parse((data as Buffer).toString('utf8')) as StreamAnswer;
     } catch {
       return;
     }
@@ -104,13 +106,18 @@ export async function openFrameStream(target: StreamTarget): Promise<FrameStream
       else resolve({ result: answer.result, modelVersion: answer.model_version });
     }
   });
-  socket.on('close', (code, reason) =>
-    failAll(new Error(`the frame stream closed (${code}${reason.length > 0 ? ` ${String(reason)}` : ''})`)),
-  );
-  socket.on('error', (e) => failAll(e));
+  socket.on('close', (code, reason) => {
+    failAll(new Error(`the frame stream closed (${code}${reason.length > 0 ? ` ${String(reason)}` : ''})`));
+  });
+  socket.on('error', (e) => {
+    failAll(e);
+  });
   const infer: FrameInfer = (jpeg) =>
     new Promise<FrameAnswer>((resolve) => {
-      if (closedWith !== undefined) return resolve(errorAnswer('UNAVAILABLE', closedWith.message));
+      if (closedWith !== undefined) {
+        resolve(errorAnswer('UNAVAILABLE', closedWith.message));
+        return;
+      }
       pending.set(sent++, resolve);
       socket.send(jpeg, { binary: true });
     });
@@ -118,8 +125,13 @@ export async function openFrameStream(target: StreamTarget): Promise<FrameStream
     infer,
     close: () =>
       new Promise<void>((resolve) => {
-        if (socket.readyState === WebSocket.CLOSED) return resolve();
-        socket.once('close', () => resolve());
+        if (socket.readyState === WebSocket.CLOSED) {
+          resolve();
+          return;
+        }
+        socket.once('close', () => {
+          resolve();
+        });
         socket.close(1000);
       }),
   };
