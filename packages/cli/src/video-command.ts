@@ -31,6 +31,9 @@ Options:
                        "tracking" (off with --endpoint), on uses it or the defaults (default auto)
   --concurrency N      frames in flight at once (default 2: decoding overlaps inference)
   --max-frames N       stop after N frames processed
+  --probe-seconds S    how long ffmpeg probes a stream URL before its first frame (default 1:
+                       with ffmpeg's own 5 s, a 6 s live test stream at --fps 5 lost 20 of its
+                       30 frames to the latest policy; with 1 s, 1)
 
 Exit codes: 0 every frame answered, 1 some frame failed or the run stopped on an error,
 2 usage error, 130 interrupted. ffmpeg and ffprobe are found on PATH, or through
@@ -47,6 +50,7 @@ const OPTIONS = new Set([
   'track',
   'concurrency',
   'max-frames',
+  'probe-seconds',
 ]);
 
 function positiveNumber(options: Map<string, string>, name: string, integer: boolean): number | undefined {
@@ -147,6 +151,7 @@ export async function videoCommand(argv: readonly string[], env: NodeJS.ProcessE
   const concurrency = positiveNumber(options, 'concurrency', true) ?? 2;
   const maxFrames = positiveNumber(options, 'max-frames', true);
   const output = options.get('output');
+  const probeSeconds = positiveNumber(options, 'probe-seconds', false);
   const tools = ffmpegTools(env);
   await checkFfmpeg(tools);
 
@@ -158,7 +163,7 @@ export async function videoCommand(argv: readonly string[], env: NodeJS.ProcessE
   process.on('SIGTERM', onSignal);
   const target = await openTarget(options, serverArgs, env, policy);
   try {
-    const { frames, info } = await openVideo(tools, source, { fps, policy });
+    const { frames, info } = await openVideo(tools, source, { fps, policy, probeSeconds });
     const progressLine = createProgress(process.stderr);
     let lastProgress = 0;
     const outFps = fps ?? info.fps ?? 25;

@@ -104,12 +104,27 @@ export async function probeVideo(tools: FfmpegTools, file: string): Promise<Vide
 
 export type Decoder = ChildProcessByStdio<null, Readable, Readable> & { stderrTail(): string };
 
-/** ffmpeg decoding the first video stream of `source` into PPM frames on stdout, `fps` of them a second when given. */
-export function spawnDecoder(tools: FfmpegTools, source: string, fps: number | undefined): Decoder {
+/**
+ * ffmpeg decoding the first video stream of `source` into PPM frames on stdout, `fps` of them
+ * a second when given. A stream URL is probed for `probeSeconds` (and at most that many MB).
+ */
+export function spawnDecoder(
+  tools: FfmpegTools,
+  source: string,
+  fps: number | undefined,
+  probeSeconds = 1,
+): Decoder {
   const args = ['-hide_banner', '-nostdin', '-loglevel', 'error'];
   if (/^rtsps?:/i.test(source)) args.push('-rtsp_transport', 'tcp');
-  // A live source: probe 1 s rather than ffmpeg's 5 s before the first frame.
-  if (isStreamUrl(source)) args.push('-analyzeduration', '1000000', '-probesize', '1000000');
+  // A live source: probe `probeSeconds` (default 1 s) rather than ffmpeg's 5 s before the first frame.
+  if (isStreamUrl(source)) {
+    args.push(
+      '-analyzeduration',
+      String(Math.round(probeSeconds * 1e6)),
+      '-probesize',
+      String(Math.max(32, Math.round(probeSeconds * 1e6))),
+    );
+  }
   args.push('-i', source, '-map', '0:v:0', '-an', '-sn', '-dn');
   if (fps !== undefined) args.push('-vf', `fps=${fps}`);
   args.push('-f', 'image2pipe', '-c:v', 'ppm', 'pipe:1');

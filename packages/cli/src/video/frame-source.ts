@@ -32,6 +32,8 @@ export interface FrameSourceOptions {
   readonly fps?: number | undefined;
   /** The source's own frame rate when known (files), for the times of unsampled frames. */
   readonly sourceFps?: number | undefined;
+  /** Seconds (and MB) ffmpeg probes a stream URL before its first frame. Default 1. */
+  readonly probeSeconds?: number | undefined;
   /** Frames the `all` policy buffers before it stops reading ffmpeg. Default 2. */
   readonly buffered?: number;
 }
@@ -46,7 +48,7 @@ export interface FrameSource {
 }
 
 export function openFrameSource(options: FrameSourceOptions): FrameSource {
-  const decoder: Decoder = spawnDecoder(options.tools, options.source, options.fps);
+  const decoder: Decoder = spawnDecoder(options.tools, options.source, options.fps, options.probeSeconds);
   const reader = new PpmReader();
   const queue: SourceFrame[] = [];
   const limit = options.policy === 'latest' ? 1 : Math.max(1, options.buffered ?? 2);
@@ -144,7 +146,7 @@ export function defaultPolicy(source: string): FramePolicy {
 export async function openVideo(
   tools: FfmpegTools,
   source: string,
-  options: { fps?: number | undefined; policy?: FramePolicy | undefined },
+  options: { fps?: number | undefined; policy?: FramePolicy | undefined; probeSeconds?: number | undefined },
 ): Promise<{ frames: FrameSource; info: VideoInfo }> {
   const info = isStreamUrl(source) ? {} : await probeVideo(tools, source);
   const frames = openFrameSource({
@@ -153,6 +155,7 @@ export async function openVideo(
     policy: options.policy ?? defaultPolicy(source),
     fps: options.fps,
     sourceFps: info.fps,
+    probeSeconds: options.probeSeconds,
   });
   return { frames, info };
 }
