@@ -102,6 +102,11 @@ export async function probeVideo(tools: FfmpegTools, file: string): Promise<Vide
   };
 }
 
+// The decoder and encoder run in their own process groups (`detached`), so that Ctrl-C on a
+// terminal reaches only visionserve, which then finishes the frames in flight and closes the
+// annotated video itself. They still end with it: the decoder on a closed stdout, the encoder
+// on the end of its stdin.
+
 export type Decoder = ChildProcessByStdio<null, Readable, Readable> & { stderrTail(): string };
 
 /**
@@ -128,7 +133,7 @@ export function spawnDecoder(
   args.push('-i', source, '-map', '0:v:0', '-an', '-sn', '-dn');
   if (fps !== undefined) args.push('-vf', `fps=${fps}`);
   args.push('-f', 'image2pipe', '-c:v', 'ppm', 'pipe:1');
-  const child = spawn(tools.ffmpeg, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(tools.ffmpeg, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   return Object.assign(child, { stderrTail: stderrTail(child) });
 }
 
@@ -180,7 +185,7 @@ export function spawnEncoder(
     ...encoderArgs(output),
     output,
   ];
-  const child = spawn(tools.ffmpeg, args, { stdio: ['pipe', 'ignore', 'pipe'] });
+  const child = spawn(tools.ffmpeg, args, { stdio: ['pipe', 'ignore', 'pipe'], detached: true });
   const tail = stderrTail(child);
   const exited = new Promise<void>((resolve, reject) => {
     child.on('error', (e: NodeJS.ErrnoException) => {
