@@ -377,6 +377,57 @@ describe('visionserve video (real ffmpeg, YOLOX TF-OD detector)', { skip }, () =
     }
   });
 
+  it('reads an RTSP stream (rtsp-server-perl, fed by ffmpeg)', { skip: rtspServerMissing() }, async () => {
+    const [clientPort, sourcePort] = [await freePort(), await freePort()];
+    const server = spawn(
+      'rtsp-server-perl',
+      [
+        '-c',
+        String(clientPort),
+        '-s',
+        String(sourcePort),
+        '--rtp_start_port',
+        String(20_000 + (clientPort % 20_000)),
+      ],
+      { stdio: 'ignore' },
+    );
+    let publisher: ChildProcess | undefined;
+    try {
+      await listening(sourcePort);
+      publisher = spawn(
+        'ffmpeg',
+        [
+          '-hide_banner',
+          '-loglevel',
+          'error',
+          '-re',
+          '-stream_loop',
+          '-1',
+          '-i',
+          clip,
+          '-c',
+          'copy',
+          '-f',
+          'rtsp',
+          `rtsp://127.0.0.1:${sourcePort}/pitch`,
+        ],
+        { stdio: 'ignore' },
+      );
+      const url = `rtsp://127.0.0.1:${clientPort}/pitch`;
+      await playable(url);
+      const r = await cli(['video', url, '--model_base_path', detector, '--fps', '5', '--max-frames', '12']);
+      assert.equal(r.code, 0, r.stderr);
+      const lines = frameLines(r.stdout);
+      assert.equal(lines.length, 12);
+      // RTP over UDP on a busy machine may lose a packet: most frames, not all, show the players.
+      const withPersons = lines.filter((l) => labelsOf(l).filter((x) => x === 'person').length >= 2).length;
+      assert.ok(withPersons >= 9, `${withPersons} of 12 frames with players`);
+    } finally {
+      publisher?.kill('SIGKILL');
+      server.kill('SIGKILL');
+    }
+  });
+
   it('turns a video input of transform into one .out of JSON lines, beside an image input', async () => {
     const input = join(dir, 'transform-in');
     const output = join(dir, 'transform-out');
@@ -420,6 +471,35 @@ describe('visionserve video (real ffmpeg, YOLOX TF-OD detector)', { skip }, () =
     assert.equal((await cli(['video', '--model_base_path', detector])).code, 2);
   });
 });
+
+function rtspServerMissing(): string | false {
+  if (skip !== false) return skip;
+  const has = (): boolean => spawnSync('rtsp-server-perl', ['--help']).status === 0;
+  if (has()) return false;
+  const setup = spawnSync('bash', [join(REPO_ROOT, 'scripts', 'setup-rtsp-server.sh')], {
+    encoding: 'utf8',
+    timeout: 600_000,
+  });
+  if (has()) return false;
+  return `rtsp-server-perl is not installed and scripts/setup-rtsp-server.sh could not install it: ${(setup.stderr || setup.stdout || String(setup.error)).trim()}`;
+}
+
+/** Waits until ffprobe can open an RTSP URL (the publisher has announced it). */
+async function playable(url: string): Promise<void> {
+  let last = '';
+  for (let i = 0; i < 40; i++) {
+    try {
+      await run('ffprobe', ['-v', 'error', '-show_entries', 'stream=codec_name', '-of', 'csv', url], {
+        timeout: 10_000,
+      });
+      return;
+    } catch (error) {
+      last = String((error as { stderr?: string }).stderr ?? error);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  throw new Error(`${url} never became playable: ${last}`);
+}
 
 async function freePort(): Promise<number> {
   const s = http.createServer();

@@ -120,7 +120,6 @@ export function spawnDecoder(
   probeSeconds = 1,
 ): Decoder {
   const args = ['-hide_banner', '-nostdin', '-loglevel', 'error'];
-  if (/^rtsps?:/i.test(source)) args.push('-rtsp_transport', 'tcp');
   // A live source: probe `probeSeconds` (default 1 s) rather than ffmpeg's 5 s before the first frame.
   if (isStreamUrl(source)) {
     args.push(
