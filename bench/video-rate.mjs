@@ -1,11 +1,15 @@
 #!/usr/bin/env node
 // `visionserve video` in process against the model's own closed-loop rate. A clip is made with
-// ffmpeg from ../shared/images/scene_soccer.jpg (--width wide, --seconds long at --fps); the
-// floor is the same /invocations logic called in this process (startVisionServer, every
-// listener off) back to back (one request in flight) on that clip's first frame as a JPEG;
+// ffmpeg from ../shared/images/scene_soccer.jpg (a slow pan, --width wide, --seconds long at
+// --fps); the floor is the same /invocations logic called in this process (startVisionServer,
+// every listener off) back to back (one request in flight) on that clip's frames as JPEGs;
 // then `visionserve video` runs on the clip as a child process (ffmpeg decoding, a JPEG per
 // frame, JSON lines to a pipe), at --concurrency 1 and 2, and with --output (annotated MP4).
-// Rounds alternate floor and runs so that all see the same machine load.
+// Rounds alternate floor and runs so that all see the same machine load. For the CLI runs the
+// table gives its own figure (frames over its whole run, the first frame's slow first inference
+// on a new input size included) and the steady rate from the first JSON line to the last, and
+// the CPU per frame (the CLI's with its ffmpeg children, less a one-frame run's; the floor's
+// process CPU over its timed loop).
 //
 //   npm run build && node bench/video-rate.mjs [--width 640] [--seconds 10] [--fps 10] [--rounds 3]
 // Needs ffmpeg (scripts/setup-ffmpeg.sh) and ../shared. Prints a Markdown table on stdout.
@@ -40,26 +44,34 @@ try {
   await copyFile(join(SHARED, 'models', 'mscoco_label_map.pbtxt'), join(base, 'mscoco_label_map.pbtxt'));
   await writeFile(join(base, 'visionserve.json'), JSON.stringify(TFOD_DETECTOR_VISION_CONFIG));
   const clip = join(dir, 'clip.mp4');
-  const frame = join(dir, 'frame.jpg');
   const ff = (args) => execFileSync('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-y', ...args]);
+  // A slow pan across the photo, so that every frame differs (a still clip would let the floor's
+  // identical requests hit libvips' operation cache).
+  const pan = `crop=1000:666:x='min(280,280*t/${values.seconds})':y=100,scale=${values.width}:-2,format=yuv420p`;
+  const photo = join(SHARED, 'images', 'scene_soccer.jpg');
   ff([
     '-loop',
     '1',
     '-framerate',
     values.fps,
     '-i',
-    join(SHARED, 'images', 'scene_soccer.jpg'),
+    photo,
     '-t',
     values.seconds,
     '-vf',
-    `scale=${values.width}:-2,format=yuv420p`,
+    pan,
     '-c:v',
     'libx264',
     clip,
   ]);
-  ff(['-i', clip, '-frames:v', '1', '-q:v', '2', frame]);
+  await mkdir(join(dir, 'frames'));
+  ff(['-i', clip, '-q:v', '2', join(dir, 'frames', '%04d.jpg')]);
   const frames = Number(values.seconds) * Number(values.fps);
-  const jpeg = await readFile(frame);
+  const jpegs = await Promise.all(
+    Array.from({ length: frames }, (_, i) =>
+      readFile(join(dir, 'frames', `${String(i + 1).padStart(4, '0')}.jpg`)),
+    ),
+  );
 
   const floor = async () => {
     const config = resolveServerConfig({
@@ -72,33 +84,52 @@ try {
     });
     const server = await startVisionServer(config, silentLogger);
     try {
-      const call = () =>
+      const call = (jpeg) =>
         server.invoke(
           { body: jpeg, contentType: 'image/jpeg', accept: 'application/json', customAttributes: '' },
           { signal: new AbortController().signal },
         );
-      for (let i = 0; i < 5; i++) await call();
+      for (let i = 0; i < 5; i++) await call(jpegs[i]);
+      const cpu = process.cpuUsage();
       const start = performance.now();
-      for (let i = 0; i < frames; i++) await call();
-      return frames / ((performance.now() - start) / 1000);
+      for (let i = 0; i < frames; i++) await call(jpegs[i]);
+      const rate = frames / ((performance.now() - start) / 1000);
+      const used = process.cpuUsage(cpu);
+      return { total: rate, steady: rate, cpuMsPerFrame: (used.user + used.system) / 1000 / frames };
     } finally {
       await server.close();
     }
   };
   const video = (extra) =>
     new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [CLI, 'video', clip, '--model_base_path', base, ...extra], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      // /usr/bin/time gives the CPU of visionserve and its ffmpeg children together.
+      const child = spawn(
+        '/usr/bin/time',
+        ['-f', 'cpu %U %S', process.execPath, CLI, 'video', clip, '--model_base_path', base, ...extra],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
       let err = '';
       let lines = 0;
-      child.stdout.on('data', (d) => (lines += d.toString().split('\n').length - 1));
+      let first;
+      let last;
+      child.stdout.on('data', (d) => {
+        const n = d.toString().split('\n').length - 1;
+        if (n === 0) return;
+        const now = performance.now();
+        if (lines === 0) first = now;
+        lines += n;
+        last = now;
+      });
       child.stderr.on('data', (d) => (err += d));
       child.on('close', (code) => {
         const m = /done: (\d+) frames in [\d.]+ s \(([\d.]+) frames\/s\)/.exec(err);
-        if (code !== 0 || m === null || lines !== frames)
+        const cpu = /cpu ([\d.]+) ([\d.]+)/.exec(err);
+        const seconds = cpu === null ? NaN : Number(cpu[1]) + Number(cpu[2]);
+        const expected = extra.includes('--max-frames') ? 1 : frames;
+        if (code !== 0 || m === null || lines !== expected)
           reject(new Error(`video failed (${code}, ${lines} lines): ${err}`));
-        else resolve(Number(m[2]));
+        // The CLI's own figure (frames / its run time) and the steady rate after the first line.
+        else resolve({ total: Number(m[2]), steady: (lines - 1) / ((last - first) / 1000), seconds });
       });
     });
   const runs = {
@@ -108,20 +139,34 @@ try {
     'visionserve video --output annotated.mp4': () => video(['--output', join(dir, 'annotated.mp4')]),
   };
   const results = Object.fromEntries(Object.keys(runs).map((k) => [k, []]));
+  const startups = [];
   for (let round = 0; round < Number(values.rounds); round++) {
+    // CPU of a run that answers one frame: start-up, model load, first inference.
+    startups.push((await video(['--max-frames', '1'])).seconds);
     for (const [name, run] of Object.entries(runs)) {
       results[name].push(await run());
-      log(`round ${round + 1}: ${name}: ${results[name].at(-1).toFixed(1)} frames/s`);
+      const r = results[name].at(-1);
+      r.cpuMsPerFrame ??= ((r.seconds - startups.at(-1)) * 1000) / (frames - 1);
+      log(
+        `round ${round + 1}: ${name}: ${r.total.toFixed(1)} frames/s (steady ${r.steady.toFixed(1)}), ` +
+          `${r.cpuMsPerFrame.toFixed(1)} ms CPU/frame`,
+      );
     }
   }
-  const floorRate = median(results['in-process /invocations, 1 in flight (floor)']);
+  const floorRate = median(results['in-process /invocations, 1 in flight (floor)'].map((r) => r.total));
   console.log(
     `YOLOX-Nano TF-OD, ${values.width}px-wide frames, ${frames} frames, ${values.rounds} rounds (median)\n`,
   );
-  console.log('| path | frames/s (median) | runs | vs floor |\n| --- | --- | --- | --- |');
-  for (const [name, xs] of Object.entries(results)) {
+  console.log(
+    '| path | frames/s (whole run) | steady, after the first frame | runs (whole) | steady vs floor | CPU ms/frame |',
+  );
+  console.log('| --- | --- | --- | --- | --- | --- |');
+  for (const [name, rs] of Object.entries(results)) {
+    const total = median(rs.map((r) => r.total));
+    const steady = median(rs.map((r) => r.steady));
     console.log(
-      `| ${name} | ${median(xs).toFixed(1)} | ${xs.map((x) => x.toFixed(1)).join(', ')} | ${(median(xs) / floorRate).toFixed(2)}× |`,
+      `| ${name} | ${total.toFixed(1)} | ${steady.toFixed(1)} | ${rs.map((r) => r.total.toFixed(1)).join(', ')} | ` +
+        `${(steady / floorRate).toFixed(2)}× | ${median(rs.map((r) => r.cpuMsPerFrame)).toFixed(1)} |`,
     );
   }
 } finally {

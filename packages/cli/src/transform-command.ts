@@ -21,6 +21,7 @@ import {
 } from './transform/transform-location.js';
 import { isVideoFile, transformVideos, type VideoTransformSummary } from './transform/transform-videos.js';
 import { checkFfmpeg, ffmpegTools } from './video/ffmpeg.js';
+import { DEFAULT_FRAMES_IN_FLIGHT } from './video/video-pipeline.js';
 import type { AssembleWith, BatchStrategy, SplitType } from './transform/transform-records.js';
 
 export const TRANSFORM_HELP = `Usage: visionserve transform --input <path|s3://...> --output <dir|s3://...> [options] [server flags]
@@ -49,6 +50,9 @@ Options:
   --state-dir DIR                   checkpoints of unfinished outputs (default <output>/.transform-state,
                                     or a cache directory for s3:// outputs)
 
+Video files (.mp4, .m4v, .mov, .mkv, .webm, .avi, .mpg, .mpeg, .ts, .flv, .ogv, .3gp; needs
+ffmpeg) become one JSON line per frame, as \`visionserve video\` prints them, every frame sent
+to /invocations as a JPEG.
 Finished outputs are skipped, so rerunning an interrupted job resumes it; a line-split
 file continues from its last checkpoint. Failed records are listed in
 <output>/transform-failures.jsonl (one JSON object per failure) and the job goes on;
@@ -180,7 +184,6 @@ async function transformVideoInputs(
   options: {
     output: OutputLocation;
     invoke: TransformInvoke;
-    concurrency: number;
     signal: AbortSignal;
     env: NodeJS.ProcessEnv;
     onVideoDone: (file: InputFile, frames: number) => void;
@@ -189,13 +192,9 @@ async function transformVideoInputs(
   if (videos.length === 0) return undefined;
   const tools = ffmpegTools(options.env);
   await checkFfmpeg(tools);
-  // Frames of one video are sent a few at a time (at least 2, so that decoding overlaps inference).
-  return transformVideos({
-    ...options,
-    inputs: videos,
-    tools,
-    concurrency: Math.max(2, options.concurrency),
-  });
+  // Videos one at a time, their frames as `visionserve video` sends them (not
+  // --max-concurrent-transforms: frames in flight beyond the default only competed for the cores).
+  return transformVideos({ ...options, inputs: videos, tools, concurrency: DEFAULT_FRAMES_IN_FLIGHT });
 }
 
 /** One summary for the record inputs and the videos; a video's frames count as records. */
@@ -307,7 +306,6 @@ export async function transformCommand(argv: readonly string[], env: NodeJS.Proc
     const videoSummary = await transformVideoInputs(videos, {
       output,
       invoke,
-      concurrency,
       signal: controller.signal,
       env,
       onVideoDone: (file, frames) => {

@@ -5,7 +5,12 @@ import { splitServerArgs, startInProcessServer } from './server-args.js';
 import { checkFfmpeg, ffmpegTools, spawnEncoder } from './video/ffmpeg.js';
 import { inProcessFrameInfer, openFrameStream } from './video/frame-infer.js';
 import { type FramePolicy, defaultPolicy, openVideo } from './video/frame-source.js';
-import { type FrameInfer, type VideoProgress, runVideo } from './video/video-pipeline.js';
+import {
+  DEFAULT_FRAMES_IN_FLIGHT,
+  type FrameInfer,
+  type VideoProgress,
+  runVideo,
+} from './video/video-pipeline.js';
 
 export const VIDEO_HELP = `Usage: visionserve video SOURCE [options] [server flags]
 
@@ -29,7 +34,8 @@ Options:
                        URLs, all for files
   --track auto|on|off  object tracking of detections: auto follows the model's visionserve.json
                        "tracking" (off with --endpoint), on uses it or the defaults (default auto)
-  --concurrency N      frames in flight at once (default 2: decoding overlaps inference)
+  --concurrency N      frames in flight at once (default 1; more overlap decoding with inference
+                       where cores are idle, which they were not on the 2-core test machine)
   --max-frames N       stop after N frames processed
   --probe-seconds S    how long ffmpeg probes a stream URL before its first frame (default 1:
                        with ffmpeg's own 5 s, a 6 s live test stream at --fps 5 lost 20 of its
@@ -148,7 +154,7 @@ export async function videoCommand(argv: readonly string[], env: NodeJS.ProcessE
   const fps = positiveNumber(options, 'fps', false);
   const policy = choice<FramePolicy>(options, 'policy', ['latest', 'all']) ?? defaultPolicy(source);
   const trackMode = choice(options, 'track', ['auto', 'on', 'off'] as const) ?? 'auto';
-  const concurrency = positiveNumber(options, 'concurrency', true) ?? 2;
+  const concurrency = positiveNumber(options, 'concurrency', true) ?? DEFAULT_FRAMES_IN_FLIGHT;
   const maxFrames = positiveNumber(options, 'max-frames', true);
   const output = options.get('output');
   const probeSeconds = positiveNumber(options, 'probe-seconds', false);

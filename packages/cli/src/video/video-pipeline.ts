@@ -8,6 +8,14 @@ import { annotateFrame, encodeJpeg } from './annotate.js';
 import type { Encoder } from './ffmpeg.js';
 import type { FrameSource, SourceFrame } from './frame-source.js';
 
+/**
+ * Frames in flight by default. bench/video-rate.mjs on the project's shared 2-core machine
+ * (YOLOX-Nano, 640x426, 300 frames, rounds alternated): 1 in flight was as fast as 2 or faster
+ * in 7 of 9 paired rounds (medians 18.6 and 16.3 frames/s): with the cores busy, a second frame
+ * only competes with the first; one frame in flight also keeps a live frame's latency lowest.
+ */
+export const DEFAULT_FRAMES_IN_FLIGHT = 1;
+
 /** A frame's answer: the /invocations answer, an error, or dropped by the server (`latest`). */
 export type FrameAnswer =
   | { readonly result: unknown; readonly modelVersion?: string | undefined }
