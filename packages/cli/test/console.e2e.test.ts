@@ -15,31 +15,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, type Page, chromium } from 'playwright-core';
 import { IMAGES, REPO_ROOT } from './helpers/shared.js';
+import { findChromium } from './helpers/system-tools.js';
 import { tempRepo } from './helpers/model-repo.js';
 import { placeDetector, placeMobilenet } from './helpers/sagemaker-models.js';
 import { grpcPredict, startHarness, type Harness } from './helpers/server-harness.js';
-
-/** The chromium binary, installing it with the project's script when missing; or why not. */
-function findChromium(): { path: string } | { reason: string } {
-  const which = (): string | undefined => {
-    for (const bin of ['chromium', 'chromium-browser']) {
-      const r = spawnSync('sh', ['-c', `command -v ${bin}`], { encoding: 'utf8' });
-      if (r.status === 0 && r.stdout.trim() !== '') return r.stdout.trim();
-    }
-    return undefined;
-  };
-  const found = which();
-  if (found !== undefined) return { path: found };
-  const setup = spawnSync('bash', [join(REPO_ROOT, 'scripts', 'setup-browser.sh')], {
-    encoding: 'utf8',
-    timeout: 600_000,
-  });
-  const after = which();
-  if (after !== undefined) return { path: after };
-  return {
-    reason: `chromium is not installed and scripts/setup-browser.sh could not install it: ${(setup.stderr || setup.stdout || String(setup.error)).trim()}`,
-  };
-}
 
 const browserBinary = findChromium();
 const skip = 'reason' in browserBinary ? browserBinary.reason : false;

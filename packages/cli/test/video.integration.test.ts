@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { TFOD_DETECTOR_VISION_CONFIG } from '@visionserve/vision';
+import { ffmpegMissing } from './helpers/system-tools.js';
 import { IMAGES, REPO_ROOT } from './helpers/shared.js';
 import { tempRepo } from './helpers/model-repo.js';
 import { placeDetector } from './helpers/sagemaker-models.js';
@@ -20,18 +21,6 @@ import { placeDetector } from './helpers/sagemaker-models.js';
 const CLI = join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js');
 const SOCCER = join(IMAGES, 'scene_soccer.jpg');
 const run = promisify(execFile);
-
-function ffmpegMissing(): string | false {
-  const has = (): boolean =>
-    spawnSync('ffmpeg', ['-version']).status === 0 && spawnSync('ffprobe', ['-version']).status === 0;
-  if (has()) return false;
-  const setup = spawnSync('bash', [join(REPO_ROOT, 'scripts', 'setup-ffmpeg.sh')], {
-    encoding: 'utf8',
-    timeout: 600_000,
-  });
-  if (has()) return false;
-  return `ffmpeg is not installed and scripts/setup-ffmpeg.sh could not install it: ${(setup.stderr || setup.stdout || String(setup.error)).trim()}`;
-}
 
 const skip = ffmpegMissing();
 
