@@ -13,6 +13,7 @@ import { formatMarkdown } from './bench/bench-report.js';
 import { SUITES, SUITE_IDS, type SuiteId, parseSuites } from './bench/bench-suites.js';
 import { isCpuList } from './bench/cpu-affinity.js';
 import { DEFAULT_OVERLOAD, OVERLOAD_PROTOCOLS, type OverloadOptions } from './bench/overload-suite.js';
+import { DEFAULT_STREAM_SECONDS } from './bench/stream-suite.js';
 import {
   type BenchOptions,
   type BenchTargets,
@@ -79,6 +80,9 @@ Sweep:
                              or typed; also used by cold-start
 Cold start:
   --cold-requests N          Predict calls per case after the first (default 30)
+Stream:
+  --stream-seconds S         the long stream whose server RSS is followed (default ${DEFAULT_STREAM_SECONDS};
+                             600 for a 10-minute figure)
 Overload (issue 9's load test; admission flags go to the server with --server-arg):
   --overload-protocols LIST  grpc,rest (default both; a fresh server each)
   --overload-factor F        offered rate = F × measured capacity (default ${DEFAULT_OVERLOAD.factor})
@@ -125,7 +129,7 @@ function describePlan(plan: BenchPlan, options: BenchOptions): string {
   add(
     'stream',
     plan.stream,
-    `1 and 4 streams, latest at 2×, ${formatDuration(options.durationMs / 1000)} each`,
+    `1 and 4 streams, latest at 2×, ${formatDuration(options.durationMs / 1000)} each; RSS over a ${formatDuration(options.streamSeconds ?? DEFAULT_STREAM_SECONDS)} stream`,
   );
   const o = overloadOptions(options);
   add(
@@ -162,6 +166,7 @@ export function parseBenchArgs(argv: readonly string[]): {
     'sweep-concurrency': { type: 'string' },
     'sweep-encoding': { type: 'string' },
     'cold-requests': { type: 'string' },
+    'stream-seconds': { type: 'string' },
     'overload-protocols': { type: 'string' },
     'overload-factor': { type: 'string' },
     'overload-duration-s': { type: 'string' },
@@ -235,6 +240,7 @@ export function parseBenchArgs(argv: readonly string[]): {
   if (external && suites.some((s) => s !== 'latency'))
     throw new UsageError('--grpc/--rest/--invocations measure a running server: only with --suite latency');
   const coldRequests = numberOption(values, 'cold-requests', { min: 2, max: 100_000, integer: true });
+  const streamSeconds = numberOption(values, 'stream-seconds', { min: 1, max: 86_400 });
   const overload = parseOverloadArgs(values);
   const options: BenchOptions = {
     suites,
@@ -261,6 +267,7 @@ export function parseBenchArgs(argv: readonly string[]): {
       ...(encoding ? { encoding } : {}),
     },
     ...(coldRequests !== undefined ? { coldStartRequests: coldRequests } : {}),
+    ...(streamSeconds !== undefined ? { streamSeconds } : {}),
     ...(Object.keys(overload).length > 0 ? { overload } : {}),
   };
   return {

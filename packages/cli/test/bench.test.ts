@@ -383,6 +383,7 @@ describe('visionserve bench arguments', () => {
       '--sweep-concurrency=1,8',
       '--sweep-encoding=typed',
       '--cold-requests=9',
+      '--stream-seconds=7',
       '--plan',
     ]);
     assert.deepEqual(a.options.suites, ['latency', 'sweep', 'cold-start', 'overload', 'stream']);
@@ -398,7 +399,9 @@ describe('visionserve bench arguments', () => {
     assert.ok(plan.latency && plan.sweep && plan.coldStart);
     assert.equal(plan.sweep.steps, 2 * (1 + 1 * 2) + 2);
     assert.equal(plan.coldStart.steps, 2 * (1 + 1));
-    assert.equal(plan.stream?.steps, 4);
+    assert.equal(a.options.streamSeconds, 7);
+    assert.equal(plan.stream?.steps, 5);
+    assert.ok(plan.stream!.estimateS >= 7, 'the long stream counts in the estimate');
   });
 
   it('rejects bad values with usage errors', () => {
@@ -410,6 +413,7 @@ describe('visionserve bench arguments', () => {
       ['--sweep-concurrency=0'],
       ['--sweep-encoding=json'],
       ['--cold-requests=1'],
+      ['--stream-seconds=0'],
       ['--suite=sweep', '--grpc=127.0.0.1:8500'],
       ['--server-pid=12'],
       ['extra'],
@@ -646,6 +650,55 @@ describe('runBench (short)', () => {
         md,
         /\| every request not answered OK gets UNAVAILABLE \/ RESOURCE_EXHAUSTED \| \*\*PASS\*\*/,
       );
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it('stream suite (short): capacity, 1 and 4 streams, latest at 2x with drops, the long stream with RSS samples', async () => {
+    const root = await tempRoot();
+    const steps: string[] = [];
+    let planned = 0;
+    try {
+      const report = await runBench({
+        ...SHORT,
+        suites: ['stream'],
+        paths: [],
+        durationMs: 600,
+        streamSeconds: 2,
+        tempRoot: root,
+        onPlan: (p) => {
+          planned = p.steps;
+        },
+        onStep: (text) => steps.push(text),
+      });
+      assert.deepEqual(await readdir(root), [], 'temporary folder removed');
+      assert.equal(steps.length, planned, 'every planned step reported');
+      const r = report.stream!.rows[0]!;
+      const what = JSON.stringify(r);
+      assert.equal(r.skipped, undefined, what);
+      assert.ok(r.capacityPerS! > 0 && r.invocationsLatency!.n > 0, what);
+      assert.deepEqual(
+        r.loads!.map((l) => l.streams),
+        [1, 4],
+      );
+      for (const l of r.loads!) assert.ok(l.framesPerS > 0 && l.latency.n > 0 && l.latency.p50 > 0, what);
+      // latest at 2x: every frame sent is answered or dropped; the last one is always answered.
+      const x = r.latest2x!;
+      assert.equal(x.answered + x.dropped, x.sent, what);
+      const long = r.long!;
+      assert.equal(long.seconds, 2);
+      assert.equal(long.answered + long.dropped, long.sent, what);
+      assert.ok(long.rssMb.length >= 3, what);
+      for (let i = 1; i < long.rssMb.length; i++) assert.ok(long.rssMb[i]![0] >= long.rssMb[i - 1]![0]);
+      assert.ok(
+        long.rssMb.every(([, m]) => m > 10),
+        what,
+      );
+      const md = formatMarkdown(report);
+      assert.match(md, /### Frame streams \(WebSocket\)/);
+      assert.match(md, /\| MobileNetV2 int8 \| 4 stream\(s\), all \| [\d.]+ \| [\d.]+ \|/);
+      assert.match(md, /\| long stream, latest at 2×, 2 s \| [\d.]+ answered \|.*server RSS \d+ → \d+ MB/);
     } finally {
       await rm(root, { recursive: true, force: true });
     }

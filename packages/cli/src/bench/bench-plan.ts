@@ -58,6 +58,8 @@ export interface OverloadPlanInput {
 export interface StreamPlanInput {
   readonly cases: readonly CaseId[];
   readonly durationMs: number;
+  /** The long stream whose RSS is followed. */
+  readonly longMs: number;
 }
 
 export interface SuitePlan {
@@ -165,11 +167,11 @@ export function planOverload(i: OverloadPlanInput): SuitePlan {
   };
 }
 
-/** Per case: capacity (two loops) and single-request latency, 1 and 4 streams, latest at 2×; one server. */
+/** Per case: capacity (two loops) and single-request latency, 1 and 4 streams, latest at 2×, the long stream; one server. */
 export function planStream(i: StreamPlanInput): SuitePlan {
   return {
-    steps: 4 * i.cases.length,
-    estimateS: (i.cases.length * 5 * i.durationMs) / 1000 + SERVER_START_S,
+    steps: 5 * i.cases.length,
+    estimateS: (i.cases.length * (5 * i.durationMs + i.longMs)) / 1000 + SERVER_START_S,
   };
 }
 

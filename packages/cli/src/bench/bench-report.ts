@@ -12,7 +12,7 @@ import type {
 } from './bench-results.js';
 import { formatOverload } from './overload-report.js';
 import { describeSweepConfig, parseSweepConfig } from './sweep-configs.js';
-import type { StreamReport } from './stream-suite.js';
+import type { LongStream, StreamReport } from './stream-suite.js';
 
 export function formatMs(ms: number | undefined): string {
   if (ms === undefined || !Number.isFinite(ms)) return '—';
@@ -233,6 +233,21 @@ function formatColdStart(cold: ColdStartReport, lines: string[]): void {
   }
 }
 
+/** The long stream's row: answered frames/s, latency, drops, and the server's RSS along it. */
+function longStreamRow(name: string, l: LongStream): string {
+  const rss = l.rssMb.map(([, v]) => v);
+  const half = l.rssMb.filter(([t]) => t >= l.seconds / 2).map(([, v]) => v);
+  const rssText =
+    rss.length === 0
+      ? 'server RSS not readable'
+      : `server RSS ${num(rss[0], 0)} → ${num(rss[rss.length - 1], 0)} MB (max ${num(Math.max(...rss), 0)}; ` +
+        `second half ${num(half[0], 0)} → ${num(half[half.length - 1], 0)} MB, ${rss.length} samples)`;
+  return (
+    `| ${name} | long stream, latest at 2×, ${formatDuration(l.seconds)} | ${num(l.answered / l.seconds)} answered | | ` +
+    `${formatMs(l.latency.p50)} | ${formatMs(l.latency.p99)} | ${l.dropped} of ${l.sent} dropped; ${rssText} |`
+  );
+}
+
 function formatStream(stream: StreamReport, lines: string[]): void {
   lines.push(
     '',
@@ -263,6 +278,7 @@ function formatStream(stream: StreamReport, lines: string[]): void {
     lines.push(
       `| ${name} | 1 stream, latest at 2× | ${num(x.answered / (stream.durationMs / 1000))} answered | | ${formatMs(x.latency.p50)} | ${formatMs(x.latency.p99)} | ${x.dropped} of ${x.sent} dropped (${num((100 * x.dropped) / x.sent, 0)} %); server RSS ${num(r.rssBeforeMb, 0)} → ${num(r.rssAfterMb, 0)} MB |`,
     );
+    if (r.long !== undefined) lines.push(longStreamRow(name, r.long));
   }
 }
 

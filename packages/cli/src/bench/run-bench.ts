@@ -19,7 +19,7 @@ import type { BenchProgress } from './bench-progress.js';
 import type { BenchReport, ColdStartReport, OverloadReport, SweepReport } from './bench-results.js';
 import { SUITES, type SuiteId } from './bench-suites.js';
 import { runColdStartSuite } from './cold-start-suite.js';
-import { type StreamReport, runStreamSuite } from './stream-suite.js';
+import { DEFAULT_STREAM_SECONDS, type StreamReport, runStreamSuite } from './stream-suite.js';
 import { createExitCleanup } from './exit-cleanup.js';
 import { type BenchTargets, openLatencyEndpoints } from './latency-endpoints.js';
 import { type LatencySuiteResult, runLatencySuite } from './latency-suite.js';
@@ -82,6 +82,8 @@ export interface BenchOptions {
   readonly sweep?: SweepOptions;
   /** Cold-start suite: Predict calls per case after the first. Default 30. */
   readonly coldStartRequests?: number;
+  /** The stream suite's long stream (server RSS followed), seconds. Default DEFAULT_STREAM_SECONDS. */
+  readonly streamSeconds?: number;
   /** Overload suite settings; each missing one is DEFAULT_OVERLOAD's. */
   readonly overload?: Partial<OverloadOptions>;
   /** Parent of the temporary `visionserve-bench-*` folder. Default os.tmpdir(). */
@@ -150,7 +152,13 @@ export function planFor(options: BenchOptions): BenchPlan {
         }
       : {}),
     ...(suites.includes('stream')
-      ? { stream: { cases: suiteCases(options, 'stream'), durationMs: options.durationMs } }
+      ? {
+          stream: {
+            cases: suiteCases(options, 'stream'),
+            durationMs: options.durationMs,
+            longMs: (options.streamSeconds ?? DEFAULT_STREAM_SECONDS) * 1000,
+          },
+        }
       : {}),
     ...(suites.includes('overload')
       ? {
@@ -301,6 +309,7 @@ async function runSuites(run: SuiteRun): Promise<SuiteResults> {
     results.stream = await runStreamSuite({
       cases: casesOf('stream'),
       durationMs: options.durationMs,
+      longMs: (options.streamSeconds ?? DEFAULT_STREAM_SECONDS) * 1000,
       serverFlags,
       cleanup,
       progress,
@@ -339,6 +348,7 @@ function reportedOptions(run: SuiteRun): BenchReport['meta']['options'] {
         }
       : {}),
     ...(suites.includes('cold-start') ? { coldStartRequests: run.coldStartRequests } : {}),
+    ...(suites.includes('stream') ? { streamSeconds: options.streamSeconds ?? DEFAULT_STREAM_SECONDS } : {}),
     ...(suites.includes('overload') ? { overload: run.overloadSettings } : {}),
     ...(options.targets ? { targets: options.targets } : {}),
   };

@@ -7,7 +7,9 @@
  *    outstanding (a new frame when an answer arrives), and their per-frame latency
  *    (sent to answered, client side);
  * 3. `policy=latest` with frames sent at 2× the capacity: answered, dropped, latency;
- * the server's RSS before and after.
+ * 4. the long stream: `policy=latest` at 2× the capacity for `longMs` (a live camera on a model
+ *    that cannot keep up: every frame either runs or is dropped), the server's RSS sampled
+ *    all along (at least every 5 s, 40 samples or more).
  */
 import { type InvocationsClient, createInvocationsClient } from '@visionserve/client';
 import { WebSocket } from 'ws';
@@ -22,6 +24,8 @@ export interface StreamSuiteOptions {
   readonly cases: readonly BenchCase[];
   /** Each measurement's length, ms. */
   readonly durationMs: number;
+  /** The long stream's length, ms. */
+  readonly longMs: number;
   readonly serverFlags: readonly string[];
   readonly cleanup: ExitCleanup;
   readonly progress: BenchProgress;
@@ -55,14 +59,29 @@ export interface StreamRow {
   };
   readonly rssBeforeMb?: number | undefined;
   readonly rssAfterMb?: number | undefined;
+  readonly long?: LongStream;
+}
+
+/** The long `latest` stream at 2× the capacity and the server's RSS along it. */
+export interface LongStream {
+  readonly seconds: number;
+  readonly sent: number;
+  readonly answered: number;
+  readonly dropped: number;
+  readonly latency: LatencySummary;
+  /** [seconds since the stream opened, server RSS MB]; empty where RSS cannot be read. */
+  readonly rssMb: readonly (readonly [number, number])[];
 }
 
 export interface StreamReport {
   readonly durationMs: number;
+  readonly longMs: number;
   readonly rows: readonly StreamRow[];
 }
 
 const OUTSTANDING = 2;
+/** The default length of the long stream, s: short; 600 gives the 10-minute RSS figure. */
+export const DEFAULT_STREAM_SECONDS = 20;
 const mb = (bytes: number | undefined): number | undefined =>
   bytes === undefined ? undefined : Math.round((bytes / 2 ** 20) * 10) / 10;
 
@@ -85,7 +104,7 @@ export async function runStreamSuite(o: StreamSuiteOptions): Promise<StreamRepor
     client.close();
     await server.stop();
   }
-  return { durationMs: o.durationMs, rows };
+  return { durationMs: o.durationMs, longMs: o.longMs, rows };
 }
 
 async function measureCase(
@@ -125,15 +144,17 @@ async function measureCase(
   }
   o.progress.step(`stream · ${c.id} · policy=latest at 2× capacity`);
   const latest2x = await pacedStream(`${url}?policy=latest`, image, 2 * capacityPerS, o.durationMs);
+  const rssAfter = readRssBytes(server.pid);
+  o.progress.step(`stream · ${c.id} · long stream, latest at 2×, ${Math.round(o.longMs / 1000)} s`);
+  const long = await longStream(`${url}?policy=latest`, image, 2 * capacityPerS, o.longMs, server.pid);
   return {
     case: c.id,
     capacityPerS,
     invocationsLatency,
     loads,
     latest2x,
-    ...(rssBefore === undefined
-      ? {}
-      : { rssBeforeMb: mb(rssBefore), rssAfterMb: mb(readRssBytes(server.pid)) }),
+    ...(rssBefore === undefined ? {} : { rssBeforeMb: mb(rssBefore), rssAfterMb: mb(rssAfter) }),
+    long,
   };
 }
 
@@ -236,4 +257,36 @@ async function pacedStream(
     dropped,
     latency: summarize(latencies),
   };
+}
+
+/** pacedStream for `ms`, with the server's RSS read every `ms`/40 (at most 5 s) meanwhile. */
+async function longStream(
+  url: string,
+  image: Uint8Array,
+  perS: number,
+  ms: number,
+  pid: number,
+): Promise<LongStream> {
+  const rssMb: [number, number][] = [];
+  const start = performance.now();
+  const sample = (): void => {
+    const rss = mb(readRssBytes(pid));
+    if (rss !== undefined) rssMb.push([Math.round((performance.now() - start) / 100) / 10, rss]);
+  };
+  sample();
+  const timer = setInterval(sample, Math.min(5000, Math.max(250, ms / 40)));
+  try {
+    const run = await pacedStream(url, image, perS, ms);
+    sample();
+    return {
+      seconds: ms / 1000,
+      sent: run.sent,
+      answered: run.answered,
+      dropped: run.dropped,
+      latency: run.latency,
+      rssMb,
+    };
+  } finally {
+    clearInterval(timer);
+  }
 }
