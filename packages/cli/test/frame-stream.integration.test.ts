@@ -427,3 +427,50 @@ for (const transport of ['lean', 'node'] as const) {
     });
   });
 }
+
+describe('frame streams under the connection guard (first-bytes deadline, cap)', () => {
+  let root: string;
+  let h: Harness;
+
+  before(async () => {
+    root = await tempRepo('vs-stream-guard-');
+    await placeMobilenet(root, 'mobilenet');
+    h = await startHarness({
+      modelName: 'mobilenet',
+      modelBasePath: join(root, 'mobilenet'),
+      fileSystemPollSeconds: 0,
+      connectionFirstBytesTimeoutMs: 300,
+      maxConnections: 2,
+    });
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  it('an open stream outlives the first-bytes deadline and is never evicted as idle at the cap', async () => {
+    const a = await openStream(h.rest, 'mobilenet/stream');
+    const b = await openStream(h.rest, 'mobilenet/stream');
+    // Quiet past the first-bytes deadline: the upgrade was the connections' first bytes.
+    await sleep(900);
+    // A third connection at the cap (2) finds no idle connection to evict: it is refused.
+    const third = connect(Number(new URL(h.rest).port), '127.0.0.1');
+    const thirdClosed = new Promise<boolean>((resolve) =>
+      third.once('close', () => {
+        resolve(true);
+      }),
+    );
+    third.on('error', () => undefined);
+    third.write('GET /v1/models/mobilenet HTTP/1.1\r\nHost: x\r\n\r\n');
+    const refused = await Promise.race([thirdClosed, sleep(3000).then(() => false)]);
+    third.destroy();
+    assert.ok(refused, 'the third connection is refused, not served in place of a stream');
+    for (const s of [a, b]) {
+      assert.equal(s.ws.readyState, s.ws.OPEN, 'the stream is still open');
+      s.ws.send(CAT);
+      await s.until(0);
+      assert.equal(top1(s.answers[0]!), 281);
+      s.ws.close(1000);
+      await s.closed;
+    }
+  });
+});

@@ -203,7 +203,10 @@ async function closedLoopStream(
   const sentAt: number[] = [];
   const latencies: number[] = [];
   const until = performance.now() + durationMs;
-  await new Promise<void>((resolve) => {
+  await new Promise<void>((resolve, reject) => {
+    ws.once('close', (code, reason) => {
+      reject(closedEarly(code, reason));
+    });
     const send = (): void => {
       sentAt.push(performance.now());
       ws.send(image);
@@ -219,8 +222,16 @@ async function closedLoopStream(
     });
     for (let i = 0; i < OUTSTANDING; i++) send();
   });
+  ws.removeAllListeners('close');
   ws.close();
   return latencies;
+}
+
+/** A stream the server closed before the measurement was done. */
+function closedEarly(code: number, reason: Buffer): Error {
+  return new Error(
+    `the frame stream closed before the measurement ended: ${code} ${reason.toString('utf8')}`,
+  );
 }
 
 /** One `latest` stream sent `perS` frames a second for `durationMs`, then drained. */
@@ -235,6 +246,10 @@ async function pacedStream(
   const latencies: number[] = [];
   let dropped = 0;
   let last = -1;
+  let closed: Error | undefined;
+  ws.once('close', (code, reason) => {
+    closed = closedEarly(code, reason);
+  });
   ws.on('message', (data: Buffer) => {
     const answer = JSON.parse(data.toString('utf8')) as { frame: number; dropped?: number };
     latencies.push(performance.now() - sentAt[answer.frame]!);
@@ -245,10 +260,15 @@ async function pacedStream(
   for (let i = 0; performance.now() - start < durationMs; i++) {
     const wait = start + (i * 1000) / perS - performance.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    if (closed !== undefined) throw closed;
     sentAt.push(performance.now());
     ws.send(image);
   }
-  while (last < sentAt.length - 1) await new Promise((r) => setTimeout(r, 10));
+  while (last < sentAt.length - 1) {
+    if (closed !== undefined) throw closed;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  ws.removeAllListeners('close');
   ws.close();
   return {
     sentPerS: perS,

@@ -67,6 +67,14 @@ export function trackConnections(server: Server, secure: boolean, guard: Connect
   };
   server.on('request', onRequest);
   server.on('checkContinue', onRequest);
+  // An upgraded connection (a WebSocket frame stream) sent its request head and is in use for
+  // as long as it is open: neither the first-bytes deadline nor eviction at the cap applies.
+  server.prependListener('upgrade', (req: IncomingMessage) => {
+    const connection = connections.get(req.socket);
+    if (connection === undefined) return;
+    connection.guarded.started();
+    connection.guarded.inFlight(++connection.busy);
+  });
 
   const sweep = (idleMs: number): void => {
     const now = Date.now();
