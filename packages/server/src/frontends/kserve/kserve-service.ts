@@ -5,13 +5,8 @@
  * (./http) adapts it to routes and bodies; a gRPC binding adapts the same operations to
  * `inference.GRPCInferenceService`.
  */
-import { Code, ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
-import {
-  type InferRequest,
-  type InferResponse,
-  classificationTensor,
-  datatypeOfDtype,
-} from '@visionserve/protocol/kserve';
+import { ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
+import { type InferRequest, type InferResponse, classificationTensor } from '@visionserve/protocol/kserve';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
 import type { InferenceStatisticsReader } from '../../core/inference-statistics.js';
