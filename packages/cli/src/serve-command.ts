@@ -4,8 +4,8 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import {
   ConfigError,
-  FLAGS,
   IGNORED_TF_SERVING_FLAGS,
+  flagHelpLines,
   type SpareInferenceWorkers,
 } from '@visionserve/server/boot';
 import { loadServerEntries } from '@visionserve/server/entries';
@@ -23,10 +23,8 @@ layout: <version>/model.onnx at its top, or <model>/<version>/model.onnx, plus
 code/), else a generated demo model, half_plus_two (y = 0.5 * x + 2), so this
 works with no arguments.
 
-Flags (TF Serving names; --flag=value or --flag value):
-${Object.entries(FLAGS)
-  .map(([name, spec]) => `  --${name.padEnd(44)} ${spec.help}`)
-  .join('\n')}
+Flags (TF Serving names; --flag=value or --flag value; docs/configuration.md):
+${flagHelpLines().join('\n')}
 
 Accepted for TF Serving command lines, warned about once and ignored (no meaning here):
 ${Object.keys(IGNORED_TF_SERVING_FLAGS)

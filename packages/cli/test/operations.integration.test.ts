@@ -425,6 +425,50 @@ describe('management guard', () => {
   });
 });
 
+describe('logging_config over a gRPC config reload', () => {
+  it('a HandleReloadConfigRequest with logging_config logs requests, as the same config file would', async () => {
+    const root = await tempRepo('vs-ops-reload-log-');
+    const base = await placeModel(root, 'half', 1, halfPlusTwoModel());
+    const configFile = join(root, 'models.config');
+    await writeFile(configFile, `model_config_list { config { name: 'half' base_path: '${base}' } }`);
+    const prefix = join(root, 'logs', 'half');
+    const h = await startHarness({ modelConfigFile: configFile });
+    try {
+      await h.grpc.unary(
+        '/tensorflow.serving.ModelService/HandleReloadConfigRequest',
+        toBinary(
+          ReloadConfigRequestSchema,
+          create(ReloadConfigRequestSchema, {
+            config: {
+              config: {
+                case: 'modelConfigList',
+                value: {
+                  config: [
+                    {
+                      name: 'half',
+                      basePath: base,
+                      loggingConfig: {
+                        samplingConfig: { samplingRate: 1 },
+                        logCollectorConfig: { filenamePrefix: prefix },
+                      },
+                    },
+                  ],
+                },
+              },
+            },
+          }),
+        ),
+      );
+      await grpcPredict(h.grpc, 'half', x([1, 2]));
+      await h.server.flushRequestLogs();
+    } finally {
+      await h.close();
+    }
+    const files = (await readdir(join(root, 'logs'))).filter((f) => f.startsWith('half-'));
+    assert.equal(files.length, 1, `request log files: ${files.join(',')}`);
+  });
+});
+
 describe('request logging (logging_config) replayed as warmup', () => {
   it('records sampled predicts as PredictionLog files that warm a version up', async () => {
     const root = await tempRepo('vs-ops-reqlog-');

@@ -5,6 +5,7 @@
 export { resolveServerConfig, DEFAULTS } from './config/server-config.js';
 export type { ServerConfig } from './config/server-config.js';
 export { parseFlags, FLAGS, IGNORED_TF_SERVING_FLAGS } from './config/flags.js';
+export { flagHelpLines, renderConfigurationDoc, FLAG_GROUPS } from './config/flag-docs.js';
 export { configFromEnv } from './config/env.js';
 export { ConfigError } from './config/config-error.js';
 export { createJsonLogger, silentLogger } from './util/logger.js';
