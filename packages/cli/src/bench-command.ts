@@ -122,6 +122,11 @@ function describePlan(plan: BenchPlan, options: BenchOptions): string {
   add('latency', plan.latency, `${options.paths.length} paths, ${options.repeat} round(s)`);
   add('sweep', plan.sweep, `${options.sweep?.configs?.length ?? DEFAULT_SWEEP_CONFIGS.length} layouts`);
   add('cold-start', plan.coldStart, `${options.coldStartRequests ?? 30} requests`);
+  add(
+    'stream',
+    plan.stream,
+    `1 and 4 streams, latest at 2×, ${formatDuration(options.durationMs / 1000)} each`,
+  );
   const o = overloadOptions(options);
   add(
     'overload',

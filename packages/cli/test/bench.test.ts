@@ -237,7 +237,7 @@ describe('sweep layouts and suites', () => {
   });
 
   it('parses --suite lists in canonical order', () => {
-    assert.deepEqual(parseSuites('all'), ['latency', 'sweep', 'cold-start', 'overload']);
+    assert.deepEqual(parseSuites('all'), ['latency', 'sweep', 'cold-start', 'overload', 'stream']);
     assert.deepEqual(parseSuites('overload,latency'), ['latency', 'overload']);
     assert.deepEqual(parseSuites('cold-start,latency'), ['latency', 'cold-start']);
     assert.equal(parseSuites('latency,nope'), undefined);
@@ -385,7 +385,7 @@ describe('visionserve bench arguments', () => {
       '--cold-requests=9',
       '--plan',
     ]);
-    assert.deepEqual(a.options.suites, ['latency', 'sweep', 'cold-start', 'overload']);
+    assert.deepEqual(a.options.suites, ['latency', 'sweep', 'cold-start', 'overload', 'stream']);
     assert.deepEqual(
       a.options.sweep?.configs?.map((c) => c.name),
       ['1x1', '2x1+b0'],
@@ -398,6 +398,7 @@ describe('visionserve bench arguments', () => {
     assert.ok(plan.latency && plan.sweep && plan.coldStart);
     assert.equal(plan.sweep.steps, 2 * (1 + 1 * 2) + 2);
     assert.equal(plan.coldStart.steps, 2 * (1 + 1));
+    assert.equal(plan.stream?.steps, 4);
   });
 
   it('rejects bad values with usage errors', () => {

@@ -4,9 +4,10 @@ import { renderManage } from './manage-view.js';
 import { renderModels } from './models-view.js';
 import { renderTraffic, stopTraffic } from './traffic-view.js';
 import { renderTry } from './try-view.js';
+import { renderLive, stopLive } from './live-view.js';
 
 const view = document.getElementById('view')!;
-const tabs = ['models', 'traffic', 'try', 'compare', 'manage'] as const;
+const tabs = ['models', 'traffic', 'try', 'live', 'compare', 'manage'] as const;
 type Tab = (typeof tabs)[number];
 
 function current(): Tab {
@@ -21,6 +22,7 @@ function show(): void {
     else a.removeAttribute('aria-current');
   }
   if (tab !== 'traffic') stopTraffic();
+  if (tab !== 'live') stopLive();
   const fail = (error: unknown): void => {
     view.replaceChildren(h('p', { class: 'error', role: 'alert' }, `Could not load: ${String(error)}`));
   };
@@ -33,6 +35,9 @@ function show(): void {
       break;
     case 'try':
       renderTry(view).catch(fail);
+      break;
+    case 'live':
+      renderLive(view).catch(fail);
       break;
     case 'compare':
       renderCompare(view).catch(fail);

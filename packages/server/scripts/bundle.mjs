@@ -65,6 +65,7 @@ try {
       '@opentelemetry/*',
       'prom-client',
       '@visionserve/console',
+      'ws',
     ],
     plugins: [keepImportMetaUrl],
     sourcemap: 'linked',

@@ -698,7 +698,7 @@ void describe('KServe v2 gRPC: statistics and repository', () => {
       /explicit/,
     );
     await rejectsWith(
-      raw('ModelStreamInfer', ServerLiveResponseSchema, Buffer.alloc(0)),
+      raw('CudaSharedMemoryStatus', ServerLiveResponseSchema, Buffer.alloc(0)),
       grpc.status.UNIMPLEMENTED,
     );
   });

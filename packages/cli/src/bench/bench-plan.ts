@@ -55,6 +55,11 @@ export interface OverloadPlanInput {
   readonly afterMs: number;
 }
 
+export interface StreamPlanInput {
+  readonly cases: readonly CaseId[];
+  readonly durationMs: number;
+}
+
 export interface SuitePlan {
   /** Progress steps (blocks, server starts). */
   readonly steps: number;
@@ -66,6 +71,7 @@ export interface BenchPlan {
   readonly sweep?: SuitePlan;
   readonly coldStart?: SuitePlan;
   readonly overload?: SuitePlan;
+  readonly stream?: SuitePlan;
   readonly steps: number;
   readonly estimateS: number;
 }
@@ -159,22 +165,33 @@ export function planOverload(i: OverloadPlanInput): SuitePlan {
   };
 }
 
+/** Per case: capacity (two loops) and single-request latency, 1 and 4 streams, latest at 2×; one server. */
+export function planStream(i: StreamPlanInput): SuitePlan {
+  return {
+    steps: 4 * i.cases.length,
+    estimateS: (i.cases.length * 5 * i.durationMs) / 1000 + SERVER_START_S,
+  };
+}
+
 export function planBench(parts: {
   readonly latency?: LatencyPlanInput;
   readonly sweep?: SweepPlanInput;
   readonly coldStart?: ColdStartPlanInput;
   readonly overload?: OverloadPlanInput;
+  readonly stream?: StreamPlanInput;
 }): BenchPlan {
   const latency = parts.latency ? planLatency(parts.latency) : undefined;
   const sweep = parts.sweep ? planSweep(parts.sweep) : undefined;
   const coldStart = parts.coldStart ? planColdStart(parts.coldStart) : undefined;
   const overload = parts.overload ? planOverload(parts.overload) : undefined;
-  const all = [latency, sweep, coldStart, overload].filter((p): p is SuitePlan => p !== undefined);
+  const stream = parts.stream ? planStream(parts.stream) : undefined;
+  const all = [latency, sweep, coldStart, overload, stream].filter((p): p is SuitePlan => p !== undefined);
   return {
     ...(latency ? { latency } : {}),
     ...(sweep ? { sweep } : {}),
     ...(coldStart ? { coldStart } : {}),
     ...(overload ? { overload } : {}),
+    ...(stream ? { stream } : {}),
     steps: all.reduce((n, p) => n + p.steps, 0),
     estimateS: all.reduce((n, p) => n + p.estimateS, 0),
   };

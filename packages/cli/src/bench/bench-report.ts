@@ -12,6 +12,7 @@ import type {
 } from './bench-results.js';
 import { formatOverload } from './overload-report.js';
 import { describeSweepConfig, parseSweepConfig } from './sweep-configs.js';
+import type { StreamReport } from './stream-suite.js';
 
 export function formatMs(ms: number | undefined): string {
   if (ms === undefined || !Number.isFinite(ms)) return '—';
@@ -232,6 +233,39 @@ function formatColdStart(cold: ColdStartReport, lines: string[]): void {
   }
 }
 
+function formatStream(stream: StreamReport, lines: string[]): void {
+  lines.push(
+    '',
+    '### Frame streams (WebSocket)',
+    '',
+    `Capacity: \`/invocations\` of the case's image from two closed loops for ${formatDuration(stream.durationMs / 1000)}; ` +
+      'streams with policy=all keep two frames outstanding each; latency is sent to answered, client side. ' +
+      'latest: one stream sent frames at 2× the capacity.',
+    '',
+    '| model | load | frames/s | of capacity | p50 | p99 | notes |',
+    '|---|---|---:|---:|---:|---:|---|',
+  );
+  for (const r of stream.rows) {
+    const name = CASES[r.case].short;
+    if (r.skipped !== undefined || r.capacityPerS === undefined) {
+      lines.push(`| ${name} | skipped: ${(r.skipped ?? '').replaceAll('|', '/')} | | | | | |`);
+      continue;
+    }
+    const inv = r.invocationsLatency!;
+    lines.push(`| ${name} | /invocations, 2 loops (capacity) | ${num(r.capacityPerS)} | 1.00 | | | |`);
+    lines.push(`| ${name} | /invocations, 1 loop | | | ${formatMs(inv.p50)} | ${formatMs(inv.p99)} | |`);
+    for (const l of r.loads ?? []) {
+      lines.push(
+        `| ${name} | ${l.streams} stream(s), all | ${num(l.framesPerS)} | ${num(l.ofCapacity, 2)} | ${formatMs(l.latency.p50)} | ${formatMs(l.latency.p99)} | ${l.errors > 0 ? `${l.errors} frames answered with an error` : ''} |`,
+      );
+    }
+    const x = r.latest2x!;
+    lines.push(
+      `| ${name} | 1 stream, latest at 2× | ${num(x.answered / (stream.durationMs / 1000))} answered | | ${formatMs(x.latency.p50)} | ${formatMs(x.latency.p99)} | ${x.dropped} of ${x.sent} dropped (${num((100 * x.dropped) / x.sent, 0)} %); server RSS ${num(r.rssBeforeMb, 0)} → ${num(r.rssAfterMb, 0)} MB |`,
+    );
+  }
+}
+
 /** Markdown: the run's settings, then the latency, sweep, cold-start and overload sections that ran. */
 export function formatMarkdown(report: BenchReport): string {
   const m = report.meta;
@@ -250,6 +284,7 @@ export function formatMarkdown(report: BenchReport): string {
   if (report.sweep) formatSweep(report.sweep, lines);
   if (report.coldStart) formatColdStart(report.coldStart, lines);
   if (report.overload) formatOverload(report.overload, lines);
+  if (report.stream) formatStream(report.stream, lines);
   return lines.join('\n') + '\n';
 }
 

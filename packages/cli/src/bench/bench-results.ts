@@ -5,6 +5,7 @@ import type { PathId, PathInfo } from './bench-paths.js';
 import type { SuiteId } from './bench-suites.js';
 import type { SweepBatching } from './sweep-configs.js';
 import type { LatencySummary } from './stats.js';
+import type { StreamReport } from './stream-suite.js';
 
 /** One row of the latency suite: a path of a case in one loop mode, all rounds pooled. */
 export interface BenchRow {
@@ -280,4 +281,5 @@ export interface BenchReport {
   readonly sweep?: SweepReport;
   readonly coldStart?: ColdStartReport;
   readonly overload?: OverloadReport;
+  readonly stream?: StreamReport;
 }

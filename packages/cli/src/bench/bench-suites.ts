@@ -1,8 +1,8 @@
 /** The benchmark's suites: what each measures and which cases it runs by default. */
 import type { CaseId } from './bench-cases.js';
 
-export type SuiteId = 'latency' | 'sweep' | 'cold-start' | 'overload';
-export const SUITE_IDS: readonly SuiteId[] = ['latency', 'sweep', 'cold-start', 'overload'];
+export type SuiteId = 'latency' | 'sweep' | 'cold-start' | 'overload' | 'stream';
+export const SUITE_IDS: readonly SuiteId[] = ['latency', 'sweep', 'cold-start', 'overload', 'stream'];
 
 export interface SuiteInfo {
   readonly id: SuiteId;
@@ -31,6 +31,12 @@ export const SUITES: Readonly<Record<SuiteId, SuiteInfo>> = {
     id: 'overload',
     description:
       'capacity per protocol (gRPC, REST), then an open loop at 3× capacity: goodput, shedding, latency, RSS',
+    defaultCases: ['mobilenet'],
+  },
+  stream: {
+    id: 'stream',
+    description:
+      'WebSocket frame streams: frames/s of 1 and 4 streams vs /invocations capacity, per-frame latency, drops at 2× with latest, RSS',
     defaultCases: ['mobilenet'],
   },
 };

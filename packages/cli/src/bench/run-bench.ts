@@ -19,6 +19,7 @@ import type { BenchProgress } from './bench-progress.js';
 import type { BenchReport, ColdStartReport, OverloadReport, SweepReport } from './bench-results.js';
 import { SUITES, type SuiteId } from './bench-suites.js';
 import { runColdStartSuite } from './cold-start-suite.js';
+import { type StreamReport, runStreamSuite } from './stream-suite.js';
 import { createExitCleanup } from './exit-cleanup.js';
 import { type BenchTargets, openLatencyEndpoints } from './latency-endpoints.js';
 import { type LatencySuiteResult, runLatencySuite } from './latency-suite.js';
@@ -148,6 +149,9 @@ export function planFor(options: BenchOptions): BenchPlan {
           },
         }
       : {}),
+    ...(suites.includes('stream')
+      ? { stream: { cases: suiteCases(options, 'stream'), durationMs: options.durationMs } }
+      : {}),
     ...(suites.includes('overload')
       ? {
           overload: {
@@ -164,11 +168,11 @@ export function planFor(options: BenchOptions): BenchPlan {
   });
 }
 
-type Suite = 'latency' | 'sweep' | 'cold-start' | 'overload';
+type Suite = 'latency' | 'sweep' | 'cold-start' | 'overload' | 'stream';
 
 /** The suites asked for, in the order they run; the suites that start servers refuse --grpc/--rest/... */
 function selectedSuites(options: BenchOptions): Suite[] {
-  const suites = (['latency', 'sweep', 'cold-start', 'overload'] as const).filter((s) =>
+  const suites = (['latency', 'sweep', 'cold-start', 'overload', 'stream'] as const).filter((s) =>
     (options.suites ?? ['latency']).includes(s),
   );
   if (options.targets !== undefined && suites.some((s) => s !== 'latency'))
@@ -198,6 +202,7 @@ interface SuiteResults {
   sweep?: SweepReport;
   coldStart?: ColdStartReport;
   overload?: OverloadReport;
+  stream?: StreamReport;
 }
 
 async function runLatency(
@@ -283,6 +288,15 @@ async function runSuites(run: SuiteRun): Promise<SuiteResults> {
       progress,
     });
   }
+  if (suites.includes('stream')) {
+    results.stream = await runStreamSuite({
+      cases: casesOf('stream'),
+      durationMs: options.durationMs,
+      serverFlags,
+      cleanup,
+      progress,
+    });
+  }
   if (suites.includes('overload')) {
     results.overload = await runOverloadSuite({
       ...run.overloadSettings,
@@ -332,7 +346,7 @@ function reportedOptions(run: SuiteRun): BenchReport['meta']['options'] {
 
 function benchReport(run: SuiteRun, results: SuiteResults, plan: BenchPlan, started: number): BenchReport {
   const { options, suites } = run;
-  const { latency, sweep, coldStart, overload } = results;
+  const { latency, sweep, coldStart, overload, stream } = results;
   return {
     meta: {
       date: new Date().toISOString(),
@@ -353,6 +367,7 @@ function benchReport(run: SuiteRun, results: SuiteResults, plan: BenchPlan, star
     rows: latency?.rows ?? [],
     ...(sweep ? { sweep } : {}),
     ...(coldStart ? { coldStart } : {}),
+    ...(stream ? { stream } : {}),
     ...(overload ? { overload } : {}),
   };
 }

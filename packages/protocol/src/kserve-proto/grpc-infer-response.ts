@@ -90,3 +90,31 @@ export function decodeModelInferResponse(bytes: Uint8Array): InferResponse {
   });
   return { modelName: message.modelName, modelVersion: message.modelVersion, id: message.id, outputs };
 }
+
+/** ModelStreamInferResponse.infer_response. */
+const STREAM_INFER_RESPONSE_TAG = (2 << 3) | 2;
+
+/**
+ * A `ModelStreamInferResponse` (the messages of `ModelStreamInfer`) carrying one answer: the
+ * ModelInferResponse chunks (writeModelInferResponse) behind the field's tag and length.
+ */
+export function writeModelStreamInferResponse(inferResponse: readonly Uint8Array[]): Uint8Array[] {
+  let length = 0;
+  for (const c of inferResponse) length += c.byteLength;
+  return [new Uint8Array([STREAM_INFER_RESPONSE_TAG, ...varintBytes(length)]), ...inferResponse];
+}
+
+/**
+ * A `ModelStreamInferResponse` reporting a failed request: `error_message`, and the request's
+ * id in `infer_response` when it had one (so that a client can tell which request failed).
+ */
+export function writeModelStreamInferError(message: string, id: string): Uint8Array {
+  const out: number[] = [];
+  pushStringField(out, 1, message);
+  if (id !== '') {
+    const inner: number[] = [];
+    pushStringField(inner, 3, id);
+    pushBytesField(out, 2, inner);
+  }
+  return new Uint8Array(out);
+}

@@ -31,6 +31,9 @@ import {
   createKServeService,
 } from '../frontends/kserve/index.js';
 import type { GrpcService } from '../frontends/grpc/index.js';
+import { type FrameStreams, createFrameStreams } from '../frontends/stream/frame-stream.js';
+import { createGrpcFrameStreamService } from '../frontends/stream/grpc-frame-streams.js';
+import { createWebSocketStreams } from '../frontends/stream/websocket-streams.js';
 import type { ConcurrencyLimit } from '../frontends/shared/concurrency-limit.js';
 import { modelConfigsFromMessage } from '../repository/model-config-file.js';
 import { findModelDirectory, listModelDirectories } from '../repository/model-roots.js';
@@ -167,6 +170,21 @@ export async function startInOrder<T>(
 export function createListeners(deps: ListenerDeps): Listeners {
   const { config, ops, core } = deps;
   const kserve = createKServe(deps);
+  // Live video: frame streams (WebSocket on the REST port, a gRPC method), one core for every transport.
+  const frameStreams = createFrameStreams({
+    service: core.service,
+    imageDecodes: deps.imageDecodes,
+    logger: deps.logger.child({ component: 'stream' }),
+    observer: core.requestObserver,
+    limits: {
+      maxOpen: config.streamMaxOpen,
+      maxFrameBytes: config.streamMaxFrameBytes,
+      queueFrames: config.streamQueueFrames,
+      inflightFrames: config.streamInflightFrames,
+      unsentAnswers: config.streamUnsentAnswers,
+      frameTimeoutMs: config.restTimeoutMs,
+    },
+  });
   // One set of TF Serving gRPC services: the HTTP/2 server and gRPC-web on the REST port share it.
   const tfsGrpcServices = createTfsGrpcServices({
     service: core.service,
@@ -200,14 +218,17 @@ export function createListeners(deps: ListenerDeps): Listeners {
         server === undefined ? [] : [{ listener, open: server.connections, guardCloses: server.guardCloses }],
       ),
     async open() {
-      if (config.restPort >= 0) rest = await openRest(deps, kserve, tfsGrpcServices);
-      if (config.grpcPort >= 0) grpc = await openGrpc(deps, kserve, tfsGrpcServices);
+      if (config.restPort >= 0) rest = await openRest(deps, kserve, tfsGrpcServices, frameStreams);
+      if (config.grpcPort >= 0)
+        grpc = await openGrpc(deps, kserve, [...tfsGrpcServices, createGrpcFrameStreamService(frameStreams)]);
       const invoker = createInvoker(deps, rest?.port, grpc?.port);
       if (config.sagemakerPort >= 0)
         sagemaker = await openSageMaker(deps, kserve, invoker, rest?.port, grpc?.port);
       return invoker;
     },
     async close(graceMs) {
+      // Frame streams never end on their own: they are closed (WebSocket 1001, gRPC UNAVAILABLE) first.
+      frameStreams.closeAll();
       // Listeners drain together: no new connections, keep-alive clients told to go, in-flight requests finish.
       await Promise.all([rest?.close(graceMs), grpc?.close(graceMs), sagemaker?.close(graceMs)]);
       await core.handlerHost?.close();
@@ -296,6 +317,7 @@ function openRest(
   deps: ListenerDeps,
   kserve: KServeService,
   tfsGrpcServices: GrpcService[],
+  frameStreams: FrameStreams,
 ): Promise<StartedHttpServer> {
   const { config, core, logger } = deps;
   const apis = [
@@ -314,6 +336,7 @@ function openRest(
   return listen('--rest_api_port', config.restPort, () =>
     startHttpServer({
       ...httpOptions(deps, config.restPort),
+      upgrade: createWebSocketStreams(frameStreams, { idleTimeoutMs: config.requestBodyTimeoutMs }),
       edge: createHttpEdge({
         ...edgeOptions(deps),
         apis,
@@ -363,11 +386,11 @@ function grpcWebApi(deps: ListenerDeps, services: GrpcService[]): HttpApi {
   });
 }
 
-/** The gRPC listener (TCP port and --grpc_socket_path): TF Serving and KServe gRPC. */
+/** The gRPC listener (TCP port and --grpc_socket_path): TF Serving, frame streams and KServe gRPC. */
 function openGrpc(
   deps: ListenerDeps,
   kserve: KServeService,
-  tfsGrpcServices: GrpcService[],
+  services: GrpcService[],
 ): Promise<RunningGrpcServer> {
   const { config, ops, logger } = deps;
   const channelArguments = parseGrpcChannelArguments(config.grpcChannelArguments);
@@ -402,8 +425,16 @@ function openGrpc(
       observer: deps.core.requestObserver,
       tls: ops.tls?.listener,
       services: [
-        ...tfsGrpcServices,
-        ...(config.kserveGrpc ? [createKServeGrpcService({ kserve, managementGuard: ops.guard })] : []),
+        ...services,
+        ...(config.kserveGrpc
+          ? [
+              createKServeGrpcService({
+                kserve,
+                managementGuard: ops.guard,
+                logger: logger.child({ component: 'kserve-grpc' }),
+              }),
+            ]
+          : []),
       ],
     }),
   );

@@ -84,6 +84,17 @@ export const FLAG_GROUPS: readonly FlagGroup[] = [
     ],
   },
   {
+    title: 'Live video: frame streams',
+    doc: 'video.md',
+    flags: [
+      'stream_max_open',
+      'stream_max_frame_bytes',
+      'stream_queue_frames',
+      'stream_inflight_frames',
+      'stream_unsent_answers',
+    ],
+  },
+  {
     title: 'Operations',
     doc: 'operations.md',
     flags: [

@@ -183,6 +183,31 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'time to send a request body / gRPC message',
   },
+  stream_max_open: {
+    key: 'streamMaxOpen',
+    type: 'int',
+    help: 'frame streams (WebSocket and gRPC) open at once, all listeners',
+  },
+  stream_max_frame_bytes: {
+    key: 'streamMaxFrameBytes',
+    type: 'int',
+    help: 'largest encoded frame on a frame stream; a larger one closes it (1009)',
+  },
+  stream_queue_frames: {
+    key: 'streamQueueFrames',
+    type: 'int',
+    help: 'frames waiting per stream with policy=all before the server stops reading it',
+  },
+  stream_inflight_frames: {
+    key: 'streamInflightFrames',
+    type: 'int',
+    help: 'frames of one stream decoded or run at once',
+  },
+  stream_unsent_answers: {
+    key: 'streamUnsentAnswers',
+    type: 'int',
+    help: 'answers of one stream not yet written to its socket before it starts no new frame',
+  },
   grpc_channel_arguments: {
     key: 'grpcChannelArguments',
     type: 'list',

@@ -130,6 +130,16 @@ export interface ServerConfig {
   readonly httpHeadersTimeoutMs: number;
   /** Time a client has to send a request body (HTTP) or message (gRPC), in ms (`--request_body_timeout_ms`). Default 60000. */
   readonly requestBodyTimeoutMs: number;
+  /** Frame streams open at once, all listeners (`--stream_max_open`). Default 64. */
+  readonly streamMaxOpen: number;
+  /** Largest encoded frame on a frame stream, bytes (`--stream_max_frame_bytes`). Default 8 MiB. */
+  readonly streamMaxFrameBytes: number;
+  /** Frames waiting per stream with policy=all before its socket is no longer read (`--stream_queue_frames`). Default 4. */
+  readonly streamQueueFrames: number;
+  /** Frames of one stream decoded or run at once (`--stream_inflight_frames`). Default 2. */
+  readonly streamInflightFrames: number;
+  /** Answers of one stream not yet written to its socket before it starts no new frame (`--stream_unsent_answers`). Default 8. */
+  readonly streamUnsentAnswers: number;
   /**
    * The HTTP/2 implementation under the gRPC port (`--grpc_transport`,
    * `VISIONSERVE_GRPC_TRANSPORT`): `lean`, the server's own (one socket write per response,
@@ -345,6 +355,11 @@ export const DEFAULTS = {
   httpKeepaliveTimeoutMs: 65_000,
   httpHeadersTimeoutMs: 20_000,
   requestBodyTimeoutMs: 60_000,
+  streamMaxOpen: 64,
+  streamMaxFrameBytes: 8 * 1024 * 1024,
+  streamQueueFrames: 4,
+  streamInflightFrames: 2,
+  streamUnsentAnswers: 8,
   grpcTransport: 'lean',
   grpcChannelArguments: [],
   waitForModels: false,
@@ -507,6 +522,11 @@ export function resolveServerConfig(
     ['sagemaker_max_payload_mb', config.sagemakerMaxPayloadMb],
     ['model_archive_max_bytes', config.modelArchiveMaxBytes],
     ['saved_model_conversion_timeout_seconds', config.savedModelConversionTimeoutSeconds],
+    ['stream_max_open', config.streamMaxOpen],
+    ['stream_max_frame_bytes', config.streamMaxFrameBytes],
+    ['stream_queue_frames', config.streamQueueFrames],
+    ['stream_inflight_frames', config.streamInflightFrames],
+    ['stream_unsent_answers', config.streamUnsentAnswers],
   ] as const) {
     if (value < 1) throw new ConfigError(`--${key} must be >= 1, got ${value}`);
   }

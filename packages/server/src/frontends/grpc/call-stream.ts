@@ -1,9 +1,10 @@
 import type { IncomingHttpHeaders } from 'node:http2';
 
 /**
- * One unary gRPC call's HTTP/2 stream as the gRPC server sees it, whatever HTTP/2 carries it
- * (node:http2, or this server's own in h2/). The server reads the request message through
- * it and answers through it exactly once.
+ * One gRPC call's HTTP/2 stream as the gRPC server sees it, whatever HTTP/2 carries it
+ * (node:http2, or this server's own in h2/). A unary call reads its request message through
+ * it and answers through it exactly once (respond / respondStatus); a streaming call reads
+ * messages as they come and answers with sendHeaders, sendMessage…, endWithStatus.
  */
 export interface GrpcCallStream {
   /** The request headers (gRPC metadata); names lower case. */
@@ -37,6 +38,25 @@ export interface GrpcCallStream {
   respond(prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void;
   /** Answers a status: trailers-only (as no response was sent before). */
   respondStatus(code: number, message: string): void;
+  /**
+   * Streaming responses (a server- or bidirectional-streaming method): the response headers,
+   * sent once before the first message.
+   */
+  sendHeaders(): void;
+  /**
+   * One response message of a streaming call (after sendHeaders): `prefix` and `chunks` as
+   * DATA, sent as the client's windows allow; the chunks must stay unchanged until the
+   * stream closes.
+   */
+  sendMessage(prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void;
+  /** Ends a streaming call whose headers were sent: its status as trailers, after the queued messages. */
+  endWithStatus(code: number, message: string): void;
+  /**
+   * Flow control of the request side: while paused the client's stream window is not given
+   * back, so it stops sending once it has used it (the bytes already sent are still delivered).
+   */
+  pauseReading(): void;
+  resumeReading(): void;
   /** Answers a request that is not gRPC with HTTP 415 and NOT_GRPC_TEXT as a text/plain body. */
   respondUnsupported(): void;
   /** Whether an answer can still be sent (the stream is not reset or gone). */

@@ -25,7 +25,14 @@ import type { RequestEnd, RequestObserver } from '../shared/request-observer.js'
 import { createOutputLease } from '../../core/output-lease.js';
 import type { GrpcCallStream } from './call-stream.js';
 import type { GrpcListener, GrpcListenerOptions } from './grpc-listener.js';
-import type { GrpcMethod, GrpcService } from './grpc-service.js';
+import type {
+  GrpcMethod,
+  GrpcService,
+  GrpcStreamCall,
+  GrpcStreamEvents,
+  StreamHandler,
+} from './grpc-service.js';
+import { readStreamMessages } from './stream-messages.js';
 import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
 import { startH2Listener } from './h2/h2-server.js';
 import { startNodeListener } from './node-listener.js';
@@ -170,6 +177,8 @@ interface CallState {
   encoding?: MessageEncoding;
   readonly controller: AbortController;
   answered: boolean;
+  /** A streaming call has sent its response headers: its status goes in trailers. */
+  headersSent?: boolean;
   reservation: Reservation | undefined;
   timers: NodeJS.Timeout[];
   /** Epoch ms by which the client wants its answer (grpc-timeout), if it set one. */
@@ -262,7 +271,82 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     call.code = code;
     const { stream } = call;
     stream.stopReading();
-    if (stream.writable) stream.respondStatus(code, encodeGrpcMessage(message));
+    if (!stream.writable) return;
+    if (call.headersSent === true) stream.endWithStatus(code, encodeGrpcMessage(message));
+    else stream.respondStatus(code, encodeGrpcMessage(message));
+  };
+
+  /** A streaming call: request messages to the handler as they come, its messages back as it sends them. */
+  const serveStream = (
+    call: CallState,
+    method: GrpcMethod,
+    handler: StreamHandler,
+    deadline: number | undefined,
+  ): void => {
+    const { stream } = call;
+    // The call holds no reservation of its own; each message being read holds one (stream-messages.ts).
+    const streamCall: GrpcStreamCall = {
+      signal: call.controller.signal,
+      deadline,
+      metadata: stream.headers,
+      credentials: () => credentialsOf(stream.headers, stream.socket),
+      send(chunks) {
+        if (call.answered || !stream.writable) return;
+        if (call.headersSent !== true) {
+          call.headersSent = true;
+          stream.sendHeaders();
+        }
+        let length = 0;
+        for (const c of chunks) length += c.byteLength;
+        call.bytesOut += length;
+        stream.sendMessage(messagePrefix(length), chunks, length);
+      },
+      pause: () => {
+        stream.pauseReading();
+      },
+      resume: () => {
+        stream.resumeReading();
+      },
+      end(error) {
+        if (error !== undefined) {
+          finish(call, error);
+          return;
+        }
+        if (call.answered) return;
+        call.answered = true;
+        stream.stopReading();
+        if (!stream.writable) return;
+        if (call.headersSent === true) stream.endWithStatus(Code.OK, '');
+        else stream.respondStatus(Code.OK, '');
+      },
+    };
+    let events: GrpcStreamEvents;
+    try {
+      events = handler(streamCall);
+    } catch (error) {
+      finish(call, error);
+      return;
+    }
+    const onMessage = (message: Uint8Array): void => {
+      call.bytesIn += message.byteLength;
+      events.onMessage(message);
+    };
+    stream.read(
+      readStreamMessages(
+        {
+          maxMessageBytes: Math.min(maxMessageBytes, method.maxMessageBytes ?? maxMessageBytes),
+          encoding: call.encoding,
+          budget: options.budget,
+        },
+        onMessage,
+        (error) => {
+          finish(call, error);
+        },
+      ),
+      () => {
+        events.onEnd();
+      },
+    );
   };
 
   const respond = (call: CallState, chunks: readonly Uint8Array[]): void => {
@@ -600,6 +684,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         return;
       }
       if (left < 2 ** 31) call.timers.push(setTimeout(expire, left));
+    }
+    if (method.stream !== undefined) {
+      // A stream's messages come when the client has them: no body timeout, only its deadline.
+      serveStream(call, method, method.stream, deadline);
+      return;
     }
     const bodyTimer = setTimeout(() => {
       const error = new ServingError(

@@ -56,13 +56,43 @@ export type HeadAdmission = (
   call: { readonly signal: AbortSignal; readonly deadline: number | undefined },
 ) => (() => void) | undefined;
 
+/** A streaming call as its handler sees it (client- and bidirectional streaming). */
+export interface GrpcStreamCall {
+  /** Aborted when the deadline passes or the client cancels or goes away (see GrpcCallContext). */
+  readonly signal: AbortSignal;
+  readonly deadline: number | undefined;
+  readonly metadata: IncomingHttpHeaders;
+  credentials(): ManagementCredentials;
+  /** Sends one response message (chunks whose concatenation is the serialized message). */
+  send(chunks: readonly Uint8Array[]): void;
+  /** Stops / restarts reading request messages: HTTP/2 flow control then holds the client back. */
+  pause(): void;
+  resume(): void;
+  /** Ends the call: status OK without an error, else the error's status (as unary handlers throw them). */
+  end(error?: unknown): void;
+}
+
+/** What a streaming handler is told: each request message (its own copy), then the client's end. */
+export interface GrpcStreamEvents {
+  onMessage(message: Uint8Array): void;
+  onEnd(): void;
+}
+
+/** A streaming method: called once per call, when its headers have passed the checks. */
+export type StreamHandler = (call: GrpcStreamCall) => GrpcStreamEvents;
+
 export interface GrpcMethod {
+  /** The unary method; for a streaming one, what a unary-only carrier (gRPC-web) answers. */
   readonly handler: UnaryHandler;
   readonly alignment?: AlignmentProbe;
   readonly admit?: HeadAdmission;
+  /** Set for a streaming method: the gRPC server calls it instead of `handler`. */
+  readonly stream?: StreamHandler;
+  /** A streaming method's largest request message, when below the server's (RESOURCE_EXHAUSTED above). */
+  readonly maxMessageBytes?: number;
 }
 
-/** One gRPC service: its full name (`package.Service`) and unary methods by name. */
+/** One gRPC service: its full name (`package.Service`) and its methods by name. */
 export interface GrpcService {
   readonly name: string;
   /** The API name in metrics and logs, e.g. "tfs-grpc". Default: `name`. */

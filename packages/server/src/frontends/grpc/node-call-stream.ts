@@ -178,6 +178,49 @@ export class NodeCallStream implements GrpcCallStream {
     }
   }
 
+  /** Trailers of a streaming call, sent when node asks for them (after its last DATA). */
+  private trailers: { 'grpc-status': string; 'grpc-message': string } = {
+    'grpc-status': '0',
+    'grpc-message': '',
+  };
+
+  sendHeaders(): void {
+    const { stream } = this;
+    if (stream.headersSent) return;
+    stream.respond(
+      {
+        ':status': 200,
+        'content-type': 'application/grpc',
+        'grpc-accept-encoding': 'identity, gzip, deflate',
+      },
+      { waitForTrailers: true },
+    );
+    stream.once('wantTrailers', () => {
+      stream.sendTrailers(this.trailers);
+    });
+  }
+
+  sendMessage(prefix: Uint8Array, chunks: readonly Uint8Array[]): void {
+    const { stream } = this;
+    stream.cork();
+    stream.write(prefix);
+    for (const c of chunks) if (c.byteLength > 0) stream.write(c);
+    stream.uncork();
+  }
+
+  endWithStatus(code: number, message: string): void {
+    this.trailers = { 'grpc-status': String(code), 'grpc-message': message };
+    this.stream.end();
+  }
+
+  pauseReading(): void {
+    this.stream.pause();
+  }
+
+  resumeReading(): void {
+    this.stream.resume();
+  }
+
   respondUnsupported(): void {
     this.stream.respond({ ':status': 415, 'content-type': 'text/plain' });
     this.stream.end(NOT_GRPC_TEXT);

@@ -1,4 +1,5 @@
-import { createServer } from 'node:http';
+import { type IncomingMessage, createServer } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { createServer as createHttpsServer } from 'node:https';
 import { Server as NetServer } from 'node:net';
 import { type ListenerTls, tlsServerOptions, writeTlsBatchesWithoutCopy } from '../shared/listener-tls.js';
@@ -33,6 +34,14 @@ export interface HttpLimits {
   readonly keepAliveTimeoutMs?: number | undefined;
 }
 
+/** Takes the HTTP upgrades (WebSocket) of one listener. */
+export interface UpgradeHandler {
+  /** Serves or refuses one upgrade request; the socket is its from now on. */
+  handle(req: IncomingMessage, socket: Duplex, head: Buffer): void;
+  /** Closes what it serves and refuses new upgrades (the listener is draining). */
+  drain(): void;
+}
+
 export interface StartHttpServerOptions extends HttpLimits {
   /** Interface to bind, e.g. "0.0.0.0" or "127.0.0.1". */
   readonly host: string;
@@ -42,6 +51,8 @@ export interface StartHttpServerOptions extends HttpLimits {
   readonly edge: HttpEdge;
   /** Serve HTTPS (plaintext requests are refused). Default: plain HTTP. */
   readonly tls?: ListenerTls | undefined;
+  /** Upgrade requests go here; without it they are closed. */
+  readonly upgrade?: UpgradeHandler | undefined;
 }
 
 export interface StartedHttpServer {
@@ -73,6 +84,13 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
         });
   secure?.on('secureConnection', writeTlsBatchesWithoutCopy);
   server.on('checkContinue', edge.checkContinue);
+  const { upgrade } = options;
+  if (upgrade !== undefined) {
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      tracker.upgraded(req);
+      upgrade.handle(req, socket, head);
+    });
+  }
   server.headersTimeout = options.headersTimeoutMs ?? 20_000;
   server.requestTimeout = options.requestTimeoutMs ?? 300_000;
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 65_000;
@@ -99,6 +117,7 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
                     tracker.destroyAll();
                   }, graceMs);
             edge.drain();
+            options.upgrade?.drain();
             unsubscribeTls?.();
             // Stop accepting, but not http.Server#close: it would also close every idle
             // keep-alive connection at once, racing with requests clients are sending on them.

@@ -28,7 +28,7 @@ import {
 } from './content-types.js';
 import { type InvocationTarget, checkPredictMethod, parseCustomAttributes } from './custom-attributes.js';
 import { runHandlerInvocation } from './handler-invocation.js';
-import { runImageInvocation } from './image-invocation.js';
+import { runImageInvocation } from '../shared/image-invocation.js';
 import { predictionsAsLines } from './multi-record.js';
 
 export interface InvocationsDeps {

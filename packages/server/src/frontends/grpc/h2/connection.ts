@@ -610,7 +610,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.dataStream = undefined;
     if ((flags & Flag.END_STREAM) !== 0) {
       this.endRemote(stream);
-    } else if (stream.recvUnacked >= this.options.windowBytes / 2 && !stream.closed) {
+    } else if (stream.recvUnacked >= this.options.windowBytes / 2 && !stream.closed && !stream.holdWindow) {
       this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.recvUnacked));
       stream.recvWindow += stream.recvUnacked;
       stream.recvUnacked = 0;
@@ -1167,6 +1167,44 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.flushStream(stream, head);
   }
 
+  /** A streaming call's response headers (its messages and trailers follow). */
+  sendStreamHeaders(stream: H2Stream): void {
+    const head = Buffer.allocUnsafe(FRAME_HEADER_BYTES + RESPONSE_HEAD.byteLength);
+    writeFrameHeader(head, 0, RESPONSE_HEAD.byteLength, FrameType.HEADERS, Flag.END_HEADERS, stream.id);
+    head.set(RESPONSE_HEAD, FRAME_HEADER_BYTES);
+    this.socket.cork();
+    this.writeWindowUpdate();
+    this.writeFor(stream, head);
+    this.socket.uncork();
+  }
+
+  /** One more message of a streaming call, queued behind the unsent ones and sent as the windows allow. */
+  sendStreamData(stream: H2Stream, chunks: readonly Uint8Array[], length: number): void {
+    if (stream.queuedBytes === 0) {
+      stream.queue = [];
+      stream.queueIndex = 0;
+      stream.queueOffset = 0;
+    }
+    for (const c of chunks) if (c.byteLength > 0) stream.queue.push(c);
+    stream.queuedBytes += length;
+    this.flushStream(stream, undefined);
+  }
+
+  /** A streaming call's trailers, sent once its queued messages are. */
+  sendStreamTrailers(stream: H2Stream, block: Uint8Array): void {
+    stream.localEnded = true;
+    stream.trailers = this.finalHeaderFrames(stream.id, block);
+    this.flushStream(stream, undefined);
+  }
+
+  /** Gives the stream window received while the call's reader was paused back to the client. */
+  releaseStreamWindow(stream: H2Stream): void {
+    if (stream.recvUnacked === 0 || stream.remoteEnded || this.ended || this.closed) return;
+    this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.recvUnacked));
+    stream.recvWindow += stream.recvUnacked;
+    stream.recvUnacked = 0;
+  }
+
   /** Sends what the windows allow of a stream's queued DATA (then its trailers); `lead` goes first. */
   private flushStream(stream: H2Stream, lead: Buffer | undefined): void {
     const out: Uint8Array[] = [];
@@ -1214,6 +1252,9 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.blocked.add(stream);
       if (stream.sendProgressAt === 0) stream.sendProgressAt = Date.now();
       this.armStallTimer();
+    } else {
+      // A streaming call's messages so far are all sent; it waits for its next one.
+      this.blocked.delete(stream);
     }
     if (out.length === 0) return;
     this.socket.cork();

@@ -19,19 +19,33 @@ export const OK_TRAILERS = encodeHeaderBlock([
   ['grpc-message', ''],
 ]);
 
+/** Trailers of a call whose headers were sent (a streaming call): `message` as trailersOnlyBlock takes it. */
+export function trailersBlock(code: number, message: string): Uint8Array {
+  if (code === 0 && message === '') return OK_TRAILERS;
+  return encodeHeaderBlock([
+    ['grpc-status', String(code)],
+    ['grpc-message', spaceSafe(message)],
+  ]);
+}
+
+/** A field value with a space at either end encoded (peers drop such whitespace, RFC 9113 8.2.1). */
+function spaceSafe(message: string): string {
+  if (message.startsWith(' ')) message = `%20${message.slice(1)}`;
+  if (message.endsWith(' ')) message = `${message.slice(0, -1)}%20`;
+  return message;
+}
+
 /**
  * A trailers-only answer: headers and status in one block. `message` is already
  * percent-encoded; a space at either end is encoded too (peers drop a field value that
  * starts or ends with whitespace, RFC 9113 8.2.1).
  */
 export function trailersOnlyBlock(code: number, message: string): Uint8Array {
-  if (message.startsWith(' ')) message = `%20${message.slice(1)}`;
-  if (message.endsWith(' ')) message = `${message.slice(0, -1)}%20`;
   return encodeHeaderBlock([
     [':status', '200'],
     ['content-type', 'application/grpc'],
     ['grpc-status', String(code)],
-    ['grpc-message', message],
+    ['grpc-message', spaceSafe(message)],
   ]);
 }
 

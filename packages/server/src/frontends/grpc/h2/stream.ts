@@ -5,7 +5,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http2';
 import type { GrpcCallStream } from '../call-stream.js';
-import { NOT_GRPC_BODY, UNSUPPORTED_MEDIA_TYPE, trailersOnlyBlock } from './response-heads.js';
+import { NOT_GRPC_BODY, UNSUPPORTED_MEDIA_TYPE, trailersBlock, trailersOnlyBlock } from './response-heads.js';
 
 /** What a stream needs of its connection (H2Connection). */
 export interface StreamConnection {
@@ -15,6 +15,12 @@ export interface StreamConnection {
   sendResponse(stream: H2Stream, prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void;
   sendFinalHeaders(stream: H2Stream, block: Uint8Array): void;
   sendPlain(stream: H2Stream, head: Uint8Array, body: Uint8Array): void;
+  /** Streaming calls: the response headers; one more message; the trailers after the queued DATA. */
+  sendStreamHeaders(stream: H2Stream): void;
+  sendStreamData(stream: H2Stream, chunks: readonly Uint8Array[], length: number): void;
+  sendStreamTrailers(stream: H2Stream, block: Uint8Array): void;
+  /** Gives back the stream window held while its reader was paused. */
+  releaseStreamWindow(stream: H2Stream): void;
   /** Called when a socket write of a stream completes. */
   writeProgress(): void;
   /** Runs `fn` once the socket's next read no longer goes into the stream's room (at once if not). */
@@ -56,6 +62,10 @@ export class H2Stream implements GrpcCallStream {
   pendingWrites = 0;
   dataListener: ((chunk: Buffer) => void) | undefined;
   endListener: (() => void) | undefined;
+  /** The reader is paused: the stream window received is not given back (GrpcCallStream.pauseReading). */
+  holdWindow = false;
+  /** Response headers of a streaming call have been queued. */
+  headersSent = false;
   /** Where the next DATA bytes belong, for reads straight into place (GrpcCallStream.read). */
   into: (() => Uint8Array | undefined) | undefined;
   private closeListener: (() => void) | undefined;
@@ -104,6 +114,31 @@ export class H2Stream implements GrpcCallStream {
 
   respondStatus(code: number, message: string): void {
     if (this.writable) this.connection.sendFinalHeaders(this, trailersOnlyBlock(code, message));
+  }
+
+  sendHeaders(): void {
+    if (this.writable && !this.headersSent) {
+      this.headersSent = true;
+      this.connection.sendStreamHeaders(this);
+    }
+  }
+
+  sendMessage(prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void {
+    if (this.writable) this.connection.sendStreamData(this, [prefix, ...chunks], prefix.byteLength + length);
+  }
+
+  endWithStatus(code: number, message: string): void {
+    if (this.writable) this.connection.sendStreamTrailers(this, trailersBlock(code, message));
+  }
+
+  pauseReading(): void {
+    this.holdWindow = true;
+  }
+
+  resumeReading(): void {
+    if (!this.holdWindow) return;
+    this.holdWindow = false;
+    if (!this.closed) this.connection.releaseStreamWindow(this);
   }
 
   respondUnsupported(): void {

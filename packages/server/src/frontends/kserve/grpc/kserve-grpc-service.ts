@@ -54,6 +54,8 @@ import {
 import type { GrpcCallContext, GrpcMethod, GrpcService } from '../../grpc/grpc-service.js';
 import type { ManagementGuard } from '../../shared/management-guard.js';
 import type { KServeService } from '../kserve-service.js';
+import type { Logger } from '../../../util/logger.js';
+import { serveModelStreamInfer } from './stream-infer.js';
 
 export interface KServeGrpcServiceOptions {
   /** The protocol-neutral KServe operations (shared with the HTTP binding). */
@@ -64,6 +66,8 @@ export interface KServeGrpcServiceOptions {
    * PERMISSION_DENIED. Default: none (anyone may, subject to the control mode).
    */
   readonly managementGuard?: ManagementGuard | undefined;
+  /** Where internal faults of stream requests are logged. Default: not logged. */
+  readonly logger?: Logger | undefined;
 }
 
 /** The service name tritonclient's stubs call (`/inference.GRPCInferenceService/<Method>`). */
@@ -225,6 +229,14 @@ export function createKServeGrpcService(options: KServeGrpcServiceOptions): Grpc
           encode: writeModelInferResponse,
         });
       },
+    },
+    ModelStreamInfer: {
+      handler: () =>
+        Promise.reject(new ServingError(Code.UNIMPLEMENTED, 'ModelStreamInfer is a streaming method')),
+      stream: (call) =>
+        serveModelStreamInfer(kserve, call, (error) => {
+          options.logger?.error('kserve stream infer failed', { error });
+        }),
     },
   };
   return { name: KSERVE_GRPC_SERVICE, api: 'kserve-grpc', methods };
