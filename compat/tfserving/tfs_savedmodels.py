@@ -19,6 +19,8 @@ names, the tf.Example features they parse); the code is ours:
   signatures): input_example_tensor -> ParseExampleV2 (float `age`, float[2] `pos` with a
   default, int64 `n` with a default), logits, logistic, probabilities, class_ids, classes;
   signatures serving_default and classification (classify), regression (regress), predict.
+- nothing_servable (TF1 graph, version 123): only regress_sparse (a VarLenFeature): the version
+  has no signature the server can serve, so it fails to load.
 
 Written once per content of this file and TensorFlow version into
 compat/.cache/tfs-savedmodels/<hash>/ and reused.
@@ -165,6 +167,16 @@ def half_plus_three(path):
     _build(path, graph)
 
 
+def nothing_servable(path):
+    def graph(tf, v1):
+        serialized = v1.placeholder(tf.string, shape=[None], name="tf_example")
+        sparse = v1.io.parse_example(serialized, {"x": v1.io.VarLenFeature(tf.float32)})["x"]
+        y = tf.identity(tf.sparse.reduce_sum(sparse, axis=1) * 0.5 + 2, name="y")
+        return {"regress_sparse": _signature(v1, {"inputs": serialized}, {"outputs": y}, _methods(v1)[2])}, None
+
+    _build(path, graph)
+
+
 def estimator(path):
     def graph(tf, v1):
         predict, classify, regress = _methods(v1)
@@ -210,13 +222,14 @@ def tfs_saved_models(cache_root: Path) -> dict:
 
     key = hashlib.sha256(Path(__file__).read_bytes() + tf.__version__.encode()).hexdigest()[:16]
     root = cache_root / key
-    names = ("half_plus_two", "half_plus_two_tf2", "half_plus_three", "estimator")
+    names = ("half_plus_two", "half_plus_two_tf2", "half_plus_three", "estimator", "nothing_servable")
     if not (root / "done").exists():
         shutil.rmtree(root, ignore_errors=True)
         half_plus_two(root / "half_plus_two" / VERSION, root / "scratch")
         half_plus_two_tf2(root / "half_plus_two_tf2" / VERSION)
         half_plus_three(root / "half_plus_three" / VERSION)
         estimator(root / "estimator" / VERSION)
+        nothing_servable(root / "nothing_servable" / VERSION)
         shutil.rmtree(root / "scratch", ignore_errors=True)
         (root / "done").write_text("ok")
     return {name: root / name for name in names}

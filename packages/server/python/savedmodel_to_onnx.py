@@ -289,6 +289,7 @@ def cut_after_parse(loaded, declared, tf):
                           "(one op over one string input is supported)")
     node, nodes = parse[0], graph_nodes(graph_def)
     dense, sparse, ragged, single = parse_op_facts(node, nodes, tf)
+    single = single or declared["inputs"][strings[0]]["shape"] == []  # a scalar parses unbatched
     first_dense = 3 * len(sparse)
     features, rename, placeholders = [], {}, {}
     for i, (key, dtype_enum, dims, default) in enumerate(dense):

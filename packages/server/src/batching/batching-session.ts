@@ -319,6 +319,7 @@ export function createBatchingSession(session: Session, options: BatchingSession
     signature: session.signature,
     ...(session.checkInputs === undefined ? {} : { checkInputs: session.checkInputs.bind(session) }),
     ...(session.signatures === undefined ? {} : { signatures: session.signatures }),
+    ...(session.unservedSignatures === undefined ? {} : { unservedSignatures: session.unservedSignatures }),
     pressure(extraQueued = 0) {
       const inner = session.pressure?.() ?? { queued: 0, estimatedWaitMs: 0, runMs: 0 };
       let queued = extraQueued;

@@ -104,7 +104,11 @@ function scopedServable<A>(
   const signature = (name?: string): { name: string; signature: Signature } => {
     const resolved = signatureNameOf(name);
     if (!Object.hasOwn(signatures, resolved)) {
-      throw new ServingError(Code.FAILED_PRECONDITION, `Serving signature key "${resolved}" not found.`);
+      const why = session.unservedSignatures?.[resolved];
+      throw new ServingError(
+        Code.FAILED_PRECONDITION,
+        `Serving signature key "${resolved}" not found.${why === undefined ? '' : ` (It is not served: it ${why}.)`}`,
+      );
     }
     return { name: resolved, signature: signatures[resolved]! };
   };
@@ -112,6 +116,7 @@ function scopedServable<A>(
     name: handle.name,
     version: handle.version,
     signatures,
+    ...(session.unservedSignatures === undefined ? {} : { unservedSignatures: session.unservedSignatures }),
     assets: handle.assets,
     signature,
     predict(request: ServablePredictRequest, options: CallOptions = {}) {

@@ -86,6 +86,11 @@ export interface Session {
    * SignatureDef); absent: `signature` alone, as serving_default.
    */
   readonly signatures?: Readonly<Record<string, Signature>> | undefined;
+  /**
+   * Signatures of the model's own format this session does not serve, with the reason
+   * (e.g. a SavedModel signature that did not convert): reported in the version's status.
+   */
+  readonly unservedSignatures?: Readonly<Record<string, string>> | undefined;
   run(inputs: Readonly<Record<string, Tensor>>, options?: RunOptions): Promise<Record<string, Tensor>>;
   /**
    * The session's current load, as if `extraQueued` more runs (default 0) were waiting

@@ -56,7 +56,12 @@ type Method = 'classify' | 'regress';
 function lookup(servable: Servable<ServableAssets>, requested: string | undefined): [string, Signature] {
   const name = requested === undefined || requested === '' ? DEFAULT_SIGNATURE_NAME : requested;
   const signature = servable.signatures[name];
-  if (signature === undefined) throw invalidArgument(`No signature was found with the name: ${name}`);
+  if (signature === undefined) {
+    const why = servable.unservedSignatures?.[name];
+    throw invalidArgument(
+      `No signature was found with the name: ${name}${why === undefined ? '' : ` (it is not served: it ${why})`}`,
+    );
+  }
   return [name, signature];
 }
 

@@ -24,7 +24,7 @@ import {
 } from '@visionserve/protocol/tfs-proto';
 import type { ModelSpec, ResolvedModel } from '../../core/inference-service.js';
 import { DEFAULT_VERSION_POLICY, type ModelConfig, type VersionPolicy } from '../../core/model-config.js';
-import type { ModelState, VersionStatus } from '../../core/model-state.js';
+import { type ModelState, type VersionStatus, versionStatusMessage } from '../../core/model-state.js';
 import type { Signature, TensorSpec } from '../../core/signature.js';
 
 /** A core ModelSpec from the request's; a missing model_spec is INVALID_ARGUMENT. */
@@ -92,7 +92,7 @@ export function versionStatusToProto(status: VersionStatus): ModelVersionStatus 
     state: STATE_TO_PROTO[status.state],
     status: {
       errorCode: errorCodeProto(status.error?.code ?? Code.OK),
-      errorMessage: status.error?.message ?? '',
+      errorMessage: versionStatusMessage(status),
     },
   });
 }
