@@ -9,7 +9,7 @@ import type { InferenceStatistics } from './inference-statistics.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
 import { type RequestStatistics, createRequestStatistics } from './request-statistics.js';
 import { type ResponseCache, responseCacheKey } from './response-cache.js';
-import { type RunOptions, type Session, sessionSignatures } from './session.js';
+import { type RunOptions, type Session, sessionSignatures, unservedNote } from './session.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature, batchesAlongDimension0 } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
 
@@ -104,10 +104,9 @@ function scopedServable<A>(
   const signature = (name?: string): { name: string; signature: Signature } => {
     const resolved = signatureNameOf(name);
     if (!Object.hasOwn(signatures, resolved)) {
-      const why = session.unservedSignatures?.[resolved];
       throw new ServingError(
         Code.FAILED_PRECONDITION,
-        `Serving signature key "${resolved}" not found.${why === undefined ? '' : ` (It is not served: it ${why}.)`}`,
+        `Serving signature key "${resolved}" not found.${unservedNote(session.unservedSignatures, resolved)}`,
       );
     }
     return { name: resolved, signature: signatures[resolved]! };

@@ -108,6 +108,18 @@ export interface Session {
   close(): Promise<void>;
 }
 
+/**
+ * What a not-found message for signature `name` adds when the model's format has it but it is
+ * not served (a partial load): ` (it is not served: it <reason>)`; else "".
+ */
+export function unservedNote(
+  unserved: Readonly<Record<string, string>> | undefined,
+  name: string,
+): string {
+  const why = unserved !== undefined && Object.hasOwn(unserved, name) ? unserved[name] : undefined;
+  return why === undefined ? '' : ` (it is not served: it ${why})`;
+}
+
 /** The signatures a session can run, by name. */
 export function sessionSignatures(session: Session): Readonly<Record<string, Signature>> {
   return session.signatures ?? { [DEFAULT_SIGNATURE_NAME]: session.signature };
