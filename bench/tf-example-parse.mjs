@@ -94,7 +94,7 @@ print(json.dumps({"tensorflow": tf.__version__, "sets": report}))
 function readExamples(file) {
   const buf = readFileSync(file);
   const out = [];
-  for (let at = 0; at < buf.length; ) {
+  for (let at = 0; at < buf.length;) {
     const n = buf.readUInt32LE(at);
     out.push(new Uint8Array(buf.buffer, buf.byteOffset + at + 4, n));
     at += 4 + n;
@@ -107,7 +107,8 @@ const viaProtobufEs = (bytes) => exampleFeaturesFromProto(fromBinary(ExampleSche
 
 /** What the server runs: the dense fast path, else the general one. */
 const served = (blobs, specs) =>
-  denseExamplesToTensors(blobs, specs) ?? examplesToTensors({ examples: blobs.map(parseSerializedExample) }, specs);
+  denseExamplesToTensors(blobs, specs) ??
+  examplesToTensors({ examples: blobs.map(parseSerializedExample) }, specs);
 /** The general path: each example read into features, then stacked. */
 const generalWith = (parseOne) => (blobs, specs) =>
   examplesToTensors({ examples: blobs.map(parseOne) }, specs);
@@ -136,7 +137,9 @@ try {
   if (py.status !== 0) throw new Error(`TensorFlow side failed:\n${py.stderr}`);
   const tf = JSON.parse(py.stdout.trim().split('\n').at(-1));
   const k = (v) => `${Math.round(v / 1000)}k`;
-  console.log(`batch ${BATCH}, TensorFlow ${tf.tensorflow}, examples/s (median of ${ROUNDS} x ${ROUND_MS} ms)`);
+  console.log(
+    `batch ${BATCH}, TensorFlow ${tf.tensorflow}, examples/s (median of ${ROUNDS} x ${ROUND_MS} ms)`,
+  );
   console.log(
     '| feature set | bytes/example | ours (served) | general path | via protobuf-es | tf.function | tf eager | served / tf.function |',
   );

@@ -348,7 +348,10 @@ describe('TensorFlow SavedModel versions (converter stand-in)', () => {
       instances: [{ b64: 'AAAA' }],
     });
     assert.equal(bytes.status, 400);
-    assert.match(JSON.stringify(bytes.json), /not served: it uses TensorFlow ops with no ONNX equivalent: DecodeJpeg/);
+    assert.match(
+      JSON.stringify(bytes.json),
+      /not served: it uses TensorFlow ops with no ONNX equivalent: DecodeJpeg/,
+    );
   });
 
   it("reports a converter failure in the version's status", async () => {

@@ -20,7 +20,8 @@ function plain(features: ExampleFeatures): unknown {
 }
 
 /** What protobuf-es makes of the bytes (the reference the wire reader must equal). */
-const reference = (bytes: Uint8Array): unknown => plain(exampleFeaturesFromProto(fromBinary(ExampleSchema, bytes)));
+const reference = (bytes: Uint8Array): unknown =>
+  plain(exampleFeaturesFromProto(fromBinary(ExampleSchema, bytes)));
 
 function seeded(seed: number): () => number {
   let s = seed >>> 0;
@@ -38,15 +39,26 @@ function randomExample(rand: () => number): Uint8Array {
     const pick = rand();
     const key = rand() < 0.1 ? `ключ${i}` : `f${i}`;
     if (pick < 0.4) {
-      feature[key] = { kind: { case: 'floatList', value: { value: Array.from({ length: count }, () => Math.fround((rand() - 0.5) * 1e6)) } } };
+      feature[key] = {
+        kind: {
+          case: 'floatList',
+          value: { value: Array.from({ length: count }, () => Math.fround((rand() - 0.5) * 1e6)) },
+        },
+      };
     } else if (pick < 0.75) {
       const ints = Array.from({ length: count }, () => {
         const r = rand();
-        return r < 0.3 ? BigInt(Math.floor((rand() - 0.5) * 2 ** 40)) : r < 0.5 ? -(2n ** 63n) + BigInt(Math.floor(rand() * 100)) : BigInt(Math.floor(rand() * 300));
+        return r < 0.3
+          ? BigInt(Math.floor((rand() - 0.5) * 2 ** 40))
+          : r < 0.5
+            ? -(2n ** 63n) + BigInt(Math.floor(rand() * 100))
+            : BigInt(Math.floor(rand() * 300));
       });
       feature[key] = { kind: { case: 'int64List', value: { value: ints } } };
     } else if (pick < 0.95) {
-      const bytes = Array.from({ length: count }, () => Uint8Array.from({ length: Math.floor(rand() * 8) }, () => Math.floor(rand() * 256)));
+      const bytes = Array.from({ length: count }, () =>
+        Uint8Array.from({ length: Math.floor(rand() * 8) }, () => Math.floor(rand() * 256)),
+      );
       feature[key] = { kind: { case: 'bytesList', value: { value: bytes } } };
     } else {
       feature[key] = {};
@@ -73,7 +85,8 @@ void describe('tf.Example wire reader', () => {
   });
 
   void it('follows protobuf merge rules: unpacked floats, repeated lists append, another kind replaces, last key wins', () => {
-    const entry = (key: string, ...feature: Uint8Array[]): Uint8Array => ld(1, ld(1, str(key)), ld(2, ...feature));
+    const entry = (key: string, ...feature: Uint8Array[]): Uint8Array =>
+      ld(1, ld(1, str(key)), ld(2, ...feature));
     const cases = [
       // float_list with unpacked floats (wire type 5), twice: values append.
       ld(1, entry('x', ld(2, 0x0d, f32(1.5), 0x0d, f32(-2)), ld(2, ld(1, f32(3))))),
@@ -93,7 +106,11 @@ void describe('tf.Example wire reader', () => {
 
   void it('leaves malformed bytes to protobuf-es, which refuses them with TF wording', () => {
     const good = randomExample(seeded(3));
-    for (const bad of [Uint8Array.of(0xff, 0xff, 0xff), Uint8Array.of(0x0a, 0x05, 0x0a), Uint8Array.of(0x0b)]) {
+    for (const bad of [
+      Uint8Array.of(0xff, 0xff, 0xff),
+      Uint8Array.of(0x0a, 0x05, 0x0a),
+      Uint8Array.of(0x0b),
+    ]) {
       assert.throws(() => readExampleFeatures(bad), WireFallback);
       assert.throws(() => parseSerializedExample(bad), /Could not parse example input/);
     }
@@ -133,7 +150,10 @@ void describe('dense tf.Example fast path', () => {
       const got = denseExamplesToTensors(blobs, specs);
       const want = general(blobs);
       if (got === undefined) {
-        assert.ok(want instanceof Error || blobs.length === 0, `batch ${i}: the fast path left a batch the general path takes`);
+        assert.ok(
+          want instanceof Error || blobs.length === 0,
+          `batch ${i}: the fast path left a batch the general path takes`,
+        );
         continue;
       }
       fast++;
@@ -149,7 +169,8 @@ void describe('dense tf.Example fast path', () => {
     assert.equal(denseExamplesToTensors([Uint8Array.of(0x0a, 0x05, 0x0a)], specs), undefined);
     assert.equal(denseExamplesToTensors([], specs), undefined);
     // Unpacked floats (wire type 5) are taken.
-    const entry = (key: string, ...feature: Uint8Array[]): Uint8Array => ld(1, ld(1, str(key)), ld(2, ...feature));
+    const entry = (key: string, ...feature: Uint8Array[]): Uint8Array =>
+      ld(1, ld(1, str(key)), ld(2, ...feature));
     const unpacked = ld(1, entry('f0', ld(2, 0x0d, f32(1.5), 0x0d, f32(-2))));
     assert.deepEqual(denseExamplesToTensors([unpacked], specs.slice(0, 1)), {
       f0: { dtype: 'float32', shape: [1, 2], data: Float32Array.of(1.5, -2) },

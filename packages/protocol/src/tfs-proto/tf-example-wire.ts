@@ -206,7 +206,9 @@ export function readExampleFeatures(bytes: Uint8Array): ExampleFeatures {
   const out = new Map<string, FeatureValues>();
   // Example.features (1) -> Features.feature (1, map entries).
   eachMessage(r, bytes.length, 1, (featuresEnd) => {
-    eachMessage(r, featuresEnd, 1, (entryEnd) => readEntry(r, entryEnd, out));
+    eachMessage(r, featuresEnd, 1, (entryEnd) => {
+      readEntry(r, entryEnd, out);
+    });
   });
   return out;
 }
@@ -240,7 +242,12 @@ function planFor(specs: readonly ExampleFeatureSpec[]): readonly SlotPlan[] | nu
     if (d !== undefined && (d.length !== per || d.some((v) => typeof v !== 'number'))) return null;
     if (spec.dtype === 'int64' && d?.some((v) => !Number.isSafeInteger(v))) return null;
     const kind = spec.dtype === 'float32' ? 2 : 3;
-    out.push({ key: encoder.encode(spec.key), kind, per, fallback: kind === 2 ? d : d?.map((v) => BigInt(v)) });
+    out.push({
+      key: encoder.encode(spec.key),
+      kind,
+      per,
+      fallback: kind === 2 ? d : d?.map((v) => BigInt(v)),
+    });
   }
   return out;
 }
@@ -316,31 +323,49 @@ function packedInt64s(r: Reader, stop: number, slot: DenseSlot, at: number, n: n
   }
 }
 
+/**
+ * One map entry of Features.feature into its slot (entries as protobuf writes them: key, then
+ * value); false when the general path must decide. Features the model does not read are skipped.
+ */
+function fillEntry(
+  r: Reader,
+  entryEnd: number,
+  slots: readonly DenseSlot[],
+  row: number,
+  seen: Uint8Array,
+): boolean {
+  if (r.buf[r.pos] !== 0x0a) return false;
+  r.pos++;
+  const keyEnd = r.delimited();
+  const index = slots.findIndex((s) => sameBytes(r.buf, r.pos, keyEnd, s.key));
+  if (index < 0) return true;
+  r.pos = keyEnd;
+  if (seen[index] === 1 || r.buf[r.pos] !== 0x12) return false;
+  r.pos++;
+  const valueEnd = r.delimited();
+  if (valueEnd !== entryEnd) return false;
+  const slot = slots[index]!;
+  const outer = r.end;
+  r.end = valueEnd;
+  const ok = fillFeature(r, valueEnd, slot, row * slot.per);
+  r.end = outer;
+  seen[index] = 1;
+  return ok;
+}
+
 /** One serialized example into the slots at row `row`; false when the general path must decide. */
 function fillExample(bytes: Uint8Array, slots: readonly DenseSlot[], row: number, seen: Uint8Array): boolean {
   seen.fill(0);
-  const r = new Reader(bytes, new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength), 0, bytes.length);
+  const r = new Reader(
+    bytes,
+    new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+    0,
+    bytes.length,
+  );
   let ok = true;
   eachMessage(r, bytes.length, 1, (featuresEnd) => {
     eachMessage(r, featuresEnd, 1, (entryEnd) => {
-      if (!ok) return;
-      // Entries as protobuf writes them: key (field 1) first, then value (field 2).
-      if (r.buf[r.pos] !== 0x0a) return void (ok = false);
-      r.pos++;
-      const keyEnd = r.delimited();
-      const index = slots.findIndex((s) => sameBytes(r.buf, r.pos, keyEnd, s.key));
-      if (index < 0) return; // a feature the model does not read
-      r.pos = keyEnd;
-      const slot = slots[index]!;
-      if (seen[index] === 1 || r.buf[r.pos] !== 0x12) return void (ok = false);
-      r.pos++;
-      const valueEnd = r.delimited();
-      if (valueEnd !== entryEnd) return void (ok = false);
-      const outer = r.end;
-      r.end = valueEnd;
-      ok = fillFeature(r, valueEnd, slot, row * slot.per);
-      r.end = outer;
-      seen[index] = 1;
+      ok = ok && fillEntry(r, entryEnd, slots, row, seen);
     });
   });
   if (!ok) return false;

@@ -112,10 +112,7 @@ export interface Session {
  * What a not-found message for signature `name` adds when the model's format has it but it is
  * not served (a partial load): ` (it is not served: it <reason>)`; else "".
  */
-export function unservedNote(
-  unserved: Readonly<Record<string, string>> | undefined,
-  name: string,
-): string {
+export function unservedNote(unserved: Readonly<Record<string, string>> | undefined, name: string): string {
   const why = unserved !== undefined && Object.hasOwn(unserved, name) ? unserved[name] : undefined;
   return why === undefined ? '' : ` (it is not served: it ${why})`;
 }

@@ -94,7 +94,9 @@ export function createInputAdapter(options: InputAdapterOptions): InputAdapter<S
         denseExamplesToTensors(elements, adapter.features) ??
         examplesToTensors({ examples: elements.map(parseSerializedExample) }, adapter.features);
       // A scalar holds one example, parsed without a batch dimension (as TensorFlow does).
-      return value.shape.length === 0 ? mapValues(tensors, (t) => ({ ...t, shape: t.shape.slice(1) })) : tensors;
+      return value.shape.length === 0
+        ? mapValues(tensors, (t) => ({ ...t, shape: t.shape.slice(1) }))
+        : tensors;
     }
     const image = assets.vision.config?.image;
     if (image === undefined) {
