@@ -15,6 +15,7 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
+from google.protobuf import struct_pb2
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
@@ -190,6 +191,7 @@ def test_every_signature_is_served_with_its_declaration(tfs, models):
         loaded = tf.saved_model.load(str(models[model] / "123"))
         want = set(loaded.signatures) - ({"regress_sparse"} if model == "half_plus_three" else set())
         assert set(served.signature_def) == want, model
+        assert ("unserved_signatures" in resp.metadata) == (model == "half_plus_three"), model
 
 
 def test_half_plus_two_five_signatures_predict(tfs, models):
@@ -298,6 +300,13 @@ def test_partial_load_serves_the_rest_and_names_what_is_left_out(tfs, models):
     assert status.status.error_code == 0
     assert '"regress_sparse"' in status.status.error_message
     assert "sparse" in status.status.error_message.split('"regress_sparse"')[1]
+    mreq = get_model_metadata_pb2.GetModelMetadataRequest()
+    mreq.model_spec.name = "half_plus_three"
+    mreq.metadata_field.append("signature_def")
+    metadata = stub(tfs).GetModelMetadata(mreq, timeout=30).metadata
+    unserved = struct_pb2.Struct()
+    assert metadata["unserved_signatures"].Unpack(unserved)
+    assert list(unserved.keys()) == ["regress_sparse"] and "sparse" in unserved["regress_sparse"]
     code, out = curl(f"{tfs.rest}/v1/models/half_plus_three/metadata")
     assert code == 200, out
     assert "sparse" in json.loads(out)["metadata"]["unserved_signatures"]["regress_sparse"]

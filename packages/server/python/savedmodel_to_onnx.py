@@ -342,11 +342,11 @@ def isolate_outputs(loaded, declared, tf):
     another output through an op it rewrites (a canned estimator's class_ids -> AsString)."""
     graph_def, inputs, outputs, tables, to_rename = loaded
     to_rename = dict(to_rename or {})
+    if any(to_rename.get(ref) not in declared["outputs"] for ref in outputs):
+        return loaded
     isolated = []
     for i, ref in enumerate(outputs):
-        alias = to_rename.pop(ref, None)
-        if alias not in declared["outputs"]:
-            return loaded
+        alias = to_rename.pop(ref)
         node = graph_def.node.add(name=f"visionserve_output_{i}", op="Identity", input=[ref])
         node.attr["T"].type = tf.as_dtype(declared["outputs"][alias]["dtype"]).as_datatype_enum
         isolated.append(f"{node.name}:0")
