@@ -211,6 +211,13 @@ def test_half_plus_two_classify_regress_multi_inference(tfs, models):
         tfs, models, "half_plus_two",
         [("classify_x_to_y", CLASSIFY), ("regress_x_to_y", REGRESS), ("regress_x_to_y2", REGRESS)], examples,
     )
+    # regress_x2_to_y3 takes the float x2, not serialized examples: TF Serving feeds the examples
+    # to it and TensorFlow refuses the string tensor (INVALID_ARGUMENT); so do we.
+    with pytest.raises((tf.errors.InvalidArgumentError, TypeError, ValueError)):
+        tf_signature(models, "half_plus_two", "regress_x2_to_y3")(inputs=tf.constant(serialized(examples)))
+    with pytest.raises(grpc.RpcError) as err:
+        regress(tfs, "half_plus_two", "regress_x2_to_y3", [example(x2=1.0)])
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_half_plus_two_missing_required_feature_is_invalid_argument_as_in_tensorflow(tfs, models):
