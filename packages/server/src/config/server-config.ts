@@ -111,8 +111,21 @@ export interface ServerConfig {
   readonly maxInflightRequestBytes: number;
   /** Requests read or served at once across every listener (`--max_inflight_requests`). Default 4096. */
   readonly maxInflightRequests: number;
-  /** Connections per listener (`--max_connections`). Default 4096. */
+  /**
+   * Connections per listener (`--max_connections`); at the cap the connection idle the longest
+   * (nothing in flight) is closed for a new one. Default 4096.
+   */
   readonly maxConnections: number;
+  /** Connections per listener from one client address (`--max_connections_per_address`). Default 0: no limit. */
+  readonly maxConnectionsPerAddress: number;
+  /**
+   * Time from accept to a connection's first bytes: TLS handshake plus the first request head
+   * (HTTP/1.1) or the HTTP/2 preface and SETTINGS (gRPC), in ms
+   * (`--connection_first_bytes_timeout_ms`). Default 10000; 0: none.
+   */
+  readonly connectionFirstBytesTimeoutMs: number;
+  /** Idle HTTP/1.1 keep-alive connections close after this, in ms (`--http_keepalive_timeout_ms`). Default 65000. */
+  readonly httpKeepaliveTimeoutMs: number;
   /** Time a client has to send its request headers, in ms (`--http_headers_timeout_ms`). Default 20000. */
   readonly httpHeadersTimeoutMs: number;
   /** Time a client has to send a request body (HTTP) or message (gRPC), in ms (`--request_body_timeout_ms`). Default 60000. */
@@ -263,6 +276,27 @@ export interface ServerConfig {
   readonly sagemakerMaxConcurrentTransforms: number;
   /** `MaxPayloadInMB` of `GET /execution-parameters` (`SAGEMAKER_MAX_PAYLOAD_IN_MB`). Default 6 (SageMaker's). */
   readonly sagemakerMaxPayloadMb: number;
+
+  // --- TF Serving start-up and main.cc flags ---
+  /**
+   * Open the listeners before the initial models load (`--open_ports_before_models_load`):
+   * /healthz, metrics and SageMaker /ping answer during a long load, /readyz answers 503
+   * until it settled, and requests for a configured model still loading get NOT_FOUND.
+   * Default false: TF Serving's order, ports open once the initial models are in.
+   */
+  readonly openPortsBeforeModelsLoad: boolean;
+  /**
+   * Also serve the gRPC APIs (TF Serving and KServe) on this Unix domain socket, beside the
+   * TCP port (`--grpc_socket_path`, TF Serving's; relative paths are relative to the working
+   * directory). A stale socket file there is replaced. Default none.
+   */
+  readonly grpcSocketPath: string | undefined;
+  /** Retries of a failed version load before giving up (`--max_num_load_retries`). Default 5 (TF Serving's). */
+  readonly maxNumLoadRetries: number;
+  /** Wait between load retries, µs; negative: no wait (`--load_retry_interval_micros`). Default 60 s (TF Serving's). */
+  readonly loadRetryIntervalMicros: number;
+  /** TF Serving flags given that mean nothing here (`name=value`): warned about once at start, ignored. */
+  readonly ignoredFlags: readonly string[];
 }
 
 /** Batching fields that the SageMaker container sets from its environment. */
@@ -306,6 +340,9 @@ export const DEFAULTS = {
   maxInflightRequestBytes: 512 * 1024 * 1024,
   maxInflightRequests: 4096,
   maxConnections: 4096,
+  maxConnectionsPerAddress: 0,
+  connectionFirstBytesTimeoutMs: 10_000,
+  httpKeepaliveTimeoutMs: 65_000,
   httpHeadersTimeoutMs: 20_000,
   requestBodyTimeoutMs: 60_000,
   grpcTransport: 'lean',
@@ -348,6 +385,11 @@ export const DEFAULTS = {
   sagemakerInstallHandlerDependencies: true,
   sagemakerMaxConcurrentTransforms: 0,
   sagemakerMaxPayloadMb: 6,
+  openPortsBeforeModelsLoad: false,
+  grpcSocketPath: undefined,
+  maxNumLoadRetries: 5,
+  loadRetryIntervalMicros: 60_000_000,
+  ignoredFlags: [],
 } as const satisfies Omit<
   ServerConfig,
   'intraOpThreads' | 'instances' | 'modelRoots' | 'sagemakerModelRoots' | 'modelCacheDir'
@@ -391,6 +433,9 @@ export function resolveServerConfig(
     ['sagemaker_port', config.sagemakerPort],
   ] as const) {
     if (value < -1 || value > 65535) throw new ConfigError(`--${key} must be a port number, got ${value}`);
+  }
+  if (config.grpcSocketPath !== undefined && config.grpcPort < 0) {
+    throw new ConfigError('--grpc_socket_path serves beside the gRPC port: it needs --port >= 0');
   }
   if (config.restPort > 0 && config.restPort === config.grpcPort) {
     throw new ConfigError('--rest_api_port must differ from --port');
@@ -440,6 +485,8 @@ export function resolveServerConfig(
     ['response_cache_bytes', config.responseCacheBytes],
     ['ssl_config_poll_seconds', config.sslConfigPollSeconds],
     ['shutdown_readiness_delay_ms', config.shutdownReadinessDelayMs],
+    ['max_connections_per_address', config.maxConnectionsPerAddress],
+    ['connection_first_bytes_timeout_ms', config.connectionFirstBytesTimeoutMs],
   ] as const) {
     if (value < 0) throw new ConfigError(`--${key} must be >= 0, got ${value}`);
   }
@@ -451,6 +498,7 @@ export function resolveServerConfig(
     ['max_inflight_request_bytes', config.maxInflightRequestBytes],
     ['max_inflight_requests', config.maxInflightRequests],
     ['max_connections', config.maxConnections],
+    ['http_keepalive_timeout_ms', config.httpKeepaliveTimeoutMs],
     ['http_headers_timeout_ms', config.httpHeadersTimeoutMs],
     ['request_body_timeout_ms', config.requestBodyTimeoutMs],
     ['sagemaker_max_body_bytes', config.sagemakerMaxBodyBytes],

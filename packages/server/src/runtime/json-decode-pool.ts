@@ -67,201 +67,222 @@ interface DecodeThread {
   pendingBytes: number;
 }
 
-export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecodePool {
-  const { threads, maxWaitMs, logger } = options;
-  const minBytes = options.minBytes ?? 65_536;
-  let msPerByte = INITIAL_MS_PER_BYTE;
-  let admittedBytes = 0;
-  let nextId = 1;
-  let closed = false;
-  const pool: DecodeThread[] = [];
-  const counts = { offThread: 0, inline: 0 };
-  const bodies = createSharedBodyPool({ maxBytes: options.sharedBodyBytes, minSlotBytes: minBytes });
+/** The pool's state, shared by the module-level functions below. */
+interface Decoder {
+  readonly options: JsonDecodePoolOptions;
+  readonly threads: number;
+  readonly minBytes: number;
+  readonly logger: Logger;
+  /** Decode speed estimate (EWMA), ms per byte. */
+  msPerByte: number;
+  /** Bytes of admitted bodies not decoded yet. */
+  admittedBytes: number;
+  nextId: number;
+  closed: boolean;
+  readonly pool: DecodeThread[];
+  readonly counts: { offThread: number; inline: number };
+  readonly bodies: ReturnType<typeof createSharedBodyPool>;
   /** The slots' memory (a body in one owns the slot's memory after it too). */
-  const slots = new WeakSet<ArrayBufferLike>();
+  readonly slots: WeakSet<ArrayBufferLike>;
+}
 
-  const measured = (bytes: number, ms: number): void => {
-    if (bytes >= minBytes) msPerByte += EWMA * (ms / bytes - msPerByte);
-  };
+function measured(d: Decoder, bytes: number, ms: number): void {
+  if (bytes >= d.minBytes) d.msPerByte += EWMA * (ms / bytes - d.msPerByte);
+}
 
-  const backlogMs = (): number => (admittedBytes * msPerByte) / Math.max(1, threads);
+function retire(d: Decoder, thread: DecodeThread, why: string, error?: unknown): void {
+  const at = d.pool.indexOf(thread);
+  if (at < 0) return;
+  d.pool.splice(at, 1);
+  if (thread.jobs.size > 0 || error !== undefined) {
+    d.logger.error('JSON decode thread stopped; its bodies are read on the event loop', {
+      why,
+      pending: thread.jobs.size,
+      error,
+    });
+  }
+  for (const job of thread.jobs.values()) job.resolve(undefined);
+  thread.jobs.clear();
+}
 
-  const retire = (thread: DecodeThread, why: string, error?: unknown): void => {
-    const at = pool.indexOf(thread);
-    if (at < 0) return;
-    pool.splice(at, 1);
-    if (thread.jobs.size > 0 || error !== undefined) {
-      logger.error('JSON decode thread stopped; its bodies are read on the event loop', {
-        why,
-        pending: thread.jobs.size,
-        error,
-      });
-    }
-    for (const job of thread.jobs.values()) job.resolve(undefined);
-    thread.jobs.clear();
-  };
+function spawn(d: Decoder): DecodeThread {
+  const { options } = d;
+  // Without V8's memory reducer, like the inference workers: its full GCs ran on the decode
+  // thread between bodies, inside the next request's latency (worker-memory-reducer.ts).
+  const worker = startWithoutMemoryReducer(
+    () => new Worker(options.workerUrl ?? WORKER_URL, { workerData: { nice: options.threadNice ?? 0 } }),
+  );
+  worker.unref();
+  const thread: DecodeThread = { worker, jobs: new Map(), pendingBytes: 0 };
+  worker.on('message', (reply: FromDecodeWorker) => {
+    const job = thread.jobs.get(reply.id);
+    if (job === undefined) return;
+    thread.jobs.delete(reply.id);
+    thread.pendingBytes -= job.bytes;
+    if (thread.jobs.size === 0) worker.unref();
+    if (reply.failure !== undefined)
+      d.logger.error('JSON decode thread failed on a body', { error: reply.failure });
+    job.resolve(reply);
+  });
+  worker.on('error', (error) => {
+    retire(d, thread, 'error', error);
+  });
+  worker.on('exit', (code) => {
+    retire(d, thread, `exit ${code}`);
+  });
+  d.pool.push(thread);
+  return thread;
+}
 
-  const spawn = (): DecodeThread => {
-    // Without V8's memory reducer, like the inference workers: its full GCs ran on the decode
-    // thread between bodies, inside the next request's latency (worker-memory-reducer.ts).
-    const worker = startWithoutMemoryReducer(
-      () =>
-        new Worker(options.workerUrl ?? WORKER_URL, {
-          workerData: { nice: options.threadNice ?? 0 },
-        }),
+/** The thread with the least work queued; a new one while some are busy and fewer than `threads` run. */
+function pick(d: Decoder): DecodeThread {
+  let best: DecodeThread | undefined;
+  for (const t of d.pool) if (best === undefined || t.pendingBytes < best.pendingBytes) best = t;
+  if ((best === undefined || best.pendingBytes > 0) && d.pool.length < d.threads) return spawn(d);
+  return best!;
+}
+
+/** The read on the event loop; `general`: a tfs-predict body the reader refuses is parsed generally. */
+function inline(d: Decoder, format: FastJsonFormat, bytes: Uint8Array, general: boolean): unknown {
+  d.counts.inline++;
+  const started = performance.now();
+  try {
+    return (
+      readFastJsonBody(format, bytes) ??
+      (general
+        ? parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'))
+        : undefined)
     );
-    worker.unref();
-    const thread: DecodeThread = { worker, jobs: new Map(), pendingBytes: 0 };
-    worker.on('message', (reply: FromDecodeWorker) => {
-      const job = thread.jobs.get(reply.id);
-      if (job === undefined) return;
-      thread.jobs.delete(reply.id);
-      thread.pendingBytes -= job.bytes;
-      if (thread.jobs.size === 0) worker.unref();
-      if (reply.failure !== undefined)
-        logger.error('JSON decode thread failed on a body', { error: reply.failure });
-      job.resolve(reply);
-    });
-    worker.on('error', (error) => {
-      retire(thread, 'error', error);
-    });
-    worker.on('exit', (code) => {
-      retire(thread, `exit ${code}`);
-    });
-    pool.push(thread);
-    return thread;
-  };
+  } finally {
+    measured(d, bytes.byteLength, performance.now() - started);
+  }
+}
 
-  /** The thread with the least work queued; a new one while some are busy and fewer than `threads` run. */
-  const pick = (): DecodeThread => {
-    let best: DecodeThread | undefined;
-    for (const t of pool) if (best === undefined || t.pendingBytes < best.pendingBytes) best = t;
-    if ((best === undefined || best.pendingBytes > 0) && pool.length < threads) return spawn();
-    return best!;
-  };
+/** Sends a body to a decode thread; undefined when the thread stopped before answering. */
+function readOffThread(
+  d: Decoder,
+  format: FastJsonFormat,
+  bytes: Uint8Array,
+  general: boolean,
+): Promise<FromDecodeWorker | undefined> {
+  const thread = pick(d);
+  const id = d.nextId++;
+  // The thread reads shared memory as it is; other bodies it gets a copy of: the caller
+  // keeps `bytes` (inexact numbers are read again from it, and it is the fallback if the
+  // thread dies).
+  const shared = bytes.buffer instanceof SharedArrayBuffer;
+  const copy = shared ? bytes : new Uint8Array(bytes);
+  return new Promise<FromDecodeWorker | undefined>((resolve) => {
+    // A thread holds the process open only while it has bodies to answer.
+    if (thread.jobs.size === 0) thread.worker.ref();
+    thread.jobs.set(id, { bytes: bytes.byteLength, resolve });
+    thread.pendingBytes += bytes.byteLength;
+    const message: ToDecodeWorker = {
+      id,
+      format,
+      bytes: copy,
+      ...(general ? { general } : {}),
+      ...(shared && d.slots.has(bytes.buffer) && bytes.byteOffset === 0 ? { tail: true } : {}),
+    };
+    thread.worker.postMessage(message, shared ? [] : [copy.buffer as ArrayBuffer]);
+  });
+}
 
-  /** The read on the event loop; `general`: a tfs-predict body the reader refuses is parsed generally. */
-  const inline = (format: FastJsonFormat, bytes: Uint8Array, general: boolean): unknown => {
-    counts.inline++;
-    const started = performance.now();
-    try {
-      return (
-        readFastJsonBody(format, bytes) ??
-        (general
-          ? parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'))
-          : undefined)
+async function decode(
+  d: Decoder,
+  format: FastJsonFormat,
+  bytes: Uint8Array,
+  ticket: DecodeTicket | undefined,
+  general: boolean,
+): Promise<unknown> {
+  try {
+    if (d.threads <= 0 || d.closed || bytes.byteLength < d.minBytes) return inline(d, format, bytes, general);
+    const reply = await readOffThread(d, format, bytes, general);
+    if (reply === undefined) return inline(d, format, bytes, general);
+    d.counts.offThread++;
+    measured(d, bytes.byteLength, reply.ms);
+    if (reply.error !== undefined) throw new ServingError(reply.error.code, reply.error.message);
+    if (reply.failure !== undefined) return general ? inline(d, format, bytes, general) : undefined;
+    return reply.body === undefined ? undefined : fastBodyFromMessage(reply.body, bytes);
+  } finally {
+    ticket?.release();
+  }
+}
+
+function admit(d: Decoder, bytes: number): DecodeTicket {
+  const { maxWaitMs } = d.options;
+  const size = Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
+  if (maxWaitMs > 0 && d.admittedBytes > 0) {
+    const wait = ((d.admittedBytes + size) * d.msPerByte) / Math.max(1, d.threads);
+    if (wait > maxWaitMs) {
+      const error = new ServingError(
+        Code.UNAVAILABLE,
+        `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
+        { reason: 'overloaded' },
       );
-    } finally {
-      measured(bytes.byteLength, performance.now() - started);
+      d.options.onShed?.(undefined, error);
+      throw error;
     }
-  };
-
-  const decode = async (
-    format: FastJsonFormat,
-    bytes: Uint8Array,
-    ticket: DecodeTicket | undefined,
-    general: boolean,
-  ): Promise<unknown> => {
-    try {
-      if (threads <= 0 || closed || bytes.byteLength < minBytes) return inline(format, bytes, general);
-      const thread = pick();
-      const id = nextId++;
-      // The thread reads shared memory as it is; other bodies it gets a copy of: the caller
-      // keeps `bytes` (inexact numbers are read again from it, and it is the fallback if the
-      // thread dies).
-      const shared = bytes.buffer instanceof SharedArrayBuffer;
-      const copy = shared ? bytes : new Uint8Array(bytes);
-      const reply = await new Promise<FromDecodeWorker | undefined>((resolve) => {
-        // A thread holds the process open only while it has bodies to answer.
-        if (thread.jobs.size === 0) thread.worker.ref();
-        thread.jobs.set(id, { bytes: bytes.byteLength, resolve });
-        thread.pendingBytes += bytes.byteLength;
-        const message: ToDecodeWorker = {
-          id,
-          format,
-          bytes: copy,
-          ...(general ? { general } : {}),
-          ...(shared && slots.has(bytes.buffer) && bytes.byteOffset === 0 ? { tail: true } : {}),
-        };
-        thread.worker.postMessage(message, shared ? [] : [copy.buffer as ArrayBuffer]);
-      });
-      if (reply === undefined) return inline(format, bytes, general);
-      counts.offThread++;
-      measured(bytes.byteLength, reply.ms);
-      if (reply.error !== undefined) throw new ServingError(reply.error.code, reply.error.message);
-      if (reply.failure !== undefined) return general ? inline(format, bytes, general) : undefined;
-      return reply.body === undefined ? undefined : fastBodyFromMessage(reply.body, bytes);
-    } finally {
-      ticket?.release();
-    }
-  };
-
-  const read = (format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown> =>
-    decode(format, bytes, ticket, false);
-
+  }
+  d.admittedBytes += size;
+  let held = true;
   return {
-    admit(bytes) {
-      const size = Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
-      if (maxWaitMs > 0 && admittedBytes > 0) {
-        const wait = ((admittedBytes + size) * msPerByte) / Math.max(1, threads);
-        if (wait > maxWaitMs) {
-          const error = new ServingError(
-            Code.UNAVAILABLE,
-            `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
-            { reason: 'overloaded' },
-          );
-          options.onShed?.(undefined, error);
-          throw error;
-        }
-      }
-      admittedBytes += size;
-      let held = true;
-      return {
-        release() {
-          if (!held) return;
-          held = false;
-          admittedBytes -= size;
-        },
-      };
+    release() {
+      if (!held) return;
+      held = false;
+      d.admittedBytes -= size;
     },
+  };
+}
 
+async function close(d: Decoder): Promise<void> {
+  d.closed = true;
+  const stopping = d.pool.splice(0);
+  for (const t of stopping) {
+    for (const job of t.jobs.values()) job.resolve(undefined);
+    t.jobs.clear();
+  }
+  await Promise.all(stopping.map((t) => t.worker.terminate()));
+}
+
+export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecodePool {
+  const minBytes = options.minBytes ?? 65_536;
+  const d: Decoder = {
+    options,
+    threads: options.threads,
+    minBytes,
+    logger: options.logger,
+    msPerByte: INITIAL_MS_PER_BYTE,
+    admittedBytes: 0,
+    nextId: 1,
+    closed: false,
+    pool: [],
+    counts: { offThread: 0, inline: 0 },
+    bodies: createSharedBodyPool({ maxBytes: options.sharedBodyBytes, minSlotBytes: minBytes }),
+    slots: new WeakSet(),
+  };
+  const read = (format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown> =>
+    decode(d, format, bytes, ticket, false);
+  return {
+    admit: (bytes) => admit(d, bytes),
     bodyBuffer(bytes) {
-      if (threads <= 0 || closed || !(bytes >= minBytes)) return undefined;
+      if (d.threads <= 0 || d.closed || !(bytes >= minBytes)) return undefined;
       // Twice the body: the decoded values go into the second half (ToDecodeWorker.tail).
-      const slot = bodies.acquire(bytes, 2 * bytes);
-      if (slot !== undefined) slots.add(slot.bytes.buffer);
+      const slot = d.bodies.acquire(bytes, 2 * bytes);
+      if (slot !== undefined) d.slots.add(slot.bytes.buffer);
       return slot;
     },
-
     async readNumericPredictBody(bytes, ticket) {
       return (await read('tfs-predict', bytes, ticket)) as NumericPredictBody | undefined;
     },
-
-    readTfsPredictBody(bytes, ticket) {
-      return decode('tfs-predict', bytes, ticket, true);
-    },
-
+    readTfsPredictBody: (bytes, ticket) => decode(d, 'tfs-predict', bytes, ticket, true),
     read,
-
-    backlogMs,
-    counts,
-
-    bodySlots() {
-      return { lent: bodies.lent, keptBytes: bodies.keptBytes };
-    },
-
+    backlogMs: () => (d.admittedBytes * d.msPerByte) / Math.max(1, d.threads),
+    counts: d.counts,
+    bodySlots: () => ({ lent: d.bodies.lent, keptBytes: d.bodies.keptBytes }),
     prestart() {
-      if (!closed && threads > 0 && pool.length === 0) spawn();
+      if (!d.closed && d.threads > 0 && d.pool.length === 0) spawn(d);
     },
-
-    async close() {
-      closed = true;
-      const stopping = pool.splice(0);
-      for (const t of stopping) {
-        for (const job of t.jobs.values()) job.resolve(undefined);
-        t.jobs.clear();
-      }
-      await Promise.all(stopping.map((t) => t.worker.terminate()));
-    },
+    close: () => close(d),
   };
 }

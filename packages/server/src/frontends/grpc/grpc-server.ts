@@ -18,12 +18,13 @@ import { createGunzip, createInflate } from 'node:zlib';
 import { Code, ServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
 import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
+import type { GuardReason } from '../shared/connection-guard.js';
 import type { ListenerTls } from '../shared/listener-tls.js';
 import { credentialsOf } from '../shared/management-guard.js';
 import type { RequestEnd, RequestObserver } from '../shared/request-observer.js';
 import { createOutputLease } from '../../core/output-lease.js';
 import type { GrpcCallStream } from './call-stream.js';
-import type { GrpcListenerOptions } from './grpc-listener.js';
+import type { GrpcListener, GrpcListenerOptions } from './grpc-listener.js';
 import type { GrpcMethod, GrpcService } from './grpc-service.js';
 import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
 import { startH2Listener } from './h2/h2-server.js';
@@ -35,6 +36,11 @@ export interface GrpcServerOptions {
   readonly host?: string | undefined;
   /** TCP port; 0 picks a free one (see RunningGrpcServer.port). Default 8500, TF Serving's --port. */
   readonly port?: number | undefined;
+  /**
+   * Also serve on this Unix domain socket (TF Serving's --grpc_socket_path), with the same
+   * services, limits and TLS. A stale socket file there is replaced. Default none.
+   */
+  readonly socketPath?: string | undefined;
   /** The services served; two must not share a name. */
   readonly services: readonly GrpcService[];
   readonly logger: Logger;
@@ -68,8 +74,18 @@ export interface GrpcServerOptions {
   readonly sendStallTimeoutMs?: number | undefined;
   /** A request whose message has not fully arrived this long after its headers is cancelled, in ms. Default 60000. */
   readonly bodyTimeoutMs?: number | undefined;
-  /** Most connections at once; further ones are refused by the kernel backlog. Default 4096. */
+  /**
+   * Most connections at once: at the cap the connection idle the longest is closed (GOAWAY)
+   * for a new one, which is refused only when every connection has a call open. Default 4096.
+   */
   readonly maxConnections?: number | undefined;
+  /** Most connections from one client address (further ones are refused at accept). Default 0: no limit. */
+  readonly maxConnectionsPerAddress?: number | undefined;
+  /**
+   * Time from accept to the client's HTTP/2 preface and SETTINGS (TLS handshake included), in
+   * ms; a connection without them by then is closed. Default 10000; 0: none.
+   */
+  readonly firstBytesTimeoutMs?: number | undefined;
   /**
    * Connection age and idle limits, as gRPC servers apply grpc.max_connection_age_ms,
    * grpc.max_connection_age_grace_ms and grpc.max_connection_idle_ms (connection-lifetime.ts).
@@ -99,6 +115,8 @@ export interface RunningGrpcServer {
   readonly connections: number;
   /** Connections ended by each connection limit since start (GrpcServerOptions.connectionLimits). */
   readonly limitCloses: ReadonlyMap<LimitReason, number>;
+  /** Connections closed or refused by each connection guard limit since start (connection-guard.ts). */
+  readonly guardCloses: ReadonlyMap<GuardReason, number>;
   /**
    * Drains: stops accepting connections, sends GOAWAY on every connection (clients open
    * new streams elsewhere; streams already started finish), resolves once every
@@ -629,17 +647,28 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
     maxHeaderListBytes: 64 * 1024,
     maxConnections: options.maxConnections ?? 4096,
+    maxConnectionsPerAddress: options.maxConnectionsPerAddress,
+    firstBytesTimeoutMs: options.firstBytesTimeoutMs,
     sendStallMs: options.sendStallTimeoutMs,
     tls: options.tls,
     connectionLimits: options.connectionLimits,
     onStream: handleStream,
   };
-  const listener =
-    (options.transport ?? 'lean') === 'lean'
-      ? await startH2Listener(listenerOptions)
-      : await startNodeListener(listenerOptions);
-  const { port } = listener;
+  const startListener = (o: GrpcListenerOptions): Promise<GrpcListener> =>
+    (options.transport ?? 'lean') === 'lean' ? startH2Listener(o) : startNodeListener(o);
+  const tcp = await startListener(listenerOptions);
+  const { port } = tcp;
   logger.info('grpc server listening', { host, port, transport: options.transport ?? 'lean' });
+  const listeners = [tcp];
+  if (options.socketPath !== undefined) {
+    try {
+      listeners.push(await startListener({ ...listenerOptions, path: options.socketPath }));
+    } catch (error) {
+      await tcp.close(0);
+      throw error;
+    }
+    logger.info('grpc server listening', { socketPath: options.socketPath });
+  }
 
   let closing: Promise<void> | undefined;
   return {
@@ -648,14 +677,26 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       return inFlight;
     },
     get connections() {
-      return listener.connections;
+      return listeners.reduce((n, l) => n + l.connections, 0);
     },
-    limitCloses: listener.limitCloses,
+    get limitCloses() {
+      return mergeCounts(listeners.map((l) => l.limitCloses));
+    },
+    get guardCloses() {
+      return mergeCounts(listeners.map((l) => l.guardCloses));
+    },
     close(graceMs) {
-      closing ??= listener.close(graceMs).then(() => {
+      closing ??= Promise.all(listeners.map((l) => l.close(graceMs))).then(() => {
         logger.info('grpc server closed', { port });
       });
       return closing;
     },
   };
+}
+
+function mergeCounts<K>(maps: readonly ReadonlyMap<K, number>[]): ReadonlyMap<K, number> {
+  if (maps.length === 1) return maps[0]!;
+  const merged = new Map<K, number>();
+  for (const m of maps) for (const [k, n] of m) merged.set(k, (merged.get(k) ?? 0) + n);
+  return merged;
 }
