@@ -28,6 +28,7 @@ from tensorflow_serving.apis import (
 )
 
 from conftest import CACHE, Server
+from tfs_savedmodels import VERSION
 from test_rest_curl import curl
 
 CLASSIFY = "tensorflow/serving/classify"
@@ -75,7 +76,7 @@ _loaded = {}
 def tf_signature(models, name, signature):
     key = str(models[name])
     if key not in _loaded:
-        _loaded[key] = tf.saved_model.load(str(models[name] / "123"))
+        _loaded[key] = tf.saved_model.load(str(models[name] / VERSION))
     return _loaded[key].signatures[signature]
 
 
@@ -188,7 +189,7 @@ def test_every_signature_is_served_with_its_declaration(tfs, models):
         resp = stub(tfs).GetModelMetadata(req, timeout=30)
         served = get_model_metadata_pb2.SignatureDefMap()
         resp.metadata["signature_def"].Unpack(served)
-        loaded = tf.saved_model.load(str(models[model] / "123"))
+        loaded = tf.saved_model.load(str(models[model] / VERSION))
         want = set(loaded.signatures) - ({"regress_sparse"} if model == "half_plus_three" else set())
         assert set(served.signature_def) == want, model
         assert ("unserved_signatures" in resp.metadata) == (model == "half_plus_three"), model

@@ -3,23 +3,23 @@
 Built from the facts of TF Serving's testdata export scripts (signature names, keys, method
 names, the tf.Example features they parse); the code is ours:
 
-- half_plus_two (TF1 graph, version 123): serialized tf.Examples parsed with `x` (required)
+- half_plus_two (TF1 graph, version 00000123): serialized tf.Examples parsed with `x` (required)
   and `x2` (default 0.0); y = 0.5 x + 2, y2 = 0.5 x + 3, y3 = 0.5 x2 + 3; an asset file set
   by the main op. Signatures: serving_default (predict x -> y), regress_x_to_y,
   regress_x_to_y2, regress_x2_to_y3 (float x2 -> y3), classify_x_to_y (scores y).
-- half_plus_two_tf2 (tf.saved_model.save, version 123): serving_default (predict x -> y) and
+- half_plus_two_tf2 (tf.saved_model.save, version 00000123): serving_default (predict x -> y) and
   three signatures over ParseExampleV2: classify_x_to_y, regress_x_to_y, regress_x_to_y2
   (method name predict, as TF2 writes them: TF Serving checks their structure).
-- half_plus_three (TF1 graph, version 123): y = 0.5 x + 3 over the first ParseExample op
+- half_plus_three (TF1 graph, version 00000123): y = 0.5 x + 3 over the first ParseExample op
   (`ParseExample`, not V2) on a string placeholder of unknown shape, plus regress_single
   on ParseSingleExample (one scalar example), and regress_sparse that reads a
   VarLenFeature (sparse: not servable, so the version loads partially).
-- estimator (TF1 graph, version 123): what a canned binary LinearClassifier exports (tf.estimator
+- estimator (TF1 graph, version 00000123): what a canned binary LinearClassifier exports (tf.estimator
   is gone from TensorFlow 2.16+, so the graph is built by hand with the same ops and
   signatures): input_example_tensor -> ParseExampleV2 (float `age`, float[2] `pos` with a
   default, int64 `n` with a default), logits, logistic, probabilities, class_ids, classes;
   signatures serving_default and classification (classify), regression (regress), predict.
-- nothing_servable (TF1 graph, version 123): only regress_sparse (a VarLenFeature): the version
+- nothing_servable (TF1 graph, version 00000123): only regress_sparse (a VarLenFeature): the version
   has no signature the server can serve, so it fails to load.
 
 Written once per content of this file and TensorFlow version into
@@ -30,7 +30,7 @@ import os
 import shutil
 from pathlib import Path
 
-VERSION = "123"
+VERSION = "00000123"  # zero-padded, as in TF Serving's testdata: version 123
 
 
 def _v1():
@@ -217,7 +217,7 @@ def estimator(path):
 
 
 def tfs_saved_models(cache_root: Path) -> dict:
-    """{name: <model base dir holding version 123>}, written on first use."""
+    """{name: <model base dir holding version 00000123>}, written on first use."""
     import tensorflow as tf
 
     key = hashlib.sha256(Path(__file__).read_bytes() + tf.__version__.encode()).hexdigest()[:16]
