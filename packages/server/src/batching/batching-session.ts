@@ -527,6 +527,7 @@ export function createBatchingSession(session: Session, options: BatchingSession
     signature: session.signature,
     ...(session.checkInputs === undefined ? {} : { checkInputs: session.checkInputs.bind(session) }),
     ...(session.signatures === undefined ? {} : { signatures: session.signatures }),
+    ...(session.unservedSignatures === undefined ? {} : { unservedSignatures: session.unservedSignatures }),
     pressure: (extraQueued = 0) => pressure(b, extraQueued),
     run: (inputs, runOptions = {}) => run(b, inputs, runOptions),
     close: () => close(b),

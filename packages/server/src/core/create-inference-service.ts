@@ -9,7 +9,7 @@ import type { InferenceStatistics } from './inference-statistics.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
 import { type RequestStatistics, createRequestStatistics } from './request-statistics.js';
 import { type ResponseCache, responseCacheKey } from './response-cache.js';
-import { type RunOptions, type Session, sessionSignatures } from './session.js';
+import { type RunOptions, type Session, sessionSignatures, unservedNote } from './session.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature, batchesAlongDimension0 } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
 
@@ -101,7 +101,10 @@ function resolveSignature<A>(s: Scope<A>, name?: string): { name: string; signat
   const { signatures } = s.context;
   const resolved = signatureNameOf(name);
   if (!Object.hasOwn(signatures, resolved)) {
-    throw new ServingError(Code.FAILED_PRECONDITION, `Serving signature key "${resolved}" not found.`);
+    throw new ServingError(
+      Code.FAILED_PRECONDITION,
+      `Serving signature key "${resolved}" not found.${unservedNote(s.handle.session.unservedSignatures, resolved)}`,
+    );
   }
   return { name: resolved, signature: signatures[resolved]! };
 }
@@ -307,6 +310,9 @@ function scopedServable<A>(
     name: handle.name,
     version: handle.version,
     signatures: context.signatures,
+    ...(handle.session.unservedSignatures === undefined
+      ? {}
+      : { unservedSignatures: handle.session.unservedSignatures }),
     assets: handle.assets,
     signature: (name) => resolveSignature(s, name),
     predict: (request, options = {}) =>

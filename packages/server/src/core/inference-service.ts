@@ -88,6 +88,8 @@ export interface Servable<A> {
    * derived from the version's assets (e.g. an encoded-image signature).
    */
   readonly signatures: Readonly<Record<string, Signature>>;
+  /** Signatures of the model's format that are not served, with the reason (partial load). */
+  readonly unservedSignatures?: Readonly<Record<string, string>> | undefined;
   /** The assets the version was loaded with (labels, image settings, handler module). */
   readonly assets: A;
   /**

@@ -140,6 +140,9 @@ function signatureOfFile(name: string, file: SignatureFile, model: WireModel): S
       : declaredSpecs(`Signature ${name} output`, file.outputs, onnx.outputs);
   if (file.examples !== undefined) {
     const { inputKey, features } = file.examples;
+    const declared = file.inputs?.[inputKey];
+    // One scalar serialized example parses without a batch dimension (as in TensorFlow).
+    const batch = declared?.shape?.length === 0 ? [] : [-1];
     const modelInputs: Record<string, TensorSpec> = {};
     for (const f of features) {
       const spec = onnx.inputs[f.key];
@@ -149,9 +152,8 @@ function signatureOfFile(name: string, file: SignatureFile, model: WireModel): S
           `Signature ${name}: feature "${f.key}" is not an input of the ONNX file`,
         );
       }
-      modelInputs[f.key] = { name: spec.name, dtype: spec.dtype, shape: [-1, ...f.shape] };
+      modelInputs[f.key] = { name: spec.name, dtype: spec.dtype, shape: [...batch, ...f.shape] };
     }
-    const declared = file.inputs?.[inputKey];
     return {
       inputs: { [inputKey]: { name: inputKey, dtype: 'string', shape: declared?.shape ?? [-1] } },
       outputs,
@@ -293,10 +295,14 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
     intraOpThreads: init.intraOpThreads,
     ...(plain ? {} : { signatures: names }),
   });
+  for (const [signature, reason] of Object.entries(files.unserved ?? {})) {
+    log.warn('signature not served', { signature, reason });
+  }
   return createPoolSession({
     workers: ready.map((r) => r.worker),
     signature: signatures[defaultName]!,
     signatures: plain ? undefined : signatures,
+    unserved: files.unserved,
     modelOf,
     log,
     respawn: async () => (await startWorker(init, options.spareWorkers)).worker,
@@ -325,6 +331,8 @@ interface PoolOptions {
   readonly signature: Signature;
   /** Every signature when there are several (or other than serving_default). */
   readonly signatures: Readonly<Record<string, Signature>> | undefined;
+  /** Signatures of the model's format left out, with the reason. */
+  readonly unserved: Readonly<Record<string, string>> | undefined;
   /** Signature name -> the worker's model key that runs it. */
   readonly modelOf: Readonly<Record<string, string>>;
   readonly log: Logger;
@@ -442,6 +450,7 @@ function createPoolSession(pool: PoolOptions): Session {
     signature,
     checkInputs,
     ...(pool.signatures === undefined ? {} : { signatures: pool.signatures }),
+    ...(pool.unserved === undefined ? {} : { unservedSignatures: pool.unserved }),
     async run(inputs: Readonly<Record<string, Tensor>>, runOptions: RunOptions = {}) {
       if (closed) throw new ServingError(Code.UNAVAILABLE, 'Model version is unloading');
       const { signal } = runOptions;
