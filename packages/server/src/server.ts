@@ -152,6 +152,8 @@ const DEFAULT_MODEL_NAME: string = DEFAULTS.modelName;
 
 /** Per-model batching parameters file inside a version directory. */
 const MODEL_BATCHING_PARAMETERS_FILE = 'batching_params.pbtxt';
+/** The window over which `--min_request_body_bytes_per_s` is measured, in ms. */
+const UPLOAD_RATE_WINDOW_MS = 5000;
 
 export interface VisionServerHooks {
   /** Called after each version's warmup (tests, benchmarks). */
@@ -495,6 +497,7 @@ async function startServer(
     logger: logger.child({ component: 'core' }),
     admission: {
       maxQueueWaitMs: config.maxQueueWaitMs,
+      burstPerInstance: config.admissionBurstPerInstance,
       onShed: (model, error) => {
         shedReporter.report('queue-wait', model, error.message);
       },
@@ -512,7 +515,8 @@ async function startServer(
   const jsonDecode = createJsonDecodePool({
     threads: config.restApiNumThreads,
     threadNice: config.workerThreadNice,
-    maxWaitMs: config.maxQueueWaitMs,
+    maxWaitMs: config.maxJsonDecodeBacklogMs,
+    burstPerThread: config.admissionBurstPerInstance,
     onShed: (model, error) => {
       shedReporter.report('json-decode', model, error.message);
     },
@@ -583,7 +587,11 @@ async function startServer(
             }
           : undefined,
     });
-  const edgeExtras = { observer: observers.request, cors: config.enableCors };
+  const edgeExtras = {
+    observer: observers.request,
+    cors: config.enableCors,
+    uploadRate: { minBytesPerSecond: config.minRequestBodyBytesPerS, windowMs: UPLOAD_RATE_WINDOW_MS },
+  };
   const httpLimits = {
     maxConnections: config.maxConnections,
     headersTimeoutMs: config.httpHeadersTimeoutMs,

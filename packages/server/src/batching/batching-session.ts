@@ -329,6 +329,7 @@ export function createBatchingSession(session: Session, options: BatchingSession
         queued: inner.queued + queued,
         estimatedWaitMs: inner.estimatedWaitMs + batches * inner.runMs,
         runMs: inner.runMs,
+        instances: inner.instances,
       };
     },
     run(

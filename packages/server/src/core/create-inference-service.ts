@@ -1,9 +1,9 @@
 import { Code, ServingError, type Tensor, internal } from '@visionserve/protocol';
 import type { Logger } from '../util/logger.js';
 import { abortError, raceAbort } from './abort-error.js';
-import { type AdmissionPolicy, checkAdmission } from './admission.js';
+import { type AdmissionPolicy, QUEUE_AS_TF_SERVING, checkAdmission } from './admission.js';
 import type { InferenceObserver, PredictEnd } from './inference-observer.js';
-import { type PendingAdmissions, createPendingAdmissions } from './pending-admissions.js';
+import { type PendingRuns, createPendingRuns } from './pending-admissions.js';
 import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
 import type { InferenceStatistics } from './inference-statistics.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
@@ -39,7 +39,7 @@ export interface InferenceServiceOptions<A> {
   readonly manager: ModelManager<A>;
   /** Receives internal faults (their details never reach the client). */
   readonly logger: Logger;
-  /** Load shedding (see AdmissionPolicy). Default: no queue-wait limit; deadlines still apply. */
+  /** Load shedding (see AdmissionPolicy). Default: no queue-wait limit; deadlines and queue bounds still apply. */
   readonly admission?: AdmissionPolicy | undefined;
   /** Derives the signatures clients see. Default: the session's signatures as they are. */
   readonly extendSignatures?: SignatureExtender<A> | undefined;
@@ -78,8 +78,8 @@ function itemsOf(signature: Signature, inputs: Readonly<Record<string, Tensor>>)
 interface ServableContext<A> {
   readonly logger: Logger;
   readonly admission: AdmissionPolicy;
-  /** Requests admitted before their body was read, whose runs are not submitted yet. */
-  readonly pending: PendingAdmissions;
+  /** Requests with decoded tensors whose runs are not submitted yet (being adapted). */
+  readonly pending: PendingRuns;
   readonly signatures: Readonly<Record<string, Signature>>;
   readonly adaptInputs: InputAdapter<A>;
   readonly cache: ResponseCache | undefined;
@@ -114,6 +114,15 @@ function scopedServable<A>(
     signatures,
     assets: handle.assets,
     signature,
+    admit(options: CallOptions = {}) {
+      checkAdmission(
+        session,
+        admission,
+        handle.name,
+        options.deadline ?? scope.deadline,
+        pending.count(session),
+      );
+    },
     predict(request: ServablePredictRequest, options: CallOptions = {}) {
       if (observer === undefined) return run(request, options, undefined);
       // --- observer hook: told of the start (inputs still intact) and of the outcome.
@@ -170,9 +179,8 @@ function scopedServable<A>(
       throw abortError(signal);
     }
     const { name, signature: sig } = signature(request.signatureName);
+    if (options.arrivedAt !== undefined) stats?.arrived(options.arrivedAt);
     try {
-      // An admitted request's run is about to be submitted: it now counts as queued.
-      if (signal !== undefined) pending.take(session, signal);
       checkAdmission(
         session,
         admission,
@@ -204,7 +212,13 @@ function scopedServable<A>(
     }
     let byAlias = request.inputs;
     if (adapted) {
-      byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
+      // Admitted model work from here on, while its inputs are adapted (an image decoded).
+      const leave = pending.enter(session);
+      try {
+        byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
+      } finally {
+        leave();
+      }
       validateInputs(modelSignature, byAlias);
     }
     stats?.predicting();
@@ -264,8 +278,8 @@ function scopedServable<A>(
  */
 export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
   const { manager, logger, statistics } = options;
-  const admission: AdmissionPolicy = options.admission ?? { maxQueueWaitMs: 0 };
-  const pending = createPendingAdmissions();
+  const admission: AdmissionPolicy = options.admission ?? QUEUE_AS_TF_SERVING;
+  const pending = createPendingRuns();
   const adaptInputs: InputAdapter<A> =
     options.adaptInputs ??
     (() => Promise.reject(new ServingError(Code.UNIMPLEMENTED, 'This signature needs an input adapter')));
@@ -367,9 +381,7 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
       const handle: ServableHandle<A> = manager.acquire(spec);
       try {
         const { session } = handle;
-        const { signal } = callOptions;
-        checkAdmission(session, admission, handle.name, callOptions.deadline, pending.count(session, signal));
-        return signal === undefined ? () => undefined : pending.add(session, signal);
+        checkAdmission(session, admission, handle.name, callOptions.deadline, pending.count(session));
       } finally {
         handle.release();
       }

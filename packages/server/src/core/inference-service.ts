@@ -47,7 +47,8 @@ export interface CallOptions {
   readonly deadline?: number | undefined;
   /**
    * process.hrtime.bigint() when the request arrived (its body read), for the statistics:
-   * success and fail durations and compute_input start here. Default: when the core call started.
+   * success and fail durations and compute_input start here. Default: when the core call
+   * started; a `Servable.predict` may name a later one (a scope opened before the body arrived).
    */
   readonly arrivedAt?: bigint | undefined;
 }
@@ -96,6 +97,14 @@ export interface Servable<A> {
    */
   signature(name?: string): { readonly name: string; readonly signature: Signature };
   /**
+   * Admission before the request body is read, on this pinned version: throws UNAVAILABLE
+   * (reason `overloaded`) when its queue is full or the request could not finish before its
+   * deadline (or, with a queue-wait limit, would wait longer than it allows beyond the
+   * burst every instance queues). Cheap, and it counts nothing: a request becomes queued
+   * model work only once its tensors are decoded and its predict is called.
+   */
+  admit(options?: CallOptions): void;
+  /**
    * Validates the inputs and output filter against the signature (INVALID_ARGUMENT naming
    * the problem), runs the version and returns the outputs by alias. Rejects with the
    * abort reason as soon as the call's signal fires (the run itself finishes in the
@@ -125,15 +134,11 @@ export interface InferenceService<A = unknown> {
   /** `withServable` + `predict` on the spec's signature: the whole request for binary protocols. */
   predict(request: PredictRequest, options?: CallOptions): Promise<PredictResponse>;
   /**
-   * Admission before a request body is read: throws UNAVAILABLE (reason `overloaded`) when
-   * the version the spec names already has more queued work than allowed, or more than the
-   * deadline leaves time for, and NOT_FOUND for an unknown model or version (so a body
-   * that cannot be served is never read). Cheap.
-   * An admitted request (one with a signal) counts as queued from now on, until a predict
-   * with the same signal submits its run, the signal aborts, or the returned release is
-   * called: call it when the request ends (idempotent).
+   * `Servable.admit` on the version the spec names, for transports that admit a request
+   * before they pin its version (gRPC, on the first bytes of the message): NOT_FOUND for an
+   * unknown model or version, so a body that cannot be served is never read. Cheap.
    */
-  admit(spec: ModelSpec, options?: CallOptions): () => void;
+  admit(spec: ModelSpec, options?: CallOptions): void;
   /** Status of all versions of a model, or of one version/label. */
   status(model: ModelSpec): VersionStatus[];
   /** Replaces the whole served model set (models absent from `configs` are unloaded). */

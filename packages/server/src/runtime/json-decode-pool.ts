@@ -34,6 +34,8 @@ export interface JsonDecodePoolOptions {
   readonly minBytes?: number;
   /** Longest decode backlog a new body may join, in ms; 0 admits everything. */
   readonly maxWaitMs: number;
+  /** Bodies per decode thread admitted whatever the backlog (a burst is never refused). Default 0. */
+  readonly burstPerThread?: number | undefined;
   readonly logger: Logger;
   /** Told of every refusal (e.g. to log that shedding started). Default: nothing. */
   readonly onShed?: ((model: undefined, error: ServingError) => void) | undefined;
@@ -199,28 +201,40 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
   const read = (format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown> =>
     decode(format, bytes, ticket, false);
 
+  const burst = (options.burstPerThread ?? 0) * Math.max(1, threads);
+  let admittedBodies = 0;
+  /** Throws UNAVAILABLE when a body of `size` bytes would make the backlog too long. */
+  const check = (size: number): void => {
+    if (maxWaitMs <= 0 || admittedBytes === 0 || admittedBodies < burst) return;
+    const wait = ((admittedBytes + size) * msPerByte) / Math.max(1, threads);
+    if (wait <= maxWaitMs) return;
+    const error = new ServingError(
+      Code.UNAVAILABLE,
+      `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
+      { reason: 'overloaded' },
+    );
+    options.onShed?.(undefined, error);
+    throw error;
+  };
+  const sizeOf = (bytes: number): number => (Number.isFinite(bytes) && bytes > 0 ? bytes : 0);
+
   return {
+    check(bytes) {
+      check(sizeOf(bytes));
+    },
+
     admit(bytes) {
-      const size = Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
-      if (maxWaitMs > 0 && admittedBytes > 0) {
-        const wait = ((admittedBytes + size) * msPerByte) / Math.max(1, threads);
-        if (wait > maxWaitMs) {
-          const error = new ServingError(
-            Code.UNAVAILABLE,
-            `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
-            { reason: 'overloaded' },
-          );
-          options.onShed?.(undefined, error);
-          throw error;
-        }
-      }
+      const size = sizeOf(bytes);
+      check(size);
       admittedBytes += size;
+      admittedBodies++;
       let held = true;
       return {
         release() {
           if (!held) return;
           held = false;
           admittedBytes -= size;
+          admittedBodies--;
         },
       };
     },

@@ -13,7 +13,7 @@ import {
   datatypeOfDtype,
 } from '@visionserve/protocol/kserve';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
-import type { InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
+import type { CallOptions, InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
 import type { InferenceStatisticsReader } from '../../core/inference-statistics.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
 import { batchesAlongDimension0 } from '../../core/signature.js';
@@ -104,12 +104,23 @@ export interface KServeService {
   modelMetadata(ref: KServeModelRef, signal?: AbortSignal): Promise<ModelMetadataJson>;
   modelConfig(ref: KServeModelRef, signal?: AbortSignal): Promise<Record<string, unknown>>;
   infer<T>(ref: KServeModelRef, request: InferRequest, call: InferCall<T>): Promise<T>;
+  /** `infer` on a version already pinned (by `withServable`). */
+  inferOn<T>(servable: Servable<ServableAssets>, request: InferRequest, call: InferCall<T>): Promise<T>;
+  /**
+   * Pins the version `ref` names for `fn` (InferenceService.withServable): NOT_FOUND for an
+   * unknown model or version, UNAVAILABLE while it loads.
+   */
+  withServable<T>(
+    ref: KServeModelRef,
+    fn: (servable: Servable<ServableAssets>) => Promise<T>,
+    call?: CallOptions,
+  ): Promise<T>;
   /**
    * Admission before the request body is read (`InferenceService.admit`): throws
    * UNAVAILABLE when the version's queue is too long, NOT_FOUND (UNAVAILABLE while it
-   * loads) for an unknown model or version; returns the release to call when the request ends.
+   * loads) for an unknown model or version.
    */
-  admit(ref: KServeModelRef, call: { signal?: AbortSignal; deadline?: number | undefined }): () => void;
+  admit(ref: KServeModelRef, call: { signal?: AbortSignal; deadline?: number | undefined }): void;
   /** `model_stats` of every AVAILABLE version of every model, of one model, or of one version. */
   statistics(ref?: KServeModelRef): { model_stats: Record<string, unknown>[] };
   repositoryIndex(readyOnly: boolean): Promise<RepositoryIndexEntry[]>;
@@ -165,11 +176,11 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
   const withModel = async <T>(
     ref: KServeModelRef,
     fn: (servable: Servable<ServableAssets>) => Promise<T>,
-    signal?: AbortSignal,
+    call?: CallOptions,
   ): Promise<T> => {
     const spec = specOf(ref);
     try {
-      return await service.withServable(spec, fn, { signal });
+      return await service.withServable(spec, fn, call);
     } catch (error) {
       throw notReady(error, spec);
     }
@@ -182,7 +193,7 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
       .map((s) => s.version)
       .sort((a, b) => a - b);
 
-  return {
+  const kserve: KServeService = {
     serverMetadata: () => ({
       name: 'visionserve',
       version: options.serverVersion,
@@ -217,7 +228,7 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
               servable.signature().signature,
             ),
           ),
-        signal,
+        { signal },
       );
     },
 
@@ -236,100 +247,99 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
               dynamicBatching: options.dynamicBatching ?? false,
             }),
           ),
-        signal,
+        { signal },
       );
     },
 
     admit(ref, call) {
       const spec = specOf(ref);
       try {
-        return service.admit(spec, call);
+        service.admit(spec, call);
       } catch (error) {
         throw notReady(error, spec);
       }
     },
 
-    infer(ref, request, call) {
-      const spec = specOf(ref);
-      return service
-        .withServable(
-          spec,
-          async (servable) => {
-            const { name: signatureName, signature } = servable.signature();
-            const inputs: Record<string, Tensor> = {};
-            for (const input of request.inputs) {
-              const spec = signature.inputs[input.name];
-              if (spec === undefined || !Object.hasOwn(signature.inputs, input.name)) {
-                throw invalidArgument(
-                  `unexpected inference input '${input.name}' for model '${servable.name}'; its inputs are: ${Object.keys(signature.inputs).join(', ')}`,
-                );
-              }
-              if (spec.dtype !== input.tensor.dtype) {
-                throw invalidArgument(
-                  `inference input '${input.name}' data-type is '${input.datatype}', but model '${servable.name}' expects '${datatypeOfDtype(spec.dtype)}'`,
-                );
-              }
-              inputs[input.name] = input.tensor;
-            }
-            for (const output of request.outputs ?? []) {
-              if (!Object.hasOwn(signature.outputs, output.name)) {
-                throw invalidArgument(
-                  `unexpected inference output '${output.name}' for model '${servable.name}'; its outputs are: ${Object.keys(signature.outputs).join(', ')}`,
-                );
-              }
-            }
-            const names = request.outputs?.map((o) => o.name) ?? Object.keys(signature.outputs);
-            const outputs = await servable.predict(
-              {
-                inputs,
-                outputFilter: request.outputs === undefined ? undefined : names,
-                signatureName,
-                ownedBuffers: call.ownedBuffers,
-                outputLease: call.outputLease,
-              },
-              { signal: call.signal, deadline: call.deadline },
-            );
+    withServable: (ref, fn, call) => withModel(ref, fn, call),
 
-            const batching = batchesAlongDimension0(signature);
-            const labels = servable.assets?.vision.labels;
-            const labelled = labelledOutput(signature, servable.assets);
-            const offset =
-              servable.assets?.vision.config?.postprocess?.kind === 'classification'
-                ? (servable.assets.vision.config.postprocess.labelOffset ?? 0)
-                : 0;
-            const response: InferResponse = {
-              modelName: servable.name,
-              modelVersion: String(servable.version),
-              id: request.id,
-              outputs: names.map((name, i) => {
-                const tensor = outputs[name]!;
-                const k = request.outputs?.[i]?.classification ?? 0;
-                if (k === 0) return { name, tensor };
-                try {
-                  return {
-                    name,
-                    tensor: classificationTensor(tensor, k, {
-                      batched: batching,
-                      label:
-                        name === labelled && labels !== undefined
-                          ? (index) => labels.get(index + offset)
-                          : undefined,
-                    }),
-                  };
-                } catch (error) {
-                  if (error instanceof ServingError)
-                    throw invalidArgument(`output '${name}': ${error.message}`);
-                  throw error;
-                }
-              }),
-            };
-            return call.encode(response);
-          },
-          { signal: call.signal, deadline: call.deadline, arrivedAt: call.arrivedAt },
-        )
-        .catch((error: unknown) => {
-          throw notReady(error, spec);
-        });
+    infer(ref, request, call) {
+      return withModel(ref, (servable) => kserve.inferOn(servable, request, call), call);
+    },
+
+    inferOn(servable, request, call) {
+      return (async () => {
+        {
+          const { name: signatureName, signature } = servable.signature();
+          const inputs: Record<string, Tensor> = {};
+          for (const input of request.inputs) {
+            const spec = signature.inputs[input.name];
+            if (spec === undefined || !Object.hasOwn(signature.inputs, input.name)) {
+              throw invalidArgument(
+                `unexpected inference input '${input.name}' for model '${servable.name}'; its inputs are: ${Object.keys(signature.inputs).join(', ')}`,
+              );
+            }
+            if (spec.dtype !== input.tensor.dtype) {
+              throw invalidArgument(
+                `inference input '${input.name}' data-type is '${input.datatype}', but model '${servable.name}' expects '${datatypeOfDtype(spec.dtype)}'`,
+              );
+            }
+            inputs[input.name] = input.tensor;
+          }
+          for (const output of request.outputs ?? []) {
+            if (!Object.hasOwn(signature.outputs, output.name)) {
+              throw invalidArgument(
+                `unexpected inference output '${output.name}' for model '${servable.name}'; its outputs are: ${Object.keys(signature.outputs).join(', ')}`,
+              );
+            }
+          }
+          const names = request.outputs?.map((o) => o.name) ?? Object.keys(signature.outputs);
+          const outputs = await servable.predict(
+            {
+              inputs,
+              outputFilter: request.outputs === undefined ? undefined : names,
+              signatureName,
+              ownedBuffers: call.ownedBuffers,
+              outputLease: call.outputLease,
+            },
+            { signal: call.signal, deadline: call.deadline, arrivedAt: call.arrivedAt },
+          );
+
+          const batching = batchesAlongDimension0(signature);
+          const labels = servable.assets?.vision.labels;
+          const labelled = labelledOutput(signature, servable.assets);
+          const offset =
+            servable.assets?.vision.config?.postprocess?.kind === 'classification'
+              ? (servable.assets.vision.config.postprocess.labelOffset ?? 0)
+              : 0;
+          const response: InferResponse = {
+            modelName: servable.name,
+            modelVersion: String(servable.version),
+            id: request.id,
+            outputs: names.map((name, i) => {
+              const tensor = outputs[name]!;
+              const k = request.outputs?.[i]?.classification ?? 0;
+              if (k === 0) return { name, tensor };
+              try {
+                return {
+                  name,
+                  tensor: classificationTensor(tensor, k, {
+                    batched: batching,
+                    label:
+                      name === labelled && labels !== undefined
+                        ? (index) => labels.get(index + offset)
+                        : undefined,
+                  }),
+                };
+              } catch (error) {
+                if (error instanceof ServingError)
+                  throw invalidArgument(`output '${name}': ${error.message}`);
+                throw error;
+              }
+            }),
+          };
+          return call.encode(response);
+        }
+      })();
     },
 
     statistics(ref) {
@@ -358,4 +368,5 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
     loadModel: (name, parameters) => repository.load(name, parameters),
     unloadModel: (name) => repository.unload(name),
   };
+  return kserve;
 }
