@@ -243,6 +243,7 @@ export async function transformCommand(argv: readonly string[], env: NodeJS.Proc
           sagemakerPort: -1,
           fileSystemPollSeconds: 0,
           maxQueueWaitMs: 0,
+          maxJsonDecodeBacklogMs: 0,
           logLevel: 'warn',
           ...flags,
         },

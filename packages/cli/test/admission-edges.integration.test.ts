@@ -135,7 +135,10 @@ describe('bursts are queued at default settings, never refused', () => {
     const send = () =>
       request(`${h.sagemaker}/invocations`, {
         body,
-        headers: { 'Content-Type': 'image/jpeg', 'X-Amzn-SageMaker-Custom-Attributes': 'tfs-model-name=detector' },
+        headers: {
+          'Content-Type': 'image/jpeg',
+          'X-Amzn-SageMaker-Custom-Attributes': 'tfs-model-name=detector',
+        },
       });
     for (let round = 0; round < 2; round++) {
       const results = await Promise.all(Array.from({ length: 8 }, send));
