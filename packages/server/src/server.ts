@@ -498,6 +498,7 @@ async function startServer(
     admission: {
       maxQueueWaitMs: config.maxQueueWaitMs,
       burstPerInstance: config.admissionBurstPerInstance,
+      minArrivalBytesPerSecond: config.minRequestBodyBytesPerS,
       onShed: (model, error) => {
         shedReporter.report('queue-wait', model, error.message);
       },

@@ -11,7 +11,7 @@ import { createInferenceService } from '../src/core/create-inference-service.js'
 import { createModelManager } from '../src/core/model-manager.js';
 import { createPendingRuns } from '../src/core/pending-admissions.js';
 import type { Session, SessionFactory, SessionPressure } from '../src/core/session.js';
-import { FAKE_SIGNATURE, createFakeDisk, createMemoryLogger, floatInput } from './fakes.js';
+import { FAKE_SIGNATURE, createFakeDisk, createMemoryLogger, floatInput, sleep } from './fakes.js';
 
 /**
  * A session with `queued` runs waiting (settable), each adding 100 ms of estimated wait, on
@@ -61,6 +61,7 @@ async function setup(
   maxQueueWaitMs: number,
   onShed?: (model: string, error: ServingError) => void,
   burstPerInstance = 0,
+  minArrivalBytesPerSecond = 0,
 ) {
   const factory = fakeFactory();
   const logger = createMemoryLogger();
@@ -72,7 +73,7 @@ async function setup(
   const service = createInferenceService({
     manager,
     logger,
-    admission: { maxQueueWaitMs, burstPerInstance, onShed },
+    admission: { maxQueueWaitMs, burstPerInstance, minArrivalBytesPerSecond, onShed },
   });
   await service.reloadConfig([
     {
@@ -89,18 +90,32 @@ const overloaded = (e: unknown): boolean =>
   e instanceof ServingError && e.code === Code.UNAVAILABLE && e.reason === 'overloaded';
 
 describe('admission', () => {
-  it('counts nothing at the headers: any number of admitted bodies still arriving refuse no one', async () => {
-    const { service, factory, manager } = await setup(250);
-    for (let i = 0; i < 250; i++) service.admit({ name: 'm' }, { signal: new AbortController().signal });
+  it('counts bodies on their way only while they arrive at the minimum rate: 100 trickling ones refuse no one', async () => {
+    const { service, factory, manager } = await setup(250, undefined, 0, 1000);
+    const trickling = { received: () => 0, total: 600_000 };
+    // Two at a time (within the limit while their first bytes are awaited), 100 in all: had
+    // they kept counting, the second pair would already have been refused.
+    const releases: (() => void)[] = [];
+    for (let i = 0; i < 50; i++) {
+      releases.push(service.admit({ name: 'm' }, {}, trickling), service.admit({ name: 'm' }, {}, trickling));
+      await sleep(110); // 0 bytes after the 100 ms grace: below 1000 bytes/s, no longer counted
+    }
     const pinned = await service.withServable({ name: 'm' }, (servable) => {
-      for (let i = 0; i < 250; i++) servable.admit({ signal: new AbortController().signal });
+      servable.admit({}, trickling)();
       return Promise.resolve(servable.version);
     });
     assert.equal(pinned, 1);
-    assert.ok(
-      factory.asked.every((extra) => extra === 0),
-      'no request counted as pending',
-    );
+    assert.equal(factory.asked.at(-1), 0, 'no trickling body counted');
+    // Bodies arriving fast are work that exists: the third makes 300 ms (limit 250).
+    let received = 1;
+    const fast = { received: () => received, total: 600_000 };
+    releases.push(service.admit({ name: 'm' }, {}, fast), service.admit({ name: 'm' }, {}, fast));
+    service.admit({ name: 'm' }, {}, fast);
+    assert.throws(() => service.admit({ name: 'm' }, {}, fast), overloaded);
+    // Once complete (or released), a body no longer counts: its run is in the queue then.
+    received = 600_000;
+    service.admit({ name: 'm' });
+    for (const release of releases) release();
     // Real queued work is refused: 3 runs waiting (300 ms) over the 250 ms limit.
     factory.queued = 3;
     assert.throws(() => service.admit({ name: 'm' }), overloaded);
@@ -167,8 +182,8 @@ describe('admission', () => {
     await manager.close();
   });
 
-  it('counts pending runs per session until each leaves, once', () => {
-    const pending = createPendingRuns();
+  it('counts adapting requests until each leaves, and arriving bodies while fast and incomplete', async () => {
+    const pending = createPendingRuns(1000);
     const session = {} as Session;
     const leave = pending.enter(session);
     pending.enter(session);
@@ -177,5 +192,19 @@ describe('admission', () => {
     leave();
     assert.equal(pending.count(session), 1);
     assert.equal(pending.count({} as Session), 0);
+    let fast = 0;
+    const stop = pending.arriving(session, { received: () => fast, total: 10_000 });
+    pending.arriving(session, { received: () => 1, total: 10_000 });
+    pending.arriving(session, { received: () => 1, total: undefined });
+    assert.equal(pending.count(session), 4, 'at once, every body counts');
+    await sleep(250);
+    fast = 5000;
+    assert.equal(pending.count(session), 2, 'the fast body counts, the slow ones (1 byte in 250 ms) not');
+    fast = 10_000;
+    assert.equal(pending.count(session), 1, 'a complete body no longer counts');
+    fast = 5000;
+    stop();
+    assert.equal(pending.count(session), 1);
+    assert.equal(createPendingRuns(0).count(session), 0);
   });
 });

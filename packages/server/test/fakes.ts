@@ -247,6 +247,7 @@ export function fakeInferenceService<A = undefined>(
       signature: signatureOf,
       admit() {
         calls.servableAdmit++;
+        return () => undefined;
       },
       async predict(request, options) {
         const { name } = signatureOf(request.signatureName);
@@ -278,6 +279,7 @@ export function fakeInferenceService<A = undefined>(
     admit(spec) {
       calls.admit++;
       models.resolve(spec);
+      return () => undefined;
     },
     status(spec) {
       calls.status++;

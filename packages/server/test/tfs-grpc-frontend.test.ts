@@ -312,6 +312,7 @@ describe('TF Serving gRPC frontend', () => {
 
   it('sheds a Predict on the head of its message, before the tensors are read', async () => {
     const named: ModelSpec[] = [];
+    let released = 0;
     const admit = service.admit.bind(service);
     service.admit = (spec) => {
       named.push(spec);
@@ -320,6 +321,9 @@ describe('TF Serving gRPC frontend', () => {
           reason: 'overloaded',
         });
       }
+      return () => {
+        released++;
+      };
     };
     try {
       const handled = service.predictions.length;
@@ -347,6 +351,8 @@ describe('TF Serving gRPC frontend', () => {
           ['half', 7, undefined],
         ],
       );
+      for (let i = 0; i < 100 && released === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(released, 1, 'the admitted call was released when it ended');
     } finally {
       service.admit = admit;
     }

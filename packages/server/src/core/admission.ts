@@ -15,6 +15,12 @@ export interface AdmissionPolicy {
    * whose run time varies is noisy, and an idle instance must never be starved).
    */
   readonly burstPerInstance: number;
+  /**
+   * A body still arriving counts as queued work while it arrives at least this fast, in
+   * bytes per second since its admission (see PendingRuns). Default 0: bodies on their way
+   * are not counted.
+   */
+  readonly minArrivalBytesPerSecond?: number | undefined;
   /** Told of every refusal (e.g. to log that shedding started). Default: nothing. */
   readonly onShed?: ((model: string, error: ServingError) => void) | undefined;
 }

@@ -4,7 +4,13 @@ import { abortError, raceAbort } from './abort-error.js';
 import { type AdmissionPolicy, QUEUE_AS_TF_SERVING, checkAdmission } from './admission.js';
 import type { InferenceObserver, PredictEnd } from './inference-observer.js';
 import { type PendingRuns, createPendingRuns } from './pending-admissions.js';
-import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
+import type {
+  BodyArrival,
+  CallOptions,
+  InferenceService,
+  Servable,
+  ServablePredictRequest,
+} from './inference-service.js';
 import type { InferenceStatistics } from './inference-statistics.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
 import { type RequestStatistics, createRequestStatistics } from './request-statistics.js';
@@ -114,14 +120,10 @@ function scopedServable<A>(
     signatures,
     assets: handle.assets,
     signature,
-    admit(options: CallOptions = {}) {
-      checkAdmission(
-        session,
-        admission,
-        handle.name,
-        options.deadline ?? scope.deadline,
-        pending.count(session),
-      );
+    admit(options: CallOptions = {}, body?: BodyArrival) {
+      const deadline = options.deadline ?? scope.deadline;
+      checkAdmission(session, admission, handle.name, deadline, pending.count(session));
+      return body === undefined ? () => undefined : pending.arriving(session, body);
     },
     predict(request: ServablePredictRequest, options: CallOptions = {}) {
       if (observer === undefined) return run(request, options, undefined);
@@ -279,7 +281,7 @@ function scopedServable<A>(
 export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
   const { manager, logger, statistics } = options;
   const admission: AdmissionPolicy = options.admission ?? QUEUE_AS_TF_SERVING;
-  const pending = createPendingRuns();
+  const pending = createPendingRuns(admission.minArrivalBytesPerSecond ?? 0);
   const adaptInputs: InputAdapter<A> =
     options.adaptInputs ??
     (() => Promise.reject(new ServingError(Code.UNIMPLEMENTED, 'This signature needs an input adapter')));
@@ -376,12 +378,13 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
       );
     },
 
-    admit(spec, callOptions = {}) {
+    admit(spec, callOptions = {}, body) {
       // An unknown model or version is answered now (NOT_FOUND), before the body is read.
       const handle: ServableHandle<A> = manager.acquire(spec);
       try {
         const { session } = handle;
         checkAdmission(session, admission, handle.name, callOptions.deadline, pending.count(session));
+        return body === undefined ? () => undefined : pending.arriving(session, body);
       } finally {
         handle.release();
       }

@@ -36,6 +36,14 @@ export interface PredictResponse {
   readonly outputs: Record<string, Tensor>;
 }
 
+/** A request body on its way, as its transport sees it (for admission: see Servable.admit). */
+export interface BodyArrival {
+  /** Bytes of the body received so far. */
+  received(): number;
+  /** The body's length when declared (Content-Length, the gRPC length prefix); undefined when not. */
+  readonly total: number | undefined;
+}
+
 export interface CallOptions {
   /** Deadline / client cancellation. */
   readonly signal?: AbortSignal | undefined;
@@ -100,10 +108,11 @@ export interface Servable<A> {
    * Admission before the request body is read, on this pinned version: throws UNAVAILABLE
    * (reason `overloaded`) when its queue is full or the request could not finish before its
    * deadline (or, with a queue-wait limit, would wait longer than it allows beyond the
-   * burst every instance queues). Cheap, and it counts nothing: a request becomes queued
-   * model work only once its tensors are decoded and its predict is called.
+   * burst every instance queues). Cheap. With `body`, the request counts as queued work
+   * while its body arrives at the policy's minimum rate (a trickling one does not), until
+   * the returned release is called: call it once the body is in or the request ended.
    */
-  admit(options?: CallOptions): void;
+  admit(options?: CallOptions, body?: BodyArrival): () => void;
   /**
    * Validates the inputs and output filter against the signature (INVALID_ARGUMENT naming
    * the problem), runs the version and returns the outputs by alias. Rejects with the
@@ -138,7 +147,7 @@ export interface InferenceService<A = unknown> {
    * before they pin its version (gRPC, on the first bytes of the message): NOT_FOUND for an
    * unknown model or version, so a body that cannot be served is never read. Cheap.
    */
-  admit(spec: ModelSpec, options?: CallOptions): void;
+  admit(spec: ModelSpec, options?: CallOptions, body?: BodyArrival): () => void;
   /** Status of all versions of a model, or of one version/label. */
   status(model: ModelSpec): VersionStatus[];
   /** Replaces the whole served model set (models absent from `configs` are unloaded). */

@@ -57,9 +57,10 @@ export interface TensorRoute<A, D> {
 /**
  * The HttpRoute of a TensorRoute. Per request: pin the version, refuse at the headers when
  * it is really overloaded (Servable.admit: queue full, deadline out of reach; and the JSON
- * decode backlog), then read the body. Bytes still arriving count as no one's work (the
- * edge bounds them by the byte budget, the body timeout and the minimum upload rate); the
- * body joins the decode backlog once it is in, and becomes queued model work when its
+ * decode backlog), then read the body. A body on its way counts as queued model work only
+ * while it arrives at least at the minimum upload rate; a trickling one counts as no one's
+ * work (the edge bounds it by the byte budget, the body timeout and the minimum upload rate).
+ * The body joins the decode backlog once it is in, and its run the model's queue when its
  * tensors are decoded and the handler predicts.
  */
 export function tensorRoute<A, D>(route: TensorRoute<A, D>, jsonDecode: JsonDecoder | undefined): HttpRoute {
@@ -82,9 +83,16 @@ async function serveTensorBody<A, D>(
 ): Promise<void> {
   const reading = route.reading(ctx, servable);
   const call = { signal: ctx.signal, deadline: ctx.deadline };
-  servable.admit(call);
+  const declared = ctx.req.headers['content-length'];
   const decoder = reading.decodeThread === true ? jsonDecode : undefined;
-  decoder?.check(Number(ctx.req.headers['content-length'] ?? 0));
+  decoder?.check(Number(declared ?? 0));
+  // Queued model work while the body arrives at the minimum rate (a trickle is not).
+  const socket = ctx.req.socket;
+  const mark = socket.bytesRead;
+  const arrived = servable.admit(call, {
+    received: () => socket.bytesRead - mark,
+    total: declared === undefined ? undefined : Number(declared),
+  });
   // The response body views the outputs: their pooled memory is reused only once the
   // response has been handed to the socket or the connection is gone.
   const outputLease = createOutputLease();
@@ -96,10 +104,12 @@ async function serveTensorBody<A, D>(
   let lent: LentBody | undefined;
   let ticket: DecodeTicket | undefined;
   try {
-    const body = await ctx.readBody(undefined, {
-      alignAt: reading.alignAt,
-      into: decoder === undefined ? undefined : (length) => (lent = decoder.bodyBuffer(length))?.bytes,
-    });
+    const body = await ctx
+      .readBody(undefined, {
+        alignAt: reading.alignAt,
+        into: decoder === undefined ? undefined : (length) => (lent = decoder.bodyBuffer(length))?.bytes,
+      })
+      .finally(arrived);
     const arrivedAt = process.hrtime.bigint();
     ticket = decoder?.admit(body.byteLength);
     const decoded = await reading.decode(body, ticket);

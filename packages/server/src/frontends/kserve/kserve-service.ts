@@ -13,7 +13,13 @@ import {
   datatypeOfDtype,
 } from '@visionserve/protocol/kserve';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
-import type { CallOptions, InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
+import type {
+  BodyArrival,
+  CallOptions,
+  InferenceService,
+  ModelSpec,
+  Servable,
+} from '../../core/inference-service.js';
 import type { InferenceStatisticsReader } from '../../core/inference-statistics.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
 import { batchesAlongDimension0 } from '../../core/signature.js';
@@ -118,9 +124,14 @@ export interface KServeService {
   /**
    * Admission before the request body is read (`InferenceService.admit`): throws
    * UNAVAILABLE when the version's queue is too long, NOT_FOUND (UNAVAILABLE while it
-   * loads) for an unknown model or version.
+   * loads) for an unknown model or version. With `body`, the request counts as queued while
+   * its message arrives (InferenceService.admit); returns the release to call when it ends.
    */
-  admit(ref: KServeModelRef, call: { signal?: AbortSignal; deadline?: number | undefined }): void;
+  admit(
+    ref: KServeModelRef,
+    call: { signal?: AbortSignal; deadline?: number | undefined },
+    body?: BodyArrival,
+  ): () => void;
   /** `model_stats` of every AVAILABLE version of every model, of one model, or of one version. */
   statistics(ref?: KServeModelRef): { model_stats: Record<string, unknown>[] };
   repositoryIndex(readyOnly: boolean): Promise<RepositoryIndexEntry[]>;
@@ -251,10 +262,10 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
       );
     },
 
-    admit(ref, call) {
+    admit(ref, call, body) {
       const spec = specOf(ref);
       try {
-        service.admit(spec, call);
+        return service.admit(spec, call, body);
       } catch (error) {
         throw notReady(error, spec);
       }

@@ -298,8 +298,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
     // Shed before the tensors are read when the model's queue is already too long.
     admit(head, call) {
       const spec = modelSpecFromHead(head);
-      if (spec !== undefined) service.admit(spec, call);
-      return undefined;
+      return spec === undefined ? undefined : service.admit(spec, call, call.body);
     },
     async handler(bytes, { signal, deadline, messageBuffer, outputLease }) {
       const arrivedAt = process.hrtime.bigint();

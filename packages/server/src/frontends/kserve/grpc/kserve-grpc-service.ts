@@ -210,8 +210,7 @@ export function createKServeGrpcService(options: KServeGrpcServiceOptions): Grpc
       // Shed (or answer NOT_FOUND) before the tensors are read.
       admit(head, call) {
         const ref = modelInferRequestModel(head);
-        if (ref !== undefined) kserve.admit(ref, call);
-        return undefined;
+        return ref === undefined ? undefined : kserve.admit(ref, call, call.body);
       },
       async handler(bytes, { signal, deadline, messageBuffer, outputLease }) {
         const arrivedAt = process.hrtime.bigint();
