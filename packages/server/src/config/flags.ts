@@ -136,7 +136,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   max_json_decode_backlog_ms: {
     key: 'maxJsonDecodeBacklogMs',
     type: 'int',
-    help: 'refuse JSON bodies facing more decode work than this, in ms (default 1000; 0: off)',
+    help: 'refuse JSON bodies facing more decode work than this, in ms (default 100; 0: off)',
   },
   min_request_body_bytes_per_s: {
     key: 'minRequestBodyBytesPerS',

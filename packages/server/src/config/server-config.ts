@@ -116,7 +116,8 @@ export interface ServerConfig {
   readonly admissionBurstPerInstance: number;
   /**
    * Longest JSON decode backlog (bodies arrived, not yet decoded) a new body may join, in ms
-   * (`--max_json_decode_backlog_ms`); 0 disables. Default 1000.
+   * (`--max_json_decode_backlog_ms`); 0 disables. Default 100 (the limit measured before it had
+   * a flag of its own, docs/overload.md).
    */
   readonly maxJsonDecodeBacklogMs: number;
   /**
@@ -325,7 +326,7 @@ export const DEFAULTS = {
   maxQueueWaitMs: 0,
   maxQueuedRequests: 128,
   admissionBurstPerInstance: 4,
-  maxJsonDecodeBacklogMs: 1000,
+  maxJsonDecodeBacklogMs: 100,
   minRequestBodyBytesPerS: 1024,
   maxInflightRequestBytes: 512 * 1024 * 1024,
   maxInflightRequests: 4096,
