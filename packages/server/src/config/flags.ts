@@ -141,7 +141,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   min_request_body_bytes_per_s: {
     key: 'minRequestBodyBytesPerS',
     type: 'int',
-    help: 'least rate of an HTTP request body, per 5 s window; slower gets 408 and a close (default 1024; 0: off)',
+    help: 'least rate of a request body: slower HTTP bodies (per 5 s window) get 408 and a close, and bodies count as queued work only while at least this fast (default 1024; 0: off)',
   },
   max_inflight_request_bytes: {
     key: 'maxInflightRequestBytes',

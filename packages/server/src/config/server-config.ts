@@ -123,7 +123,8 @@ export interface ServerConfig {
   /**
    * Least rate of an HTTP request body in bytes per second, over each 5 s window while it is
    * read (`--min_request_body_bytes_per_s`): slower is answered 408 and closed; 0 disables.
-   * Default 1024.
+   * Admission counts a body on its way (HTTP or gRPC) as queued work only while it arrives at
+   * least this fast. Default 1024 (docs/overload.md).
    */
   readonly minRequestBodyBytesPerS: number;
   /**

@@ -277,80 +277,75 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
       return withModel(ref, (servable) => kserve.inferOn(servable, request, call), call);
     },
 
-    inferOn(servable, request, call) {
-      return (async () => {
-        {
-          const { name: signatureName, signature } = servable.signature();
-          const inputs: Record<string, Tensor> = {};
-          for (const input of request.inputs) {
-            const spec = signature.inputs[input.name];
-            if (spec === undefined || !Object.hasOwn(signature.inputs, input.name)) {
-              throw invalidArgument(
-                `unexpected inference input '${input.name}' for model '${servable.name}'; its inputs are: ${Object.keys(signature.inputs).join(', ')}`,
-              );
-            }
-            if (spec.dtype !== input.tensor.dtype) {
-              throw invalidArgument(
-                `inference input '${input.name}' data-type is '${input.datatype}', but model '${servable.name}' expects '${datatypeOfDtype(spec.dtype)}'`,
-              );
-            }
-            inputs[input.name] = input.tensor;
-          }
-          for (const output of request.outputs ?? []) {
-            if (!Object.hasOwn(signature.outputs, output.name)) {
-              throw invalidArgument(
-                `unexpected inference output '${output.name}' for model '${servable.name}'; its outputs are: ${Object.keys(signature.outputs).join(', ')}`,
-              );
-            }
-          }
-          const names = request.outputs?.map((o) => o.name) ?? Object.keys(signature.outputs);
-          const outputs = await servable.predict(
-            {
-              inputs,
-              outputFilter: request.outputs === undefined ? undefined : names,
-              signatureName,
-              ownedBuffers: call.ownedBuffers,
-              outputLease: call.outputLease,
-            },
-            { signal: call.signal, deadline: call.deadline, arrivedAt: call.arrivedAt },
+    async inferOn(servable, request, call) {
+      const { name: signatureName, signature } = servable.signature();
+      const inputs: Record<string, Tensor> = {};
+      for (const input of request.inputs) {
+        const spec = signature.inputs[input.name];
+        if (spec === undefined || !Object.hasOwn(signature.inputs, input.name)) {
+          throw invalidArgument(
+            `unexpected inference input '${input.name}' for model '${servable.name}'; its inputs are: ${Object.keys(signature.inputs).join(', ')}`,
           );
-
-          const batching = batchesAlongDimension0(signature);
-          const labels = servable.assets?.vision.labels;
-          const labelled = labelledOutput(signature, servable.assets);
-          const offset =
-            servable.assets?.vision.config?.postprocess?.kind === 'classification'
-              ? (servable.assets.vision.config.postprocess.labelOffset ?? 0)
-              : 0;
-          const response: InferResponse = {
-            modelName: servable.name,
-            modelVersion: String(servable.version),
-            id: request.id,
-            outputs: names.map((name, i) => {
-              const tensor = outputs[name]!;
-              const k = request.outputs?.[i]?.classification ?? 0;
-              if (k === 0) return { name, tensor };
-              try {
-                return {
-                  name,
-                  tensor: classificationTensor(tensor, k, {
-                    batched: batching,
-                    label:
-                      name === labelled && labels !== undefined
-                        ? (index) => labels.get(index + offset)
-                        : undefined,
-                  }),
-                };
-              } catch (error) {
-                if (error instanceof ServingError)
-                  throw invalidArgument(`output '${name}': ${error.message}`);
-                throw error;
-              }
-            }),
-          };
-          return call.encode(response);
         }
-      })();
+        if (spec.dtype !== input.tensor.dtype) {
+          throw invalidArgument(
+            `inference input '${input.name}' data-type is '${input.datatype}', but model '${servable.name}' expects '${datatypeOfDtype(spec.dtype)}'`,
+          );
+        }
+        inputs[input.name] = input.tensor;
+      }
+      for (const output of request.outputs ?? []) {
+        if (!Object.hasOwn(signature.outputs, output.name)) {
+          throw invalidArgument(
+            `unexpected inference output '${output.name}' for model '${servable.name}'; its outputs are: ${Object.keys(signature.outputs).join(', ')}`,
+          );
+        }
+      }
+      const names = request.outputs?.map((o) => o.name) ?? Object.keys(signature.outputs);
+      const outputs = await servable.predict(
+        {
+          inputs,
+          outputFilter: request.outputs === undefined ? undefined : names,
+          signatureName,
+          ownedBuffers: call.ownedBuffers,
+          outputLease: call.outputLease,
+        },
+        { signal: call.signal, deadline: call.deadline, arrivedAt: call.arrivedAt },
+      );
+
+      const batching = batchesAlongDimension0(signature);
+      const labels = servable.assets?.vision.labels;
+      const labelled = labelledOutput(signature, servable.assets);
+      const offset =
+        servable.assets?.vision.config?.postprocess?.kind === 'classification'
+          ? (servable.assets.vision.config.postprocess.labelOffset ?? 0)
+          : 0;
+      const response: InferResponse = {
+        modelName: servable.name,
+        modelVersion: String(servable.version),
+        id: request.id,
+        outputs: names.map((name, i) => {
+          const tensor = outputs[name]!;
+          const k = request.outputs?.[i]?.classification ?? 0;
+          if (k === 0) return { name, tensor };
+          try {
+            return {
+              name,
+              tensor: classificationTensor(tensor, k, {
+                batched: batching,
+                label:
+                  name === labelled && labels !== undefined
+                    ? (index) => labels.get(index + offset)
+                    : undefined,
+              }),
+            };
+          } catch (error) {
+            if (error instanceof ServingError) throw invalidArgument(`output '${name}': ${error.message}`);
+            throw error;
+          }
+        }),
+      };
+      return call.encode(response);
     },
 
     statistics(ref) {
