@@ -388,7 +388,11 @@ async function checkPortsFree(config: ServerConfig): Promise<void> {
         probe.once('error', reject);
         probe.listen({ port, host: config.host.replace(/^\[|\]$/g, ''), exclusive: true }, resolve);
       });
-      await new Promise<void>((resolve) => probe.close(() => resolve()));
+      await new Promise<void>((resolve) =>
+        probe.close(() => {
+          resolve();
+        }),
+      );
     });
   }
 }
@@ -531,14 +535,14 @@ async function startServer(
   const statistics = createInferenceStatistics();
   /** When each version last changed state (the console's Models page). */
   const versionTimes = new Map<string, VersionTimes>();
-  const versionDirs = createVersionDirectoryIndex((basePath, version, kept, ignored) =>
+  const versionDirs = createVersionDirectoryIndex((basePath, version, kept, ignored) => {
     logger.warn('Duplicate version directories detected; loading the one TF Serving would', {
       basePath,
       version,
       loadedFrom: kept,
       ignored,
-    }),
-  );
+    });
+  });
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
     loadAssets: async (source) => {

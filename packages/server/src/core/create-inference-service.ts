@@ -91,6 +91,49 @@ interface ServableContext<A> {
   readonly cache: ResponseCache | undefined;
 }
 
+/** The response cache's key of a predict on `signatureName` (the model's own inputs kept apart). */
+function cacheKeyOf<A>(
+  handle: ServableHandle<A>,
+  signatureName: string,
+  request: ServablePredictRequest,
+  aliases: readonly string[],
+): string {
+  const signature = `${signatureName}${request.modelInputs === true ? '#model' : ''}`;
+  return responseCacheKey(handle.name, handle.version, signature, aliases, request.inputs);
+}
+
+/** The run-time admission check; a refused request counts as one that reached the model. */
+function admitRun<A>(
+  handle: ServableHandle<A>,
+  { admission, pending }: ServableContext<A>,
+  deadline: number | undefined,
+  stats: RequestStatistics | undefined,
+): void {
+  try {
+    checkAdmission(handle.session, admission, handle.name, deadline, pending.count(handle.session));
+  } catch (error) {
+    stats?.predicting();
+    throw error;
+  }
+}
+
+/** The model's inputs from a client's inputs to an adapted signature; queued work meanwhile. */
+async function adaptedInputs<A>(
+  handle: ServableHandle<A>,
+  context: ServableContext<A>,
+  signature: Signature,
+  inputs: Readonly<Record<string, Tensor>>,
+  signal: AbortSignal | undefined,
+): Promise<Record<string, Tensor>> {
+  // Admitted model work from here on, while its inputs are adapted (an image decoded).
+  const leave = context.pending.enter(handle.session);
+  try {
+    return await raceAbort(context.adaptInputs(signature, inputs, handle.assets, signal), signal);
+  } finally {
+    leave();
+  }
+}
+
 /**
  * The servable a `withServable` callback sees. Runs it starts are recorded so that the
  * version is released only after the last one settles, even when the caller was
@@ -182,45 +225,17 @@ function scopedServable<A>(
     }
     const { name, signature: sig } = signature(request.signatureName);
     if (options.arrivedAt !== undefined) stats?.arrived(options.arrivedAt);
-    try {
-      checkAdmission(
-        session,
-        admission,
-        handle.name,
-        options.deadline ?? scope.deadline,
-        pending.count(session),
-      );
-    } catch (error) {
-      stats?.predicting();
-      throw error;
-    }
+    admitRun(handle, context, options.deadline ?? scope.deadline, stats);
     const adapted = sig.adapter !== undefined && request.modelInputs !== true;
     const modelSignature: Signature = { ...sig, inputs: sig.modelInputs ?? sig.inputs };
     validateInputs(adapted ? sig : modelSignature, request.inputs);
     const aliases = validateOutputFilter(sig, request.outputFilter);
-    const key =
-      cache === undefined
-        ? undefined
-        : responseCacheKey(
-            handle.name,
-            handle.version,
-            `${name}${request.modelInputs === true ? '#model' : ''}`,
-            aliases,
-            request.inputs,
-          );
-    if (key !== undefined) {
-      const cached = cache!.lookup(key, handle.name);
-      if (cached !== undefined) return cached;
-    }
+    const key = cache === undefined ? undefined : cacheKeyOf(handle, name, request, aliases);
+    const cached = key === undefined ? undefined : cache!.lookup(key, handle.name);
+    if (cached !== undefined) return cached;
     let byAlias = request.inputs;
     if (adapted) {
-      // Admitted model work from here on, while its inputs are adapted (an image decoded).
-      const leave = pending.enter(session);
-      try {
-        byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
-      } finally {
-        leave();
-      }
+      byAlias = await adaptedInputs(handle, context, sig, request.inputs, signal);
       validateInputs(modelSignature, byAlias);
     }
     stats?.predicting();
