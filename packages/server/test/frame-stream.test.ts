@@ -38,6 +38,7 @@ function gatedService(): {
     version: 1,
     assets: ASSETS,
     signatures: {},
+    admit: () => () => undefined,
     signature: () => ({
       name: 'serving_default',
       signature: {

@@ -350,6 +350,7 @@ function pressure(b: Batcher, extraQueued: number): ReturnType<NonNullable<Sessi
     queued: inner.queued + queued,
     estimatedWaitMs: inner.estimatedWaitMs + batches * inner.runMs,
     runMs: inner.runMs,
+    instances: inner.instances,
   };
 }
 

@@ -308,8 +308,17 @@ function httpOptions(deps: ListenerDeps, port: number) {
   };
 }
 
+/** The window over which `--min_request_body_bytes_per_s` is measured, in ms. */
+const UPLOAD_RATE_WINDOW_MS = 5000;
+
 function edgeOptions(deps: ListenerDeps) {
-  return { observer: deps.core.requestObserver, cors: deps.config.enableCors, budget: deps.core.budget };
+  const { config, core } = deps;
+  return {
+    observer: core.requestObserver,
+    cors: config.enableCors,
+    budget: core.budget,
+    uploadRate: { minBytesPerSecond: config.minRequestBodyBytesPerS, windowMs: UPLOAD_RATE_WINDOW_MS },
+  };
 }
 
 /** The REST listener: TF Serving REST, KServe v2 HTTP, ops, console, gRPC-web. */

@@ -71,6 +71,9 @@ export const FLAG_GROUPS: readonly FlagGroup[] = [
     flags: [
       'max_queue_wait_ms',
       'max_queued_requests',
+      'admission_burst_per_instance',
+      'max_json_decode_backlog_ms',
+      'min_request_body_bytes_per_s',
       'max_inflight_request_bytes',
       'max_inflight_requests',
       'max_connections',

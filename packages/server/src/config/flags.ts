@@ -136,12 +136,27 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   max_queue_wait_ms: {
     key: 'maxQueueWaitMs',
     type: 'int',
-    help: 'refuse requests facing more queued work than this, per model, in ms (0: off)',
+    help: 'refuse requests facing more queued work than this, per model, in ms (0: off; requests queue until their deadline or the queue bound)',
   },
   max_queued_requests: {
     key: 'maxQueuedRequests',
     type: 'int',
-    help: 'runs a model version queues at most',
+    help: 'runs a model version queues at most; more are refused at the headers',
+  },
+  admission_burst_per_instance: {
+    key: 'admissionBurstPerInstance',
+    type: 'int',
+    help: 'requests queued per inference instance or JSON decode thread that the wait limits never refuse',
+  },
+  max_json_decode_backlog_ms: {
+    key: 'maxJsonDecodeBacklogMs',
+    type: 'int',
+    help: 'refuse JSON bodies facing more decode work than this, in ms (0: off)',
+  },
+  min_request_body_bytes_per_s: {
+    key: 'minRequestBodyBytesPerS',
+    type: 'int',
+    help: 'least rate of a request body: slower HTTP bodies (per 5 s window) get 408 and a close, and bodies count as queued work only while at least this fast (0: off)',
   },
   max_inflight_request_bytes: {
     key: 'maxInflightRequestBytes',

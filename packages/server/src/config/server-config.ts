@@ -97,13 +97,36 @@ export interface ServerConfig {
   /**
    * Refuse a request (UNAVAILABLE / 503 with Retry-After) when its model version already has
    * more than this much queued work, estimated from recent run times, in ms; 0 disables
-   * (`--max_queue_wait_ms`). Requests whose deadline the queue cannot meet are refused too.
-   * Default 100, measured with the overload test (docs/overload.md): against 250 the same
-   * goodput with a lower p99 for the accepted requests.
+   * (`--max_queue_wait_ms`), beyond the burst of `admissionBurstPerInstance`. Requests whose
+   * deadline (or request timeout) the queue cannot meet are refused whatever it is. Default 0:
+   * requests queue as in TF Serving, up to `maxQueuedRequests` (docs/overload.md).
    */
   readonly maxQueueWaitMs: number;
-  /** Runs one model version queues at most, whatever their estimated wait (`--max_queued_requests`). Default 1000. */
+  /**
+   * Runs one model version queues at most, whatever their estimated wait; beyond it requests
+   * are refused at their headers (`--max_queued_requests`). Default 128 (docs/overload.md: the
+   * memory it holds at 3× capacity).
+   */
   readonly maxQueuedRequests: number;
+  /**
+   * Requests queued per inference instance (and JSON bodies per decode thread) that the wait
+   * limits (`maxQueueWaitMs`, `maxJsonDecodeBacklogMs`) never refuse
+   * (`--admission_burst_per_instance`). Default 4.
+   */
+  readonly admissionBurstPerInstance: number;
+  /**
+   * Longest JSON decode backlog (bodies arrived, not yet decoded) a new body may join, in ms
+   * (`--max_json_decode_backlog_ms`); 0 disables. Default 100 (the limit measured before it had
+   * a flag of its own, docs/overload.md).
+   */
+  readonly maxJsonDecodeBacklogMs: number;
+  /**
+   * Least rate of an HTTP request body in bytes per second, over each 5 s window while it is
+   * read (`--min_request_body_bytes_per_s`): slower is answered 408 and closed; 0 disables.
+   * Admission counts a body on its way (HTTP or gRPC) as queued work only while it arrives at
+   * least this fast. Default 1024 (docs/overload.md).
+   */
+  readonly minRequestBodyBytesPerS: number;
   /**
    * Request bodies held at once across every listener, in bytes (`--max_inflight_request_bytes`);
    * a request that would pass it is refused before its body is read. Default 512 MiB.
@@ -345,8 +368,11 @@ export const DEFAULTS = {
   numRequestIterationsForWarmup: 1,
   shutdownGraceMs: 10_000,
   logLevel: 'info',
-  maxQueueWaitMs: 100,
-  maxQueuedRequests: 1000,
+  maxQueueWaitMs: 0,
+  maxQueuedRequests: 128,
+  admissionBurstPerInstance: 4,
+  maxJsonDecodeBacklogMs: 100,
+  minRequestBodyBytesPerS: 1024,
   maxInflightRequestBytes: 512 * 1024 * 1024,
   maxInflightRequests: 4096,
   maxConnections: 4096,
@@ -494,6 +520,9 @@ export function resolveServerConfig(
   }
   for (const [key, value] of [
     ['max_queue_wait_ms', config.maxQueueWaitMs],
+    ['admission_burst_per_instance', config.admissionBurstPerInstance],
+    ['max_json_decode_backlog_ms', config.maxJsonDecodeBacklogMs],
+    ['min_request_body_bytes_per_s', config.minRequestBodyBytesPerS],
     ['rest_api_num_threads', config.restApiNumThreads],
     ['worker_thread_nice', config.workerThreadNice],
     ['gc_headroom_mb', config.gcHeadroomMb],

@@ -31,14 +31,21 @@ export interface LentBody {
  * bodies go to decode threads (`threads`, started on first use) and the event loop only
  * moves bytes; the tensors come back as transferred arrays.
  *
- * Admission: the bodies admitted and not yet decoded form a backlog, estimated in ms from
- * the measured decode speed; a request whose body would wait longer than `maxWaitMs` is
- * refused before its body is read (UNAVAILABLE, reason `overloaded`: HTTP 503).
+ * Admission: the bodies admitted (arrived) and not yet decoded form a backlog, estimated in
+ * ms from the measured decode speed; a request whose body would wait longer than
+ * `maxWaitMs` is refused before its body is read (UNAVAILABLE, reason `overloaded`: HTTP 503).
  */
 export interface JsonDecoder {
   /**
-   * Admits a body of `bytes` (its declared length) or throws UNAVAILABLE (reason
-   * `overloaded`) when the decode backlog with it would pass `maxWaitMs`.
+   * Throws UNAVAILABLE (reason `overloaded`) when a body of `bytes` (its declared length)
+   * would make the decode backlog longer than `maxWaitMs` (beyond the burst every thread
+   * takes): the check at the headers, which joins nothing, so a body still arriving is not
+   * counted as decode work.
+   */
+  check(bytes: number): void;
+  /**
+   * Admits a body of `bytes` into the decode backlog (once it has arrived), or throws as
+   * `check` does.
    */
   admit(bytes: number): DecodeTicket;
   /**

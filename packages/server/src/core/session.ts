@@ -76,6 +76,10 @@ export interface SessionPressure {
   readonly estimatedWaitMs: number;
   /** Recent time of one run (moving average), in ms; 0 before the first run. */
   readonly runMs: number;
+  /** Runs that execute at once (instances). Default 1. */
+  readonly instances?: number | undefined;
+  /** Runs the queue holds at most (a run submitted beyond it is refused); undefined: no bound known. */
+  readonly maxQueued?: number | undefined;
 }
 
 export interface Session {

@@ -34,6 +34,8 @@ export interface JsonDecodePoolOptions {
   readonly minBytes?: number;
   /** Longest decode backlog a new body may join, in ms; 0 admits everything. */
   readonly maxWaitMs: number;
+  /** Bodies per decode thread admitted whatever the backlog (a burst is never refused). Default 0. */
+  readonly burstPerThread?: number | undefined;
   readonly logger: Logger;
   /** Told of every refusal (e.g. to log that shedding started). Default: nothing. */
   readonly onShed?: ((model: undefined, error: ServingError) => void) | undefined;
@@ -77,6 +79,8 @@ interface Decoder {
   msPerByte: number;
   /** Bytes of admitted bodies not decoded yet. */
   admittedBytes: number;
+  /** Admitted bodies not decoded yet. */
+  admittedBodies: number;
   nextId: number;
   closed: boolean;
   readonly pool: DecodeThread[];
@@ -209,28 +213,38 @@ async function decode(
   }
 }
 
-function admit(d: Decoder, bytes: number): DecodeTicket {
+/** Throws UNAVAILABLE when a body of `size` bytes would make the backlog too long (past the burst). */
+function check(d: Decoder, size: number): void {
   const { maxWaitMs } = d.options;
-  const size = Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
-  if (maxWaitMs > 0 && d.admittedBytes > 0) {
-    const wait = ((d.admittedBytes + size) * d.msPerByte) / Math.max(1, d.threads);
-    if (wait > maxWaitMs) {
-      const error = new ServingError(
-        Code.UNAVAILABLE,
-        `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
-        { reason: 'overloaded' },
-      );
-      d.options.onShed?.(undefined, error);
-      throw error;
-    }
-  }
+  const burst = (d.options.burstPerThread ?? 0) * Math.max(1, d.threads);
+  if (maxWaitMs <= 0 || d.admittedBytes === 0 || d.admittedBodies < burst) return;
+  const wait = ((d.admittedBytes + size) * d.msPerByte) / Math.max(1, d.threads);
+  if (wait <= maxWaitMs) return;
+  const error = new ServingError(
+    Code.UNAVAILABLE,
+    `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
+    { reason: 'overloaded' },
+  );
+  d.options.onShed?.(undefined, error);
+  throw error;
+}
+
+function sizeOf(bytes: number): number {
+  return Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
+}
+
+function admit(d: Decoder, bytes: number): DecodeTicket {
+  const size = sizeOf(bytes);
+  check(d, size);
   d.admittedBytes += size;
+  d.admittedBodies++;
   let held = true;
   return {
     release() {
       if (!held) return;
       held = false;
       d.admittedBytes -= size;
+      d.admittedBodies--;
     },
   };
 }
@@ -254,6 +268,7 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
     logger: options.logger,
     msPerByte: INITIAL_MS_PER_BYTE,
     admittedBytes: 0,
+    admittedBodies: 0,
     nextId: 1,
     closed: false,
     pool: [],
@@ -264,6 +279,9 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
   const read = (format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown> =>
     decode(d, format, bytes, ticket, false);
   return {
+    check: (bytes) => {
+      check(d, sizeOf(bytes));
+    },
     admit: (bytes) => admit(d, bytes),
     bodyBuffer(bytes) {
       if (d.threads <= 0 || d.closed || !(bytes >= minBytes)) return undefined;

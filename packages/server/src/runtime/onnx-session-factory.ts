@@ -500,7 +500,7 @@ function createPoolSession(pool: PoolOptions): Session {
       // the instances), plus half a run on average; nothing when an instance is free for it.
       const ahead = workers.running + queued - instances;
       const estimatedWaitMs = ahead >= 0 ? (ahead / instances + 0.5) * runMs : 0;
-      return { queued, estimatedWaitMs, runMs };
+      return { queued, estimatedWaitMs, runMs, instances, maxQueued: pool.maxQueuedRuns };
     },
     async close(): Promise<void> {
       if (closed) return;

@@ -468,7 +468,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         // A compressed head cannot be read: such calls are admitted when their run is submitted.
         if (method.admit !== undefined && !compressed) {
           try {
-            const release = method.admit(seen, { signal: call.controller.signal, deadline: call.deadline });
+            const release = method.admit(seen, {
+              signal: call.controller.signal,
+              deadline: call.deadline,
+              body: { received: () => fill, total: length },
+            });
             call.release = release;
           } catch (error) {
             fail(error instanceof ServingError ? error : new ServingError(Code.INTERNAL, 'Internal error'));

@@ -7,6 +7,7 @@ import type { RequestEnd, RequestObserver } from '../shared/request-observer.js'
 import type { HttpApi, HttpContext, HttpRoute } from './http-api.js';
 import { readBody, sendBodyTooLarge } from './read-body.js';
 import { watchRequest } from './request-signal.js';
+import { type UploadRate, watchUploadRate } from './upload-rate.js';
 import { sendJsonError } from './send.js';
 
 /** Largest unread request body drained (read and discarded) after an early answer, in bytes. */
@@ -31,6 +32,8 @@ export interface HttpEdgeOptions {
    * preflights are answered 200 when `Origin` is http(s)://..., else 400. Default false.
    */
   readonly cors?: boolean | undefined;
+  /** The least rate at which a body being read must arrive (408 and close below it). Default: no minimum. */
+  readonly uploadRate?: UploadRate | undefined;
 }
 
 /** The edge as a listener sees it: the request handler plus draining. */
@@ -53,7 +56,11 @@ export interface HttpEdge {
 }
 
 /** Statuses every API shares; an API's own table wins. */
-const EDGE_STATUS: Partial<Record<ErrorReason, number>> = { 'body-too-large': 413, overloaded: 503 };
+const EDGE_STATUS: Partial<Record<ErrorReason, number>> = {
+  'body-too-large': 413,
+  overloaded: 503,
+  'body-too-slow': 408,
+};
 
 /** CORS headers, TF Serving's values. */
 const CORS_HEADERS: Readonly<Record<string, string>> = {
@@ -182,7 +189,10 @@ function reply(
   // does that) and the connection stays open; closing instead while the client still
   // sends would reset the connection, and the client could lose the answer. Bigger or
   // undeclared bodies close the connection rather than being drained.
-  if (!req.complete && !(Number(req.headers['content-length']) <= DRAIN_UNREAD_BODY_BYTES)) {
+  if (
+    !req.complete &&
+    (reason === 'body-too-slow' || !(Number(req.headers['content-length']) <= DRAIN_UNREAD_BODY_BYTES))
+  ) {
     headers['Connection'] = 'close';
   }
   if (reason === 'overloaded') headers['Retry-After'] = '1';
@@ -269,6 +279,13 @@ function contextFor(
         if (!edge.draining) res.removeHeader('Connection');
         res.writeContinue();
       }
+      const { uploadRate } = edge.options;
+      const stopWatch =
+        uploadRate === undefined
+          ? undefined
+          : watchUploadRate(req, uploadRate, (error) => {
+              watch.abort(error);
+            });
       return readBody(req, {
         alignAt: placement?.alignAt,
         into: placement?.into,
@@ -286,10 +303,14 @@ function contextFor(
                 }
                 return rs.reservation.grow(bytes);
               },
-      }).then((body) => {
-        rs.bytesIn += body.byteLength;
-        return body;
-      });
+      })
+        .then((body) => {
+          rs.bytesIn += body.byteLength;
+          return body;
+        })
+        .finally(() => {
+          stopWatch?.();
+        });
     },
   };
 }

@@ -325,7 +325,7 @@ function predictMethod(service: Service, asTensorContent: boolean): GrpcMethod {
     // Shed before the tensors are read when the model's queue is already too long.
     admit(head, call) {
       const spec = modelSpecFromHead(head);
-      return spec === undefined ? undefined : service.admit(spec, call);
+      return spec === undefined ? undefined : service.admit(spec, call, call.body);
     },
     async handler(bytes, { signal, deadline, messageBuffer, outputLease }) {
       const arrivedAt = process.hrtime.bigint();
