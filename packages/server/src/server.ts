@@ -513,6 +513,11 @@ async function startServer(
     threads: config.restApiNumThreads,
     threadNice: config.workerThreadNice,
     maxWaitMs: config.maxQueueWaitMs,
+    limits: {
+      maxDepth: config.jsonMaxDepth,
+      maxObjectKeys: config.jsonMaxObjectKeys,
+      maxValues: config.jsonMaxValues,
+    },
     onShed: (model, error) => {
       shedReporter.report('json-decode', model, error.message);
     },

@@ -83,7 +83,22 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   rest_api_num_threads: {
     key: 'restApiNumThreads',
     type: 'int',
-    help: 'threads reading JSON predict bodies off the event loop (default 1; 0: on the event loop)',
+    help: 'threads reading JSON tensor bodies off the event loop, one body each at a time (default 2; 0: on the event loop)',
+  },
+  json_max_depth: {
+    key: 'jsonMaxDepth',
+    type: 'int',
+    help: 'deepest nesting of lists and objects in a JSON tensor body (REST, KServe, /invocations), else 400 (default 100)',
+  },
+  json_max_object_keys: {
+    key: 'jsonMaxObjectKeys',
+    type: 'int',
+    help: 'most keys in one object of a JSON tensor body, else 400 (default 1000)',
+  },
+  json_max_values: {
+    key: 'jsonMaxValues',
+    type: 'int',
+    help: 'most JSON values (numbers, strings, lists, objects) in a JSON tensor body, else 400 (default 67108864)',
   },
   allow_version_labels_for_unavailable_models: {
     key: 'allowVersionLabelsForUnavailableModels',

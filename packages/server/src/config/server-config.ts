@@ -64,11 +64,18 @@ export interface ServerConfig {
    */
   readonly restMaxBodyBytes: number;
   /**
-   * Threads that read JSON predict bodies (REST `:predict`, `/invocations`) off the event
-   * loop (`--rest_api_num_threads`; TF Serving's flag sizes its HTTP threads). Default 1,
-   * started on first use; 0 reads them on the event loop.
+   * Threads that read JSON tensor bodies (REST `:predict`, KServe `/infer`, `/invocations`) off
+   * the event loop, one body each at a time (`--rest_api_num_threads`; TF Serving's flag sizes
+   * its HTTP threads). Default 2 (a big body never holds up the others), started on first use;
+   * 0 reads them on the event loop.
    */
   readonly restApiNumThreads: number;
+  /** Deepest nesting in a JSON tensor body (`--json_max_depth`); deeper: 400. Default 100. */
+  readonly jsonMaxDepth: number;
+  /** Most keys in one object of a JSON tensor body (`--json_max_object_keys`); more: 400. Default 1000. */
+  readonly jsonMaxObjectKeys: number;
+  /** Most JSON values in a JSON tensor body (`--json_max_values`); more: 400. Default 2^26. */
+  readonly jsonMaxValues: number;
   /** Allow labels pointing at versions that are not loaded (`--allow_version_labels_for_unavailable_models`). */
   readonly allowVersionLabelsForUnavailableModels: boolean;
   /** Batching (`--enable_batching`, `--batching_parameters_file`); acted on by the batching layer. */
@@ -291,7 +298,10 @@ export const DEFAULTS = {
   serializeAsTensorContent: false,
   restTimeoutMs: 30_000,
   restMaxBodyBytes: 256 * 1024 * 1024,
-  restApiNumThreads: 1,
+  restApiNumThreads: 2,
+  jsonMaxDepth: 100,
+  jsonMaxObjectKeys: 1000,
+  jsonMaxValues: 2 ** 26,
   allowVersionLabelsForUnavailableModels: false,
   enableBatching: false,
   batchingParametersFile: undefined,
@@ -448,6 +458,9 @@ export function resolveServerConfig(
   }
   for (const [key, value] of [
     ['max_queued_requests', config.maxQueuedRequests],
+    ['json_max_depth', config.jsonMaxDepth],
+    ['json_max_object_keys', config.jsonMaxObjectKeys],
+    ['json_max_values', config.jsonMaxValues],
     ['max_inflight_request_bytes', config.maxInflightRequestBytes],
     ['max_inflight_requests', config.maxInflightRequests],
     ['max_connections', config.maxConnections],

@@ -7,6 +7,9 @@ import {
   fastBodyFromMessage,
   parseTfsJsonText,
   readFastJsonBody,
+  type JsonLimits,
+  NO_JSON_LIMITS,
+  checkJsonLimits,
 } from '@visionserve/protocol';
 import type { DecodeTicket, JsonDecoder } from '../contracts/json-decoder.js';
 import type { Logger } from '../util/logger.js';
@@ -45,6 +48,12 @@ export interface JsonDecodePoolOptions {
    * its thread).
    */
   readonly sharedBodyBytes?: number | undefined;
+  /**
+   * Structural limits of a body (nesting, keys of an object, values): past one, the read
+   * rejects with INVALID_ARGUMENT, at the point of the body where the scan passed it. Default:
+   * none.
+   */
+  readonly limits?: JsonLimits | undefined;
   /** The decode thread's module. Default json-decode-worker.js (tests give others). */
   readonly workerUrl?: URL | undefined;
 }
@@ -58,23 +67,29 @@ const EWMA = 0.2;
 
 interface Job {
   readonly bytes: number;
+  readonly message: ToDecodeWorker;
+  readonly transfer: ArrayBuffer[];
+  /** Settles the decode: the thread's reply, or undefined (read it here instead). */
   readonly resolve: (message: FromDecodeWorker | undefined) => void;
 }
 
 interface DecodeThread {
   readonly worker: Worker;
-  readonly jobs: Map<number, Job>;
-  pendingBytes: number;
+  /** The body this thread reads now (one at a time: the others wait in the pool's queue). */
+  job: Job | undefined;
 }
 
 export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecodePool {
   const { threads, maxWaitMs, logger } = options;
   const minBytes = options.minBytes ?? 65_536;
+  const limits = options.limits ?? NO_JSON_LIMITS;
   let msPerByte = INITIAL_MS_PER_BYTE;
   let admittedBytes = 0;
   let nextId = 1;
   let closed = false;
   const pool: DecodeThread[] = [];
+  /** Bodies waiting for a free thread, oldest first. */
+  const queue: Job[] = [];
   const counts = { offThread: 0, inline: 0 };
   const bodies = createSharedBodyPool({ maxBytes: options.sharedBodyBytes, minSlotBytes: minBytes });
   /** The slots' memory (a body in one owns the slot's memory after it too). */
@@ -90,15 +105,17 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
     const at = pool.indexOf(thread);
     if (at < 0) return;
     pool.splice(at, 1);
-    if (thread.jobs.size > 0 || error !== undefined) {
-      logger.error('JSON decode thread stopped; its bodies are read on the event loop', {
+    const job = thread.job;
+    thread.job = undefined;
+    if (job !== undefined || error !== undefined) {
+      logger.error('JSON decode thread stopped; its body is read on the event loop', {
         why,
-        pending: thread.jobs.size,
+        pending: job === undefined ? 0 : 1,
         error,
       });
     }
-    for (const job of thread.jobs.values()) job.resolve(undefined);
-    thread.jobs.clear();
+    job?.resolve(undefined);
+    dispatch();
   };
 
   const spawn = (): DecodeThread => {
@@ -107,20 +124,20 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
     const worker = startWithoutMemoryReducer(
       () =>
         new Worker(options.workerUrl ?? WORKER_URL, {
-          workerData: { nice: options.threadNice ?? 0 },
+          workerData: { nice: options.threadNice ?? 0, limits },
         }),
     );
     worker.unref();
-    const thread: DecodeThread = { worker, jobs: new Map(), pendingBytes: 0 };
+    const thread: DecodeThread = { worker, job: undefined };
     worker.on('message', (reply: FromDecodeWorker) => {
-      const job = thread.jobs.get(reply.id);
-      if (job === undefined) return;
-      thread.jobs.delete(reply.id);
-      thread.pendingBytes -= job.bytes;
-      if (thread.jobs.size === 0) worker.unref();
+      const job = thread.job;
+      if (job === undefined || job.message.id !== reply.id) return;
+      thread.job = undefined;
+      worker.unref();
       if (reply.failure !== undefined)
         logger.error('JSON decode thread failed on a body', { error: reply.failure });
       job.resolve(reply);
+      dispatch();
     });
     worker.on('error', (error) => {
       retire(thread, 'error', error);
@@ -132,12 +149,21 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
     return thread;
   };
 
-  /** The thread with the least work queued; a new one while some are busy and fewer than `threads` run. */
-  const pick = (): DecodeThread => {
-    let best: DecodeThread | undefined;
-    for (const t of pool) if (best === undefined || t.pendingBytes < best.pendingBytes) best = t;
-    if ((best === undefined || best.pendingBytes > 0) && pool.length < threads) return spawn();
-    return best!;
+  /**
+   * Hands waiting bodies to free threads, starting threads up to `threads`: a body waits only
+   * while every thread reads another, never behind a body queued on a busy thread.
+   */
+  const dispatch = (): void => {
+    while (queue.length > 0) {
+      let thread = pool.find((t) => t.job === undefined);
+      if (thread === undefined && pool.length < threads && !closed) thread = spawn();
+      if (thread === undefined) return;
+      const job = queue.shift()!;
+      thread.job = job;
+      // A thread holds the process open only while it reads a body.
+      thread.worker.ref();
+      thread.worker.postMessage(job.message, job.transfer);
+    }
   };
 
   /** The read on the event loop; `general`: a tfs-predict body the reader refuses is parsed generally. */
@@ -145,15 +171,66 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
     counts.inline++;
     const started = performance.now();
     try {
-      return (
-        readFastJsonBody(format, bytes) ??
-        (general
-          ? parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'))
-          : undefined)
-      );
+      const fast = readFastJsonBody(format, bytes, undefined, limits);
+      if (fast !== undefined) return fast;
+      checkJsonLimits(bytes, limits);
+      return general
+        ? parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'))
+        : undefined;
     } finally {
       measured(bytes.byteLength, performance.now() - started);
     }
+  };
+
+  /**
+   * The thread's reply for one body, once a thread is free to read it; rejects with the
+   * ticket's abort reason when the request is aborted (deadline, client gone) while its body
+   * still waits for a thread: it leaves the queue unread.
+   */
+  const onThread = (
+    format: FastJsonFormat,
+    bytes: Uint8Array,
+    general: boolean,
+    signal: AbortSignal | undefined,
+  ): Promise<FromDecodeWorker | undefined> => {
+    // The thread reads shared memory as it is; other bodies it gets a copy of: the caller
+    // keeps `bytes` (inexact numbers are read again from it, and it is the fallback if the
+    // thread dies).
+    const shared = bytes.buffer instanceof SharedArrayBuffer;
+    const copy = shared ? bytes : new Uint8Array(bytes);
+    const message: ToDecodeWorker = {
+      id: nextId++,
+      format,
+      bytes: copy,
+      ...(general ? { general } : {}),
+      ...(shared && slots.has(bytes.buffer) && bytes.byteOffset === 0 ? { tail: true } : {}),
+    };
+    return new Promise<FromDecodeWorker | undefined>((resolve, reject) => {
+      // A body a thread reads already is read to the end (the thread may be writing into a
+      // lent slot that must not be lent again before it is done); one still waiting leaves.
+      const onAbort = (): void => {
+        const at = queue.indexOf(job);
+        if (at < 0) return;
+        queue.splice(at, 1);
+        reject(signal!.reason as Error);
+      };
+      const job: Job = {
+        bytes: bytes.byteLength,
+        message,
+        transfer: shared ? [] : [copy.buffer as ArrayBuffer],
+        resolve: (reply) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(reply);
+        },
+      };
+      if (signal?.aborted === true) {
+        reject(signal.reason as Error);
+        return;
+      }
+      signal?.addEventListener('abort', onAbort, { once: true });
+      queue.push(job);
+      dispatch();
+    });
   };
 
   const decode = async (
@@ -164,27 +241,7 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
   ): Promise<unknown> => {
     try {
       if (threads <= 0 || closed || bytes.byteLength < minBytes) return inline(format, bytes, general);
-      const thread = pick();
-      const id = nextId++;
-      // The thread reads shared memory as it is; other bodies it gets a copy of: the caller
-      // keeps `bytes` (inexact numbers are read again from it, and it is the fallback if the
-      // thread dies).
-      const shared = bytes.buffer instanceof SharedArrayBuffer;
-      const copy = shared ? bytes : new Uint8Array(bytes);
-      const reply = await new Promise<FromDecodeWorker | undefined>((resolve) => {
-        // A thread holds the process open only while it has bodies to answer.
-        if (thread.jobs.size === 0) thread.worker.ref();
-        thread.jobs.set(id, { bytes: bytes.byteLength, resolve });
-        thread.pendingBytes += bytes.byteLength;
-        const message: ToDecodeWorker = {
-          id,
-          format,
-          bytes: copy,
-          ...(general ? { general } : {}),
-          ...(shared && slots.has(bytes.buffer) && bytes.byteOffset === 0 ? { tail: true } : {}),
-        };
-        thread.worker.postMessage(message, shared ? [] : [copy.buffer as ArrayBuffer]);
-      });
+      const reply = await onThread(format, bytes, general, ticket?.signal);
       if (reply === undefined) return inline(format, bytes, general);
       counts.offThread++;
       measured(bytes.byteLength, reply.ms);
@@ -200,7 +257,7 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
     decode(format, bytes, ticket, false);
 
   return {
-    admit(bytes) {
+    admit(bytes, call) {
       const size = Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
       if (maxWaitMs > 0 && admittedBytes > 0) {
         const wait = ((admittedBytes + size) * msPerByte) / Math.max(1, threads);
@@ -217,6 +274,7 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
       admittedBytes += size;
       let held = true;
       return {
+        signal: call?.signal,
         release() {
           if (!held) return;
           held = false;
@@ -258,9 +316,10 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
       closed = true;
       const stopping = pool.splice(0);
       for (const t of stopping) {
-        for (const job of t.jobs.values()) job.resolve(undefined);
-        t.jobs.clear();
+        t.job?.resolve(undefined);
+        t.job = undefined;
       }
+      for (const job of queue.splice(0)) job.resolve(undefined);
       await Promise.all(stopping.map((t) => t.worker.terminate()));
     },
   };

@@ -167,7 +167,7 @@ export async function serveInvocation(
         // The same before a JSON predict body joins the decode backlog.
         if (kind === 'json' && target.method === 'predict' && deps.jsonDecode !== undefined) {
           const length = typeof request.body === 'function' ? request.bodyLength : request.body.byteLength;
-          ticket = deps.jsonDecode.admit(length ?? 0);
+          ticket = deps.jsonDecode.admit(length ?? 0, call);
         }
         return await admitted(answerKind);
       } finally {

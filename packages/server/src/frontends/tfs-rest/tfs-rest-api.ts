@@ -90,7 +90,7 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
           // The same before the body's JSON joins the decode backlog.
           const ticket =
             method === 'predict'
-              ? jsonDecode?.admit(Number(ctx.req.headers['content-length'] ?? 0))
+              ? jsonDecode?.admit(Number(ctx.req.headers['content-length'] ?? 0), call)
               : undefined;
           if (ticket !== undefined) {
             ctx.res.once('close', () => {

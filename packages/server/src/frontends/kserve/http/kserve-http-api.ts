@@ -200,7 +200,7 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
         // An all-JSON body joins the decode backlog; refused before it is read when that is too long.
         const ticket =
           headerLength === undefined
-            ? jsonDecode?.admit(Number(ctx.req.headers['content-length'] ?? 0))
+            ? jsonDecode?.admit(Number(ctx.req.headers['content-length'] ?? 0), ctx)
             : undefined;
         if (ticket !== undefined) {
           ctx.res.once('close', () => {
