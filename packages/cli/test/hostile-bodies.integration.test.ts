@@ -4,9 +4,12 @@
  * flow, a body waiting for a decode thread is answered at its deadline, and gzip bombs stay
  * within the in-flight byte budget.
  */
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
+import http2 from 'node:http2';
+import { gzipSync } from 'node:zlib';
 import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { placeModel, tempRepo } from './helpers/model-repo.js';
 import { type ServerProcess, startServerProcess } from './helpers/server-process.js';
@@ -168,5 +171,114 @@ describe('a JSON body waiting for a decode thread (real server)', () => {
     // The server still reads bodies afterwards.
     const after = await post(rest, predict, numbers(40_000));
     assert.equal(after.status, 200, after.body.slice(0, 200));
+  });
+});
+
+/** The server process's resident memory in MiB. */
+function rssMiB(pid: number): number {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+}
+
+/** 1 GiB of zeros as 16 gzip members (about 1 MB): one body, decompressed as one. */
+function gzipBomb(): Buffer {
+  const member = gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 });
+  return Buffer.concat(Array.from({ length: 16 }, () => member));
+}
+
+/** One unary gRPC call (TF Serving Predict) whose message is `bomb`, flagged gzip; its grpc-status. */
+function grpcBomb(port: number, bomb: Buffer): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on('error', reject);
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': '/tensorflow.serving.PredictionService/Predict',
+      'content-type': 'application/grpc',
+      'grpc-encoding': 'gzip',
+      te: 'trailers',
+    });
+    let status = '';
+    stream.on('response', (headers) => {
+      status = String(headers['grpc-status'] ?? status);
+    });
+    stream.on('trailers', (trailers) => {
+      status = String(trailers['grpc-status'] ?? status);
+    });
+    stream.on('error', () => undefined);
+    stream.on('close', () => {
+      session.close();
+      resolve(status);
+    });
+    stream.resume();
+    const prefix = Buffer.alloc(5);
+    prefix[0] = 1;
+    prefix.writeUInt32BE(bomb.length, 1);
+    stream.end(Buffer.concat([prefix, bomb]));
+  });
+}
+
+describe('gzip bombs (real server, default limits)', () => {
+  let server: ServerProcess;
+  let pid: number;
+
+  // A fresh server for each test: memory one test left resident would hide the next one's.
+  beforeEach(async () => {
+    const root = await tempRepo();
+    const base = await placeModel(root, 'half_plus_two', 1, halfPlusTwoModel());
+    server = await startServerProcess([`--model_name=half_plus_two`, `--model_base_path=${base}`]);
+    pid = server.child.pid!;
+  });
+  afterEach(() => {
+    server?.child.kill('SIGKILL');
+  });
+
+  /** Runs `attack` while sampling the server's RSS; the idle RSS before it and the peak. */
+  async function peakDuring<T>(attack: () => Promise<T>): Promise<{ result: T; idle: number; peak: number }> {
+    const idle = rssMiB(pid);
+    let peak = idle;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, rssMiB(pid));
+    }, 5);
+    try {
+      const result = await attack();
+      peak = Math.max(peak, rssMiB(pid));
+      return { result, idle, peak };
+    } finally {
+      clearInterval(sampler);
+    }
+  }
+
+  it('4 HTTP gzip bombs at once: each refused (413 at the 256 MiB limit, or 503 once the byte budget is spent), RSS within idle + 600 MiB', async () => {
+    const bomb = gzipBomb();
+    const predict = '/v1/models/half_plus_two:predict';
+    const { result, idle, peak } = await peakDuring(() =>
+      Promise.all(
+        Array.from({ length: 4 }, () =>
+          post(server.ports.rest!, predict, bomb, { 'Content-Encoding': 'gzip' }),
+        ),
+      ),
+    );
+    const statuses = result.map((a) => a.status);
+    for (const a of result) {
+      assert.ok(a.status === 413 || a.status === 503, `${a.status} ${a.body}`);
+      if (a.status === 413)
+        assert.match(a.body, /Decompressed request body exceeds the limit of 268435456 bytes/);
+      else assert.match(a.body, /too many request bytes in flight/);
+    }
+    assert.ok(statuses.includes(413), statuses.join(' '));
+    assert.ok(peak - idle <= 600, `RSS ${idle.toFixed(0)} -> ${peak.toFixed(0)} MiB (${statuses.join(' ')})`);
+    // The server answers as before.
+    const ok = await post(server.ports.rest!, predict, '{"instances":[1,2,5]}');
+    assert.equal(ok.status, 200, ok.body);
+  });
+
+  it('4 gRPC gzip bombs at once: each refused (UNAVAILABLE once the byte budget is spent), RSS within idle + 600 MiB', async () => {
+    const bomb = gzipBomb();
+    const { result, idle, peak } = await peakDuring(() =>
+      Promise.all(Array.from({ length: 4 }, () => grpcBomb(server.ports.grpc!, bomb))),
+    );
+    // 8 RESOURCE_EXHAUSTED (past grpc.max_receive_message_length), 14 UNAVAILABLE (the budget).
+    for (const status of result) assert.ok(status === '14' || status === '8', result.join(' '));
+    assert.ok(peak - idle <= 600, `RSS ${idle.toFixed(0)} -> ${peak.toFixed(0)} MiB (${result.join(' ')})`);
   });
 });
