@@ -666,6 +666,7 @@ async function startServer(
                 ? [
                     createConsoleApi({
                       service,
+                      guard: ops.guard,
                       modelConfig: (name) => manager.modelConfig(name),
                       versionTimes: (model, version) => versionTimes.get(`${model}\u0000${version}`),
                       batching: {
@@ -974,11 +975,13 @@ async function createOperations(config: ServerConfig, logger: Logger): Promise<O
   }
   const sinks: RequestSink[] = [];
   if (metrics !== undefined) sinks.push(metrics);
-  if (config.accessLogSamplingRate > 0) {
+  // Failed requests are access-logged at any sampling rate (up to a rate per second).
+  if (config.accessLogSamplingRate > 0 || config.accessLogMaxFailuresPerSecond > 0) {
     sinks.push(
       createAccessLog({
         logger: logger.child({ component: 'access' }),
         samplingRate: config.accessLogSamplingRate,
+        maxFailuresPerSecond: config.accessLogMaxFailuresPerSecond,
       }),
     );
   }

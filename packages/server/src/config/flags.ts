@@ -95,6 +95,11 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'most keys in one object of a JSON tensor body, else 400 (default 1000)',
   },
+  access_log_max_failures_per_second: {
+    key: 'accessLogMaxFailuresPerSecond',
+    type: 'int',
+    help: 'failed requests access-logged per second at most, at any sampling rate; the rest counted in one line (default 100; 0: none)',
+  },
   json_max_values: {
     key: 'jsonMaxValues',
     type: 'int',
@@ -235,7 +240,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   access_log_sampling_rate: {
     key: 'accessLogSamplingRate',
     type: 'float',
-    help: 'share of successful requests access-logged, 0..1; errors always (default 0)',
+    help: 'share of successful requests access-logged, 0..1; failed ones up to --access_log_max_failures_per_second (default 0)',
   },
   otlp_traces_endpoint: {
     key: 'otlpTracesEndpoint',

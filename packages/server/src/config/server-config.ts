@@ -76,6 +76,11 @@ export interface ServerConfig {
   readonly jsonMaxObjectKeys: number;
   /** Most JSON values in a JSON tensor body (`--json_max_values`); more: 400. Default 2^26. */
   readonly jsonMaxValues: number;
+  /**
+   * Failed requests access-logged per second at most, whatever `accessLogSamplingRate` is
+   * (`--access_log_max_failures_per_second`). Default 100; 0 logs none.
+   */
+  readonly accessLogMaxFailuresPerSecond: number;
   /** Allow labels pointing at versions that are not loaded (`--allow_version_labels_for_unavailable_models`). */
   readonly allowVersionLabelsForUnavailableModels: boolean;
   /** Batching (`--enable_batching`, `--batching_parameters_file`); acted on by the batching layer. */
@@ -302,6 +307,7 @@ export const DEFAULTS = {
   jsonMaxDepth: 100,
   jsonMaxObjectKeys: 1000,
   jsonMaxValues: 2 ** 26,
+  accessLogMaxFailuresPerSecond: 100,
   allowVersionLabelsForUnavailableModels: false,
   enableBatching: false,
   batchingParametersFile: undefined,
@@ -445,6 +451,7 @@ export function resolveServerConfig(
   for (const [key, value] of [
     ['max_queue_wait_ms', config.maxQueueWaitMs],
     ['rest_api_num_threads', config.restApiNumThreads],
+    ['access_log_max_failures_per_second', config.accessLogMaxFailuresPerSecond],
     ['worker_thread_nice', config.workerThreadNice],
     ['gc_headroom_mb', config.gcHeadroomMb],
     ['response_cache_bytes', config.responseCacheBytes],

@@ -187,8 +187,10 @@ export function createGrpcWebApi(options: GrpcWebApiOptions): HttpApi {
       controller.abort(ctx.signal.reason);
     };
     ctx.signal.addEventListener('abort', onAbort, { once: true });
+    /** Once the body is in, every answer is a gRPC status (the edge answers only the read's refusals). */
+    let bodyRead = false;
+    let deadline = ctx.deadline;
     try {
-      let deadline = ctx.deadline;
       const timeoutMs = parseGrpcTimeout(req.headers['grpc-timeout']);
       if (timeoutMs !== undefined) {
         const own = Date.now() + timeoutMs;
@@ -211,6 +213,7 @@ export function createGrpcWebApi(options: GrpcWebApiOptions): HttpApi {
         answerStatus(ctx, contentType, error);
         return;
       }
+      bodyRead = true;
       const { message, buffer } = readUnaryFrame(
         mode === 'text' ? decodeGrpcWebText(body) : body,
         method,
@@ -244,6 +247,7 @@ export function createGrpcWebApi(options: GrpcWebApiOptions): HttpApi {
     } catch (error) {
       if (error instanceof ServingError && error.reason === 'unsupported-media-type') throw error;
       if (
+        !bodyRead &&
         error instanceof ServingError &&
         (error.reason === 'body-too-large' || error.reason === 'overloaded')
       )
@@ -251,7 +255,13 @@ export function createGrpcWebApi(options: GrpcWebApiOptions): HttpApi {
       const cause =
         controller.signal.aborted && !(error instanceof ServingError)
           ? (controller.signal.reason as unknown)
-          : error;
+          : deadline !== undefined &&
+              Date.now() >= deadline &&
+              error instanceof ServingError &&
+              error.code === Code.UNAVAILABLE
+            ? // A refusal once the call's deadline has passed: what gRPC answers, DEADLINE_EXCEEDED.
+              new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded')
+            : error;
       if (!(cause instanceof ServingError)) logger.error('grpc-web handler failed', { path, error: cause });
       answerStatus(ctx, contentType, cause);
     } finally {

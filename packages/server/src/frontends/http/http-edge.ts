@@ -10,7 +10,7 @@ import { watchRequest } from './request-signal.js';
 import { sendJsonError } from './send.js';
 
 /** Largest unread request body drained (read and discarded) after an early answer, in bytes. */
-export const DRAIN_UNREAD_BODY_BYTES = 16 * 1024 * 1024;
+export { DRAIN_UNREAD_BODY_BYTES } from './send.js';
 
 export interface HttpEdgeOptions {
   /** Mounted in order; the first API whose route (or `owns` pattern) matches a path serves it. */
@@ -166,14 +166,6 @@ export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
     // RFC 7694: say which request encodings would have worked.
     if (reason === 'unsupported-content-encoding') {
       headers['Accept-Encoding'] = (api?.contentEncodings ?? ['gzip']).join(', ');
-    }
-    // A body left unread (an answer before reading it, e.g. a refusal): one of declared
-    // length up to DRAIN_UNREAD_BODY_BYTES is read and discarded after the answer (Node
-    // does that) and the connection stays open; closing instead while the client still
-    // sends would reset the connection, and the client could lose the answer. Bigger or
-    // undeclared bodies close the connection rather than being drained.
-    if (!req.complete && !(Number(req.headers['content-length']) <= DRAIN_UNREAD_BODY_BYTES)) {
-      headers['Connection'] = 'close';
     }
     if (reason === 'overloaded') headers['Retry-After'] = '1';
     sendJsonError(res, status, serving.message, headers);

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Code, ServingError } from '@visionserve/protocol';
 import type { ContentEncoding } from './http-api.js';
 import { inflateBounded } from '../shared/bounded-inflate.js';
-import { sendJsonError } from './send.js';
+import { sendJson } from './send.js';
 
 export interface ReadBodyOptions {
   /** Largest accepted body in bytes, as received (compressed or not). */
@@ -250,7 +250,8 @@ const LINGER_MS = 2_000;
  * a lingering close).
  */
 export function sendBodyTooLarge(req: IncomingMessage, res: ServerResponse, message: string): void {
-  sendJsonError(res, 413, message);
+  // Not sendJsonError: its Connection: close for an unread body is what lingering avoids.
+  sendJson(res, 413, JSON.stringify({ error: message }));
   if (req.complete) return;
   req.resume();
   const timer = setTimeout(() => {

@@ -12,6 +12,7 @@ import { DEFAULT_VERSION_POLICY, type ModelConfig } from '../../core/model-confi
 import type { ModelRegistry } from '../../core/model-registry.js';
 import type { ModelState, VersionStatus } from '../../core/model-state.js';
 import type { Logger } from '../../util/logger.js';
+import { loadOperationCode } from '../shared/load-failure.js';
 
 /** Model directories under the configured model roots (implemented by the repository layer). */
 export interface ModelRoots {
@@ -110,10 +111,7 @@ export function createRepositoryControl(options: RepositoryControlOptions): Repo
     if (failure === undefined) {
       throw notFound(`failed to load '${name}': no version directory with a model.onnx`);
     }
-    throw new ServingError(
-      failure.code === Code.INVALID_ARGUMENT ? Code.INVALID_ARGUMENT : Code.INTERNAL,
-      `failed to load '${name}': ${failure.message}`,
-    );
+    throw new ServingError(loadOperationCode(failure.code), `failed to load '${name}': ${failure.message}`);
   };
 
   return {
