@@ -201,7 +201,7 @@ function grpcBomb(port: number, bomb: Buffer): Promise<string> {
     stream.on('response', (headers) => {
       status = String(headers['grpc-status'] ?? status);
     });
-    stream.on('trailers', (trailers) => {
+    stream.on('trailers', (trailers: http2.IncomingHttpHeaders) => {
       status = String(trailers['grpc-status'] ?? status);
     });
     stream.on('error', () => undefined);
@@ -227,6 +227,8 @@ describe('gzip bombs (real server, default limits)', () => {
     const base = await placeModel(root, 'half_plus_two', 1, halfPlusTwoModel());
     server = await startServerProcess([`--model_name=half_plus_two`, `--model_base_path=${base}`]);
     pid = server.child.pid!;
+    // Idle means settled: the spare workers exit and a decode thread starts after the ready line.
+    await new Promise((r) => setTimeout(r, 3000));
   });
   afterEach(() => {
     server?.child.kill('SIGKILL');

@@ -206,8 +206,9 @@ export function createConsoleApi(options: ConsoleApiOptions): HttpApi {
         name: 'console-models',
         methods: ['GET'],
         path: `${base}/api/models`,
-        handle: async ({ res, credentials }) => {
-          const paths = mayManage(options.guard, credentials());
+        handle: async (ctx) => {
+          const { res } = ctx;
+          const paths = mayManage(options.guard, ctx.credentials());
           sendJson(res, 200, JSON.stringify({ models: await describeModels(options, paths) }));
         },
       },

@@ -12,7 +12,6 @@ import { DEFAULT_VERSION_POLICY, type ModelConfig } from '../../core/model-confi
 import type { ModelRegistry } from '../../core/model-registry.js';
 import type { ModelState, VersionStatus } from '../../core/model-state.js';
 import type { Logger } from '../../util/logger.js';
-import { loadOperationCode } from '../shared/load-failure.js';
 
 /** Model directories under the configured model roots (implemented by the repository layer). */
 export interface ModelRoots {
@@ -201,4 +200,16 @@ export function createRepositoryControl(options: RepositoryControlOptions): Repo
       });
     },
   };
+}
+
+/**
+ * The code a repository load answers when the model did not become available, from the code its
+ * version failed with (kept in the model status as it is): INVALID_ARGUMENT stays (invalid config
+ * files of the model); DATA_LOSS, a model file onnxruntime cannot read, is FAILED_PRECONDITION
+ * (HTTP 400, as Triton refuses a model it cannot load); anything else INTERNAL.
+ */
+function loadOperationCode(versionCode: Code): Code {
+  if (versionCode === Code.INVALID_ARGUMENT) return Code.INVALID_ARGUMENT;
+  if (versionCode === Code.DATA_LOSS) return Code.FAILED_PRECONDITION;
+  return Code.INTERNAL;
 }

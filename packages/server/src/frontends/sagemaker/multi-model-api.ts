@@ -6,7 +6,6 @@ import type { Logger } from '../../util/logger.js';
 import type { HttpContext } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
 import { modelStatusJson } from '../shared/tfs-status-json.js';
-import { loadOperationCode } from '../shared/load-failure.js';
 
 /** What the multi-model API needs besides core. */
 export interface MultiModelApiOptions {
@@ -134,8 +133,9 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
         return failure === undefined
           ? notFound(`Could not find valid base path ${url} for servable ${name}`)
           : new ServingError(
-              // A model directory whose own files are invalid or unreadable is the caller's error.
-              loadOperationCode(failure.code),
+              // A model directory whose own files are invalid (visionserve.json, labels) is the
+              // caller's error; any other failed load is 500, as the SageMaker container answers.
+              failure.code === Code.INVALID_ARGUMENT ? Code.INVALID_ARGUMENT : Code.INTERNAL,
               `Failed to load model ${name}: ${failure.message}`,
             );
       };
