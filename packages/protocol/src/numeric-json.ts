@@ -341,6 +341,11 @@ class Reader {
     if (this.values > this.limits.maxValues) throw FALLBACK;
   }
 
+  /** A list or object at nesting `level` (the body is 1), within limits.maxDepth, or a fall back. */
+  atLevel(level: number): void {
+    if (level > this.limits.maxDepth) throw FALLBACK;
+  }
+
   /** Keys read so far of one object (limits.maxObjectKeys), or a fall back. */
   keyCounted(keys: number): void {
     if (keys > this.limits.maxObjectKeys) throw FALLBACK;
@@ -785,6 +790,7 @@ export function readNumericPredictBody(
   try {
     const body: NumericPredictBody = {};
     r.expect(LBRACE);
+    r.atLevel(1);
     r.counted(1);
     for (let keys = 1; ; keys++) {
       r.keyCounted(keys);
@@ -802,6 +808,7 @@ export function readNumericPredictBody(
         r.ws();
         if (bytes[r.pos] === LBRACE) {
           r.pos++;
+          r.atLevel(2);
           r.counted(1);
           const named: Record<string, PackedNumbers> = {};
           r.ws();
