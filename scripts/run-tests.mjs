@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 // Runs every compiled test file with node's test runner, then the Python compatibility suite,
 // h2spec against the gRPC port (compat/h2spec), the peers benchmark's report tests, then the deploy/ manifest validation (Go, deploy/validate/run.sh).
-// Usage: node scripts/run-tests.mjs [--only-node | --only-deploy] [filter]
+// Usage: node scripts/run-tests.mjs [--only-node | --only-deploy | --unit] [filter]
+// --unit (npm run test:unit): only the test files that open no socket and start no server or
+// process (told from their compiled imports), two at a time: the fast loop while editing.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync, existsSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -11,6 +13,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
 const onlyNode = args.includes('--only-node');
 const onlyDeploy = args.includes('--only-deploy');
+const unitOnly = args.includes('--unit');
 
 /** deploy/validate/run.sh: every Kubernetes/KServe manifest against the real API types. */
 function runDeployValidation() {
@@ -33,21 +36,27 @@ function walk(dir, out) {
 const files = [];
 for (const pkg of ['protocol', 'vision', 'client', 'server', 'cli'])
   walk(join(root, 'packages', pkg, 'dist', 'test'), files);
-const selected = filter ? files.filter((f) => f.includes(filter)) : files;
+/** What makes a test file more than a unit test: sockets, servers, child processes. */
+const NOT_UNIT =
+  /from 'node:(net|http|http2|https|tls|child_process|dgram)'|startVisionServer|startServer|startGrpcServer|startHttpServer|\bspawn\(|\bfork\(/;
+const isUnit = (file) => !file.includes('.integration.') && !NOT_UNIT.test(readFileSync(file, 'utf8'));
+const selected = (filter ? files.filter((f) => f.includes(filter)) : files).filter(
+  (f) => !unitOnly || isUnit(f),
+);
 if (selected.length === 0) {
   console.error('no test files found');
   process.exit(1);
 }
 const node = spawnSync(
   process.execPath,
-  ['--test', '--test-reporter=spec', '--test-concurrency=1', ...selected],
+  ['--test', '--test-reporter=spec', `--test-concurrency=${unitOnly ? 2 : 1}`, ...selected],
   {
     stdio: 'inherit',
     cwd: root,
   },
 );
 let status = node.status ?? 1;
-if (!onlyNode && !filter) {
+if (!onlyNode && !unitOnly && !filter) {
   const py = spawnSync('bash', [join(root, 'compat', 'run.sh')], { stdio: 'inherit', cwd: root });
   if ((py.status ?? 1) !== 0) status = py.status ?? 1;
   // h2spec, the HTTP/2 conformance tester, against the gRPC port (Go builds it on first use).

@@ -7,7 +7,7 @@ import { readFile, readdir, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { tfDataTypeName } from '@visionserve/protocol';
 import type { ModelMetadata } from '@visionserve/client';
-import { listVersions, MODEL_FILE_NAME } from '@visionserve/server';
+import { listVersionDirectories, MODEL_FILE_NAME } from '@visionserve/server';
 import { type OnnxModelInfo, type OnnxValueInfo, readOnnxModelInfo } from '@visionserve/protocol/onnx';
 import { type Command, UsageError, flag, numberOption, parseCommandArgs, stringOption } from './cli-args.js';
 
@@ -93,10 +93,10 @@ export async function inspectOnnxFile(path: string, name?: string, version?: num
 
 /** Every model version under a directory (base path or repository), sorted by name and version. */
 export async function inspectDirectory(dir: string): Promise<ModelView[]> {
-  const own = await listVersions(dir);
-  if (own.length > 0) {
+  const own = await listVersionDirectories(dir);
+  if (own.size > 0) {
     return Promise.all(
-      own.map((v) => inspectOnnxFile(join(dir, String(v), MODEL_FILE_NAME), basename(dir), v)),
+      [...own].map(([v, name]) => inspectOnnxFile(join(dir, name, MODEL_FILE_NAME), basename(dir), v)),
     );
   }
   const views: ModelView[] = [];
@@ -104,8 +104,8 @@ export async function inspectDirectory(dir: string): Promise<ModelView[]> {
     .filter((e) => e.isDirectory())
     .sort((a, b) => a.name.localeCompare(b.name));
   for (const entry of entries) {
-    for (const v of await listVersions(join(dir, entry.name))) {
-      views.push(await inspectOnnxFile(join(dir, entry.name, String(v), MODEL_FILE_NAME), entry.name, v));
+    for (const [v, name] of await listVersionDirectories(join(dir, entry.name))) {
+      views.push(await inspectOnnxFile(join(dir, entry.name, name, MODEL_FILE_NAME), entry.name, v));
     }
   }
   if (views.length === 0)

@@ -66,7 +66,7 @@ export function describeMallocTuning(env: NodeJS.ProcessEnv, libc: Libc = curren
   if (glibc === undefined) return 'not glibc: the MALLOC_* settings do not apply';
   const set = Object.keys(MALLOC_TUNING).filter((name) => env[name] !== undefined);
   if (set.length === 0) {
-    return `glibc ${glibc} defaults (buffers over 32 MB are mapped afresh for every use; README "Configuration")`;
+    return `glibc ${glibc} defaults (buffers over 32 MB are mapped afresh for every use; docs/operations.md, "Memory allocator")`;
   }
   return `glibc ${glibc} with ${set.map((name) => `${name}=${env[name]!}`).join(' ')}`;
 }

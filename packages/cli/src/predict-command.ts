@@ -231,172 +231,267 @@ interface Rendered {
   readonly json: unknown;
 }
 
+const PROTOCOLS = ['grpc', 'rest', 'invocations', 'kserve-http', 'kserve-grpc'] as const;
+
+/** What the command line asks for. */
+interface PredictArgs {
+  readonly values: ParsedValues;
+  readonly inputPath: string;
+  readonly protocol: (typeof PROTOCOLS)[number];
+  readonly host: string;
+  readonly model: string | undefined;
+  readonly version: number | undefined;
+  readonly label: string | undefined;
+  readonly signatureName: string | undefined;
+  readonly timeoutMs: number;
+  readonly task: 'auto' | 'classify' | 'detect' | 'raw';
+  readonly topKCount: number;
+  readonly threshold: number;
+  readonly softmaxMode: 'auto' | 'on' | 'off';
+  readonly asJson: boolean;
+  readonly labelsPath: string | undefined;
+  readonly labelMapPath: string | undefined;
+  readonly format: 'row' | 'columnar';
+  readonly encoding: 'tensor_content' | 'typed';
+  readonly imageOverrides: ImageToTensorOptions;
+  readonly tls: ClientTlsOptions | undefined;
+  readonly scheme: 'http' | 'https';
+  readonly presetChoice: (typeof PRESETS)[number] | undefined;
+}
+
+async function parsePredictArgs(argv: readonly string[]): Promise<PredictArgs> {
+  const { values, positionals } = parseCommandArgs(argv, OPTIONS);
+  if (positionals.length !== 1) throw new UsageError('expects exactly one input file');
+  const inputPath = positionals[0]!;
+  const protocol = choiceOption(values, 'protocol', PROTOCOLS) ?? 'grpc';
+  const host = stringOption(values, 'server') ?? '127.0.0.1';
+  const model = stringOption(values, 'model');
+  const version = numberOption(values, 'version', { min: 0, integer: true });
+  const label = stringOption(values, 'label');
+  if (version !== undefined && label !== undefined)
+    throw new UsageError('give --version or --label, not both');
+  const signatureName = stringOption(values, 'signature');
+  const timeoutMs = numberOption(values, 'timeout-ms', { min: 1 }) ?? 30_000;
+  const task = choiceOption(values, 'task', ['auto', 'classify', 'detect', 'raw'] as const) ?? 'auto';
+  const topKCount = numberOption(values, 'top-k', { min: 1, integer: true }) ?? 5;
+  const threshold = numberOption(values, 'threshold', { min: 0, max: 1 }) ?? 0.5;
+  const softmaxMode = choiceOption(values, 'softmax', ['auto', 'on', 'off'] as const) ?? 'auto';
+  const asJson = flag(values, 'json');
+  const labelsPath = stringOption(values, 'labels');
+  const labelMapPath = stringOption(values, 'label-map');
+  const format = choiceOption(values, 'format', ['row', 'columnar'] as const) ?? 'columnar';
+  const encoding = choiceOption(values, 'encoding', ['tensor_content', 'typed'] as const) ?? 'tensor_content';
+  const imageOverrides = imageOptionsFrom(values);
+  const tls = await tlsFrom(values);
+  const scheme = tls === undefined ? 'http' : 'https';
+  const presetChoice = choiceOption(values, 'preset', PRESETS);
+  return {
+    values,
+    inputPath,
+    protocol,
+    host,
+    model,
+    version,
+    label,
+    signatureName,
+    timeoutMs,
+    task,
+    topKCount,
+    threshold,
+    softmaxMode,
+    asJson,
+    labelsPath,
+    labelMapPath,
+    format,
+    encoding,
+    imageOverrides,
+    tls,
+    scheme,
+    presetChoice,
+  };
+}
+
+/** The input file and the label files named on the command line. */
+interface PredictInput {
+  readonly bytes: Buffer;
+  readonly kind: InputKind;
+  readonly labels: Labels | undefined;
+  readonly labelMap: Labels | undefined;
+}
+
+async function readPredictInput(args: PredictArgs): Promise<PredictInput> {
+  const { inputPath, labelsPath, labelMapPath } = args;
+  const bytes = await readFile(inputPath).catch((error: unknown) => {
+    throw new Error(`cannot read ${inputPath}: ${error instanceof Error ? error.message : String(error)}`);
+  });
+  const kind = kindOf(inputPath, bytes);
+  const labels =
+    labelsPath === undefined ? undefined : parseLabels(await readFile(labelsPath, 'utf8'), labelsPath);
+  const labelMap =
+    labelMapPath === undefined
+      ? undefined
+      : parseLabels(await readFile(labelMapPath, 'utf8'), labelMapPath, 'label_map');
+  return { bytes, kind, labels, labelMap };
+}
+
+const withTlsOf = (args: PredictArgs): { tls?: ClientTlsOptions } =>
+  args.tls === undefined ? {} : { tls: args.tls };
+
+async function predictByInvocations(args: PredictArgs, input: PredictInput): Promise<number> {
+  const { values, model, version, timeoutMs, protocol } = args;
+  const { kind, bytes } = input;
+  if (kind === 'npy') throw new UsageError('/invocations takes an image or a JSON body, not .npy');
+  const client = createInvocationsClient({
+    baseUrl: stringOption(values, 'invocations') ?? `${args.scheme}://${args.host}:8080`,
+    ...withTlsOf(args),
+  });
+  try {
+    const result = await client.invoke(kind === 'json' ? bytes.toString('utf8') : bytes, {
+      contentType: kind === 'json' ? 'application/json' : 'application/x-image',
+      ...(model !== undefined ? { model } : {}),
+      ...(version !== undefined ? { version } : {}),
+      timeoutMs,
+    });
+    const rendered = renderInvocation(result.json(), input.labels ?? input.labelMap);
+    console.log(
+      args.asJson
+        ? JSON.stringify({ protocol, model: model ?? null, response: rendered.json }, null, 2)
+        : rendered.text,
+    );
+    return 0;
+  } finally {
+    client.close();
+  }
+}
+
+/** The client of the chosen model protocol (one of the three is set). */
+interface ModelClients {
+  readonly grpcClient: ReturnType<typeof createTfsGrpcClient> | undefined;
+  readonly restClient: ReturnType<typeof createTfsRestClient> | undefined;
+  readonly kserveClient:
+    ReturnType<typeof createKServeHttpClient> | ReturnType<typeof createKServeGrpcClient> | undefined;
+}
+
+function openModelClients(args: PredictArgs): ModelClients {
+  const { protocol, values, host, scheme } = args;
+  const withTls = withTlsOf(args);
+  const grpcClient =
+    protocol === 'grpc'
+      ? createTfsGrpcClient({
+          address: stringOption(values, 'grpc') ?? `${host}:8500`,
+          encoding: args.encoding,
+          ...withTls,
+        })
+      : undefined;
+  const restClient =
+    protocol === 'rest'
+      ? createTfsRestClient({
+          baseUrl: stringOption(values, 'rest') ?? `${scheme}://${host}:8501`,
+          ...withTls,
+        })
+      : undefined;
+  const kserveClient =
+    protocol === 'kserve-http'
+      ? createKServeHttpClient({
+          baseUrl: stringOption(values, 'kserve') ?? `${scheme}://${host}:8501`,
+          binary: !flag(values, 'kserve-json'),
+          ...withTls,
+        })
+      : protocol === 'kserve-grpc'
+        ? createKServeGrpcClient({
+            address: stringOption(values, 'kserve-grpc') ?? `${host}:8500`,
+            ...withTls,
+          })
+        : undefined;
+  return { grpcClient, restClient, kserveClient };
+}
+
+/** The request's tensors from the input file: JSON, .npy, or an image preprocessed for the signature. */
+async function inputTensors(
+  args: PredictArgs,
+  input: PredictInput,
+  signature: SignatureInfo,
+): Promise<{ inputs: Record<string, Tensor>; original: { width: number; height: number } | undefined }> {
+  const { values } = args;
+  const { bytes, kind } = input;
+  if (kind === 'json') {
+    return {
+      inputs: tensorsFromJson(bytes.toString('utf8'), signature, stringOption(values, 'input-name')),
+      original: undefined,
+    };
+  }
+  const alias = inputAlias(signature, stringOption(values, 'input-name'));
+  if (kind === 'npy') return { inputs: { [alias]: parseNpy(bytes) }, original: undefined };
+  const preset = args.presetChoice ?? guessPreset(signature.inputs[alias]!);
+  if (preset === undefined && Object.keys(args.imageOverrides).length === 0) {
+    throw new UsageError(
+      `cannot guess the preprocessing for input '${alias}' ${describeInput(signature, alias)}: pass --preset or --size/--layout/--dtype`,
+    );
+  }
+  const image = await import('@visionserve/client/image');
+  const base: ImageToTensorOptions =
+    preset === undefined || preset === 'none' ? {} : image.IMAGE_PRESETS[preset];
+  const decoded = await image.imageToTensor(bytes, { ...base, ...args.imageOverrides });
+  return {
+    inputs: { [alias]: decoded.tensor },
+    original: { width: decoded.originalWidth, height: decoded.originalHeight },
+  };
+}
+
+async function predictOnModel(args: PredictArgs, input: PredictInput, model: string): Promise<number> {
+  const { version, label, signatureName, timeoutMs, protocol } = args;
+  const ref = { name: model, version, label, signatureName };
+  const { grpcClient, restClient, kserveClient } = openModelClients(args);
+  if (kserveClient !== undefined && label !== undefined) {
+    throw new UsageError('the KServe protocol has no version labels: use --version');
+  }
+  const client = grpcClient ?? restClient ?? kserveClient!;
+  try {
+    const metadata: ModelMetadata = kserveClient
+      ? metadataFromKServe(await kserveClient.modelMetadata({ name: model, version }, { timeoutMs }))
+      : await (grpcClient ?? restClient!).getModelMetadata(ref, { timeoutMs });
+    const signature = metadata.signatures[signatureName ?? 'serving_default'];
+    if (signature === undefined) {
+      throw new ServingError(
+        Code.NOT_FOUND,
+        `model ${model} has no signature "${signatureName ?? 'serving_default'}"`,
+      );
+    }
+    const { inputs, original } = await inputTensors(args, input, signature);
+    const result: PredictResult = grpcClient
+      ? await grpcClient.predict(ref, inputs, { timeoutMs })
+      : kserveClient
+        ? await kserveClient.infer({ name: model, version }, inputs, { timeoutMs })
+        : await restClient!.predict(ref, inputs, { format: args.format, timeoutMs });
+    const rendered = render(result, {
+      task: args.task,
+      topK: args.topKCount,
+      threshold: args.threshold,
+      softmax: args.softmaxMode,
+      ...(input.labels ? { labels: input.labels } : {}),
+      ...(input.labelMap ? { labelMap: input.labelMap } : {}),
+      ...(original ? { original } : {}),
+    });
+    const header = `${result.model.name}${result.model.version !== undefined ? ` v${result.model.version}` : ''} (${protocol})`;
+    console.log(
+      args.asJson
+        ? JSON.stringify({ protocol, model: result.model, ...(rendered.json as object) }, null, 2)
+        : `${header}: ${rendered.text}`,
+    );
+    return 0;
+  } finally {
+    client.close();
+  }
+}
+
 export const predict: Command = {
   help: HELP,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs(argv, OPTIONS);
-    if (positionals.length !== 1) throw new UsageError('expects exactly one input file');
-    const inputPath = positionals[0]!;
-    const protocol =
-      choiceOption(values, 'protocol', [
-        'grpc',
-        'rest',
-        'invocations',
-        'kserve-http',
-        'kserve-grpc',
-      ] as const) ?? 'grpc';
-    const host = stringOption(values, 'server') ?? '127.0.0.1';
-    const model = stringOption(values, 'model');
-    const version = numberOption(values, 'version', { min: 0, integer: true });
-    const label = stringOption(values, 'label');
-    if (version !== undefined && label !== undefined)
-      throw new UsageError('give --version or --label, not both');
-    const signatureName = stringOption(values, 'signature');
-    const timeoutMs = numberOption(values, 'timeout-ms', { min: 1 }) ?? 30_000;
-    const task = choiceOption(values, 'task', ['auto', 'classify', 'detect', 'raw'] as const) ?? 'auto';
-    const topKCount = numberOption(values, 'top-k', { min: 1, integer: true }) ?? 5;
-    const threshold = numberOption(values, 'threshold', { min: 0, max: 1 }) ?? 0.5;
-    const softmaxMode = choiceOption(values, 'softmax', ['auto', 'on', 'off'] as const) ?? 'auto';
-    const asJson = flag(values, 'json');
-    const labelsPath = stringOption(values, 'labels');
-    const labelMapPath = stringOption(values, 'label-map');
-    const format = choiceOption(values, 'format', ['row', 'columnar'] as const) ?? 'columnar';
-    const encoding =
-      choiceOption(values, 'encoding', ['tensor_content', 'typed'] as const) ?? 'tensor_content';
-    const imageOverrides = imageOptionsFrom(values);
-    const tls = await tlsFrom(values);
-    const scheme = tls === undefined ? 'http' : 'https';
-    const withTls = tls === undefined ? {} : { tls };
-    const presetChoice = choiceOption(values, 'preset', PRESETS);
-
-    const bytes = await readFile(inputPath).catch((error: unknown) => {
-      throw new Error(`cannot read ${inputPath}: ${error instanceof Error ? error.message : String(error)}`);
-    });
-    const kind = kindOf(inputPath, bytes);
-    const labels =
-      labelsPath === undefined ? undefined : parseLabels(await readFile(labelsPath, 'utf8'), labelsPath);
-    const labelMap =
-      labelMapPath === undefined
-        ? undefined
-        : parseLabels(await readFile(labelMapPath, 'utf8'), labelMapPath, 'label_map');
-
-    if (protocol === 'invocations') {
-      if (kind === 'npy') throw new UsageError('/invocations takes an image or a JSON body, not .npy');
-      const client = createInvocationsClient({
-        baseUrl: stringOption(values, 'invocations') ?? `${scheme}://${host}:8080`,
-        ...withTls,
-      });
-      try {
-        const result = await client.invoke(kind === 'json' ? bytes.toString('utf8') : bytes, {
-          contentType: kind === 'json' ? 'application/json' : 'application/x-image',
-          ...(model !== undefined ? { model } : {}),
-          ...(version !== undefined ? { version } : {}),
-          timeoutMs,
-        });
-        const rendered = renderInvocation(result.json(), labels ?? labelMap);
-        console.log(
-          asJson
-            ? JSON.stringify({ protocol, model: model ?? null, response: rendered.json }, null, 2)
-            : rendered.text,
-        );
-        return 0;
-      } finally {
-        client.close();
-      }
-    }
-
-    if (model === undefined) throw new UsageError('--model is required');
-    const ref = { name: model, version, label, signatureName };
-    const grpcClient =
-      protocol === 'grpc'
-        ? createTfsGrpcClient({
-            address: stringOption(values, 'grpc') ?? `${host}:8500`,
-            encoding,
-            ...withTls,
-          })
-        : undefined;
-    const restClient =
-      protocol === 'rest'
-        ? createTfsRestClient({
-            baseUrl: stringOption(values, 'rest') ?? `${scheme}://${host}:8501`,
-            ...withTls,
-          })
-        : undefined;
-    const kserveClient =
-      protocol === 'kserve-http'
-        ? createKServeHttpClient({
-            baseUrl: stringOption(values, 'kserve') ?? `${scheme}://${host}:8501`,
-            binary: !flag(values, 'kserve-json'),
-            ...withTls,
-          })
-        : protocol === 'kserve-grpc'
-          ? createKServeGrpcClient({
-              address: stringOption(values, 'kserve-grpc') ?? `${host}:8500`,
-              ...withTls,
-            })
-          : undefined;
-    if (kserveClient !== undefined && label !== undefined) {
-      throw new UsageError('the KServe protocol has no version labels: use --version');
-    }
-    const client = grpcClient ?? restClient ?? kserveClient!;
-    try {
-      const metadata: ModelMetadata = kserveClient
-        ? metadataFromKServe(await kserveClient.modelMetadata({ name: model, version }, { timeoutMs }))
-        : await (grpcClient ?? restClient!).getModelMetadata(ref, { timeoutMs });
-      const signature = metadata.signatures[signatureName ?? 'serving_default'];
-      if (signature === undefined) {
-        throw new ServingError(
-          Code.NOT_FOUND,
-          `model ${model} has no signature "${signatureName ?? 'serving_default'}"`,
-        );
-      }
-      let original: { width: number; height: number } | undefined;
-      let inputs: Record<string, Tensor>;
-      if (kind === 'json') {
-        inputs = tensorsFromJson(bytes.toString('utf8'), signature, stringOption(values, 'input-name'));
-      } else {
-        const alias = inputAlias(signature, stringOption(values, 'input-name'));
-        if (kind === 'npy') {
-          inputs = { [alias]: parseNpy(bytes) };
-        } else {
-          const preset = presetChoice ?? guessPreset(signature.inputs[alias]!);
-          if (preset === undefined && Object.keys(imageOverrides).length === 0) {
-            throw new UsageError(
-              `cannot guess the preprocessing for input '${alias}' ${describeInput(signature, alias)}: pass --preset or --size/--layout/--dtype`,
-            );
-          }
-          const image = await import('@visionserve/client/image');
-          const base: ImageToTensorOptions =
-            preset === undefined || preset === 'none' ? {} : image.IMAGE_PRESETS[preset];
-          const decoded = await image.imageToTensor(bytes, { ...base, ...imageOverrides });
-          original = { width: decoded.originalWidth, height: decoded.originalHeight };
-          inputs = { [alias]: decoded.tensor };
-        }
-      }
-      const result: PredictResult = grpcClient
-        ? await grpcClient.predict(ref, inputs, { timeoutMs })
-        : kserveClient
-          ? await kserveClient.infer({ name: model, version }, inputs, { timeoutMs })
-          : await restClient!.predict(ref, inputs, { format, timeoutMs });
-      const rendered = render(result, {
-        task,
-        topK: topKCount,
-        threshold,
-        softmax: softmaxMode,
-        ...(labels ? { labels } : {}),
-        ...(labelMap ? { labelMap } : {}),
-        ...(original ? { original } : {}),
-      });
-      const header = `${result.model.name}${result.model.version !== undefined ? ` v${result.model.version}` : ''} (${protocol})`;
-      console.log(
-        asJson
-          ? JSON.stringify({ protocol, model: result.model, ...(rendered.json as object) }, null, 2)
-          : `${header}: ${rendered.text}`,
-      );
-      return 0;
-    } finally {
-      client.close();
-    }
+    const args = await parsePredictArgs(argv);
+    const input = await readPredictInput(args);
+    if (args.protocol === 'invocations') return predictByInvocations(args, input);
+    if (args.model === undefined) throw new UsageError('--model is required');
+    return predictOnModel(args, input, args.model);
   },
 };
 

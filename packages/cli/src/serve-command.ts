@@ -1,7 +1,13 @@
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { ConfigError, FLAGS, type SpareInferenceWorkers } from '@visionserve/server/boot';
+import {
+  ConfigError,
+  IGNORED_TF_SERVING_FLAGS,
+  flagHelpLines,
+  type SpareInferenceWorkers,
+} from '@visionserve/server/boot';
 import { loadServerEntries } from '@visionserve/server/entries';
 import type { Command } from './cli-args.js';
 import { initialInferenceThreads } from './initial-inference-threads.js';
@@ -17,9 +23,12 @@ layout: <version>/model.onnx at its top, or <model>/<version>/model.onnx, plus
 code/), else a generated demo model, half_plus_two (y = 0.5 * x + 2), so this
 works with no arguments.
 
-Flags (TF Serving names; --flag=value or --flag value):
-${Object.entries(FLAGS)
-  .map(([name, spec]) => `  --${name.padEnd(44)} ${spec.help}`)
+Flags (TF Serving names; --flag=value or --flag value; docs/configuration.md):
+${flagHelpLines().join('\n')}
+
+Accepted for TF Serving command lines, warned about once and ignored (no meaning here):
+${Object.keys(IGNORED_TF_SERVING_FLAGS)
+  .map((name) => `  --${name}`)
   .join('\n')}
 `;
 
@@ -34,8 +43,18 @@ async function holdsAnything(dir: string): Promise<boolean> {
   }
 }
 
+/** TF Serving's `--version`: prints the version and exits 0 instead of serving. */
+function isVersionRequest(argv: readonly string[]): boolean {
+  return argv.some((a) => a === '--version' || a === '--version=true' || a === '--version=1');
+}
+
 /** Runs the server until SIGINT/SIGTERM; resolves with the exit code. */
 export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  if (isVersionRequest(argv)) {
+    const pkg = createRequire(import.meta.url)('../../package.json') as { version?: string };
+    console.log(`visionserve (TensorFlow ModelServer compatible): ${pkg.version ?? 'unknown'}`);
+    return 0;
+  }
   let demoRoot: string | undefined;
   let spareWorkers: SpareInferenceWorkers | undefined;
   // The server's bundle when it is built and fresh (a third of the start-up CPU), else its modules.

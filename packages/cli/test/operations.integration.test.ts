@@ -270,7 +270,7 @@ describe('batching metrics', () => {
 });
 
 describe('health probes', () => {
-  it('readiness is false while a model loads and while draining, true when AVAILABLE', async () => {
+  it('with --open_ports_before_models_load: readiness is false while a model loads and while draining, true when AVAILABLE', async () => {
     const root = await tempRepo('vs-ops-probes-');
     // A real model: its load and warmup take long enough to be seen.
     const base = await placeModel(root, 'half', 1, sharedModel('mobilenetv2-12-int8.onnx'));
@@ -284,6 +284,8 @@ describe('health probes', () => {
       modelBasePath: base,
       logLevel: 'silent',
       shutdownReadinessDelayMs: 600,
+      // The old order: listeners first, so that the probes answer during the load.
+      openPortsBeforeModelsLoad: true,
     });
     const url = `http://127.0.0.1:${rest}`;
     let started = false;
@@ -420,6 +422,50 @@ describe('management guard', () => {
       anonymous.close();
       admin.close();
     }
+  });
+});
+
+describe('logging_config over a gRPC config reload', () => {
+  it('a HandleReloadConfigRequest with logging_config logs requests, as the same config file would', async () => {
+    const root = await tempRepo('vs-ops-reload-log-');
+    const base = await placeModel(root, 'half', 1, halfPlusTwoModel());
+    const configFile = join(root, 'models.config');
+    await writeFile(configFile, `model_config_list { config { name: 'half' base_path: '${base}' } }`);
+    const prefix = join(root, 'logs', 'half');
+    const h = await startHarness({ modelConfigFile: configFile });
+    try {
+      await h.grpc.unary(
+        '/tensorflow.serving.ModelService/HandleReloadConfigRequest',
+        toBinary(
+          ReloadConfigRequestSchema,
+          create(ReloadConfigRequestSchema, {
+            config: {
+              config: {
+                case: 'modelConfigList',
+                value: {
+                  config: [
+                    {
+                      name: 'half',
+                      basePath: base,
+                      loggingConfig: {
+                        samplingConfig: { samplingRate: 1 },
+                        logCollectorConfig: { filenamePrefix: prefix },
+                      },
+                    },
+                  ],
+                },
+              },
+            },
+          }),
+        ),
+      );
+      await grpcPredict(h.grpc, 'half', x([1, 2]));
+      await h.server.flushRequestLogs();
+    } finally {
+      await h.close();
+    }
+    const files = (await readdir(join(root, 'logs'))).filter((f) => f.startsWith('half-'));
+    assert.equal(files.length, 1, `request log files: ${files.join(',')}`);
   });
 });
 

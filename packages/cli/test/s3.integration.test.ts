@@ -111,8 +111,8 @@ describe('S3 (moto, auth on)', () => {
       const predict = async (): Promise<unknown> =>
         (await request(`${rest}:predict`, { body: '{"instances": [1.0, 2.0]}' })).json();
       assert.deepEqual(await predict(), { predictions: [2.5, 3] });
-      // A new version in the bucket is downloaded whole and swapped in.
-      await store.put({ bucket: 'models', key: 'hp2/2/model.onnx' }, halfPlusTwoModel());
+      // A new version in the bucket (zero-padded, as TF Serving exports are) is downloaded whole and swapped in.
+      await store.put({ bucket: 'models', key: 'hp2/00000002/model.onnx' }, halfPlusTwoModel());
       await until('version 2', async () => (await versions()).join() === '2');
       // Removed from the bucket: unloaded; version 1 serves again (latest policy).
       const { S3Client, DeleteObjectCommand, DeleteBucketCommand } = await import('@aws-sdk/client-s3');
@@ -122,7 +122,7 @@ describe('S3 (moto, auth on)', () => {
         region: 'us-east-1',
         credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
       });
-      await client.send(new DeleteObjectCommand({ Bucket: 'models', Key: 'hp2/2/model.onnx' }));
+      await client.send(new DeleteObjectCommand({ Bucket: 'models', Key: 'hp2/00000002/model.onnx' }));
       await until('version 1 again', async () => (await versions()).join() === '1');
       // The bucket disappears: a clear error in the log, and what was loaded keeps serving.
       await client.send(new DeleteObjectCommand({ Bucket: 'models', Key: 'hp2/1/model.onnx' }));

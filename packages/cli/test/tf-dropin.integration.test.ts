@@ -307,6 +307,80 @@ describe('TF Serving drop-in: encoded images, Classify/Regress, FP16', () => {
     assert.equal(classes.reduce((a, b) => (b.score > a.score ? b : a)).label, 'tabby, tabby cat');
   });
 
+  it('Classify honours signature_name on every path: an encoded-image signature reads its own bytes feature', async () => {
+    const photo = image('cat_tabby.jpg');
+    const reference = allScores(await referenceLogits('cat_tabby.jpg'), { softmax: true });
+    const check = (classes: { label: string; score: number }[], where: string): void => {
+      assert.equal(classes.length, 1000, where);
+      assert.equal(classes.reduce((a, b) => (b.score > a.score ? b : a)).label, 'tabby, tabby cat', where);
+      for (const c of reference.slice(0, 5))
+        assert.ok(Math.abs(classes[c.class_id]!.score - c.score) < 1e-4, where);
+    };
+    const pairs = (json: unknown): { label: string; score: number }[] =>
+      (json as { results: [string, number][][] }).results[0]!.map(([label, score]) => ({ label, score }));
+    // REST, by name and as serving_default (the encoded-image signature is the default here).
+    for (const named of [{ signature_name: 'serving_bytes' }, {}]) {
+      const rest = await postJson(`${h.rest}/v1/models/mobilenet:classify`, {
+        ...named,
+        examples: [{ image_bytes: { b64: b64(photo) } }],
+      });
+      assert.equal(rest.status, 200, JSON.stringify(rest.json));
+      check(pairs(rest.json), `REST ${JSON.stringify(named)}`);
+    }
+    // gRPC.
+    const classify = fromBinary(
+      ClassificationResponseSchema,
+      await h.grpc.unary(
+        '/tensorflow.serving.PredictionService/Classify',
+        toBinary(
+          ClassificationRequestSchema,
+          create(ClassificationRequestSchema, {
+            modelSpec: { name: 'mobilenet', signatureName: 'serving_bytes' },
+            input: {
+              kind: {
+                case: 'exampleList',
+                value: {
+                  examples: [
+                    {
+                      features: {
+                        feature: { image_bytes: { kind: { case: 'bytesList', value: { value: [photo] } } } },
+                      },
+                    },
+                  ],
+                },
+              },
+            },
+          }),
+        ),
+      ),
+    );
+    assert.equal(classify.modelSpec?.signatureName, 'serving_bytes');
+    check(classify.result!.classifications[0]!.classes, 'gRPC');
+    // /invocations (SageMaker's tfs-method=classify).
+    const invoked = await request(`${h.sagemaker}/invocations`, {
+      body: JSON.stringify({
+        signature_name: 'serving_bytes',
+        examples: [{ image_bytes: { b64: b64(photo) } }],
+      }),
+      headers: {
+        'Content-Type': 'application/json',
+        'X-Amzn-SageMaker-Custom-Attributes': 'tfs-model-name=mobilenet,tfs-method=classify',
+      },
+    });
+    assert.equal(invoked.status, 200, invoked.text);
+    check(pairs(invoked.json()), '/invocations');
+    // The bytes feature missing: named as TF names a missing feature, not the tensor signature's input.
+    const missing = await postJson(`${h.rest}/v1/models/mobilenet:classify`, {
+      signature_name: 'serving_bytes',
+      examples: [{ input: 1.0 }],
+    });
+    assert.equal(missing.status, 400);
+    assert.match(
+      (missing.json as { error: string }).error,
+      /^Feature: image_bytes \(data type: string\) is required/,
+    );
+  });
+
   it('answers a missing or mistyped feature as TF Serving does (INVALID_ARGUMENT, TF wording)', async () => {
     const missing = await postJson(`${h.rest}/v1/models/half_plus_two:regress`, { examples: [{ y: 1.0 }] });
     assert.equal(missing.status, 400);

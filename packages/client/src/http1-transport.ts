@@ -201,6 +201,53 @@ interface Waiter {
   readonly wake: () => void;
 }
 
+/** Waits in line for a connection to become free (or the call to be aborted). */
+function waitForRoom(waiters: Waiter[], signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const waiter: Waiter = {
+      wake: () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      },
+    };
+    const onAbort = (): void => {
+      waiters.splice(waiters.indexOf(waiter), 1);
+      reject(abortReason(signal));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    waiters.push(waiter);
+  });
+}
+
+/**
+ * The request head: one value per field whatever its case (later entries, the call's, override
+ * the client's), Host unless given, keep-alive, and the body length.
+ */
+function requestHead(
+  host: string,
+  path: string,
+  headers: readonly (readonly [string, string])[],
+  method: HttpCall['method'],
+  bodyBytes: number,
+): Buffer {
+  if (PATH_BAD.test(path))
+    throw new ServingError(Code.INVALID_ARGUMENT, 'Invalid characters in the request path');
+  const fields = new Map<string, [string, string]>();
+  for (const [name, value] of headers) {
+    if (!HTTP_TOKEN.test(name) || HEADER_VALUE_BAD.test(value)) {
+      throw new ServingError(Code.INVALID_ARGUMENT, `Invalid HTTP header ${JSON.stringify(name)}`);
+    }
+    const key = name.toLowerCase();
+    if (!OWN_FIELDS.has(key)) fields.set(key, [name, value]);
+  }
+  const lines = [`${method} ${path} HTTP/1.1`];
+  if (!fields.has('host')) lines.push(`Host: ${host}`);
+  for (const [name, value] of fields.values()) lines.push(`${name}: ${value}`);
+  lines.push('Connection: keep-alive');
+  if (bodyBytes > 0 || method !== 'GET') lines.push(`Content-Length: ${bodyBytes}`);
+  return Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1');
+}
+
 export function createHttp1Transport(base: URL, options: HttpTransportOptions): HttpTransport {
   const tls = usesTls(base, options.tls, `${base.protocol}//${base.host}`) ? (options.tls ?? {}) : undefined;
   const host = hostOf(base);
@@ -250,20 +297,7 @@ export function createHttp1Transport(base: URL, options: HttpTransportOptions): 
         open.add(connection);
         return connection;
       }
-      await new Promise<void>((resolve, reject) => {
-        const waiter: Waiter = {
-          wake: () => {
-            signal.removeEventListener('abort', onAbort);
-            resolve();
-          },
-        };
-        const onAbort = (): void => {
-          waiters.splice(waiters.indexOf(waiter), 1);
-          reject(abortReason(signal));
-        };
-        signal.addEventListener('abort', onAbort, { once: true });
-        waiters.push(waiter);
-      });
+      await waitForRoom(waiters, signal);
     }
   };
 
@@ -285,36 +319,15 @@ export function createHttp1Transport(base: URL, options: HttpTransportOptions): 
     wakeOne();
   };
 
-  const requestHead = (call: HttpCall, bodyBytes: number): Buffer => {
-    const path = prefix + call.path;
-    if (PATH_BAD.test(path))
-      throw new ServingError(Code.INVALID_ARGUMENT, 'Invalid characters in the request path');
-    // One value per field whatever its case; the call's override the client's.
-    const fields = new Map<string, [string, string]>();
-    for (const [name, value] of [
-      ...Object.entries(options.headers ?? {}),
-      ...Object.entries(call.headers ?? {}),
-    ]) {
-      if (!HTTP_TOKEN.test(name) || HEADER_VALUE_BAD.test(value)) {
-        throw new ServingError(Code.INVALID_ARGUMENT, `Invalid HTTP header ${JSON.stringify(name)}`);
-      }
-      const key = name.toLowerCase();
-      if (!OWN_FIELDS.has(key)) fields.set(key, [name, value]);
-    }
-    const lines = [`${call.method} ${path} HTTP/1.1`];
-    if (!fields.has('host')) lines.push(`Host: ${base.host}`);
-    for (const [name, value] of fields.values()) lines.push(`${name}: ${value}`);
-    lines.push('Connection: keep-alive');
-    if (bodyBytes > 0 || call.method !== 'GET') lines.push(`Content-Length: ${bodyBytes}`);
-    return Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1');
-  };
-
   const send = async (call: HttpCall, retryStale: boolean, fresh: boolean): Promise<HttpResult> => {
     if (call.signal.aborted) throw abortReason(call.signal);
     const pieces: readonly Uint8Array[] =
       call.body === undefined ? [] : call.body instanceof Uint8Array ? [call.body] : call.body;
     const head = requestHead(
-      call,
+      base.host,
+      prefix + call.path,
+      [...Object.entries(options.headers ?? {}), ...Object.entries(call.headers ?? {})],
+      call.method,
       pieces.reduce((n, p) => n + p.byteLength, 0),
     );
     const connection = await acquire(call.signal, fresh);

@@ -93,22 +93,17 @@ type Codec = typeof import('./kserve-grpc-codec.js');
 let codecPromise: Promise<Codec> | undefined;
 const loadCodec = (): Promise<Codec> => (codecPromise ??= import('./kserve-grpc-codec.js'));
 
-export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServeGrpcClient {
-  const channel: GrpcChannel = createGrpcChannel({
-    address: options.address,
-    ...(options.maxReceiveBytes !== undefined ? { maxReceiveBytes: options.maxReceiveBytes } : {}),
-    ...(options.transport !== undefined ? { transport: options.transport } : {}),
-    ...(options.tls !== undefined ? { tls: options.tls } : {}),
-  });
+/** Encodes, calls and decodes one RPC inside one deadline. */
+type Call = <T>(
+  method: string,
+  callOptions: CallOptions | undefined,
+  encode: (codec: Codec) => Uint8Array | Uint8Array[],
+  decode: (codec: Codec, answer: Uint8Array, requestBytes: number) => T,
+  responsePadding?: UnaryCallOptions['responsePadding'],
+) => Promise<T>;
 
-  /** Encodes, calls and decodes inside one deadline. */
-  const call = <T>(
-    method: string,
-    callOptions: CallOptions | undefined,
-    encode: (codec: Codec) => Uint8Array | Uint8Array[],
-    decode: (codec: Codec, answer: Uint8Array, requestBytes: number) => T,
-    responsePadding?: UnaryCallOptions['responsePadding'],
-  ): Promise<T> =>
+function caller(channel: GrpcChannel, options: KServeGrpcClientOptions): Call {
+  return (method, callOptions, encode, decode, responsePadding) =>
     withCallScope(callOptions, options.defaultTimeoutMs, async (scope) => {
       const codec = await loadCodec();
       const request = encode(codec);
@@ -123,55 +118,73 @@ export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServe
         request instanceof Uint8Array ? request.byteLength : request.reduce((n, c) => n + c.byteLength, 0);
       return decode(codec, answer, requestBytes);
     });
+}
 
-  const infer = (
-    model: KServeModelRef,
-    inputs: Readonly<Record<string, Tensor>>,
-    inferOptions: KServeGrpcInferOptions = {},
-  ): Promise<KServeInferResult> => {
-    const ref = kserveRef(model);
-    return call(
-      'ModelInfer',
-      inferOptions,
-      (codec) =>
-        codec.encodeModelInferRequest({
-          modelName: ref.name,
-          modelVersion: ref.version,
-          ...(inferOptions.id !== undefined ? { id: inferOptions.id } : {}),
-          ...(inferOptions.parameters !== undefined ? { parameters: inferOptions.parameters } : {}),
-          inputs: Object.entries(inputs).map(([name, tensor]) => ({ name, tensor })),
-          ...(inferOptions.outputs === undefined
-            ? {}
-            : {
-                outputs: inferOptions.outputs.map((o) =>
-                  typeof o === 'string'
-                    ? { name: o }
-                    : {
-                        name: o.name,
-                        ...(o.classification !== undefined ? { classification: o.classification } : {}),
-                      },
-                ),
-              }),
+function encodeInfer(
+  codec: Codec,
+  ref: { readonly name: string; readonly version: string },
+  inputs: Readonly<Record<string, Tensor>>,
+  inferOptions: KServeGrpcInferOptions,
+): Uint8Array | Uint8Array[] {
+  return codec.encodeModelInferRequest({
+    modelName: ref.name,
+    modelVersion: ref.version,
+    ...(inferOptions.id !== undefined ? { id: inferOptions.id } : {}),
+    ...(inferOptions.parameters !== undefined ? { parameters: inferOptions.parameters } : {}),
+    inputs: Object.entries(inputs).map(([name, tensor]) => ({ name, tensor })),
+    ...(inferOptions.outputs === undefined
+      ? {}
+      : {
+          outputs: inferOptions.outputs.map((o) =>
+            typeof o === 'string'
+              ? { name: o }
+              : {
+                  name: o.name,
+                  ...(o.classification !== undefined ? { classification: o.classification } : {}),
+                },
+          ),
         }),
-      (codec, answer, requestBytes) => {
-        const result = codec.decodeModelInferResponse(answer);
-        const outputs: Record<string, Tensor> = {};
-        for (const o of result.outputs) outputs[o.name] = o.tensor;
-        const version = /^\d+$/.test(result.modelVersion) ? Number(result.modelVersion) : undefined;
-        return {
-          outputs,
-          model: { name: result.modelName === '' ? ref.name : result.modelName, version },
-          id: result.id,
-          wire: { requestBytes, responseBytes: answer.byteLength },
-        };
-      },
-      modelInferResponsePadding,
-    );
-  };
+  });
+}
 
+function decodeInfer(
+  codec: Codec,
+  answer: Uint8Array,
+  requestBytes: number,
+  ref: { readonly name: string },
+): KServeInferResult {
+  const result = codec.decodeModelInferResponse(answer);
+  const outputs: Record<string, Tensor> = {};
+  for (const o of result.outputs) outputs[o.name] = o.tensor;
+  const version = /^\d+$/.test(result.modelVersion) ? Number(result.modelVersion) : undefined;
   return {
-    infer,
-    predict: (model, inputs, callOptions) => infer(kserveRef(model), inputs, callOptions),
+    outputs,
+    model: { name: result.modelName === '' ? ref.name : result.modelName, version },
+    id: result.id,
+    wire: { requestBytes, responseBytes: answer.byteLength },
+  };
+}
+
+function infer(
+  call: Call,
+  model: KServeModelRef,
+  inputs: Readonly<Record<string, Tensor>>,
+  inferOptions: KServeGrpcInferOptions = {},
+): Promise<KServeInferResult> {
+  const ref = kserveRef(model);
+  return call(
+    'ModelInfer',
+    inferOptions,
+    (codec) => encodeInfer(codec, ref, inputs, inferOptions),
+    (codec, answer, requestBytes) => decodeInfer(codec, answer, requestBytes, ref),
+    modelInferResponsePadding,
+  );
+}
+
+type HealthCalls = Pick<KServeGrpcClient, 'serverLive' | 'serverReady' | 'modelReady' | 'serverMetadata'>;
+
+function healthCalls(call: Call): HealthCalls {
+  return {
     serverLive: (callOptions) =>
       call(
         'ServerLive',
@@ -203,6 +216,13 @@ export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServe
           return { name, version, extensions };
         },
       ),
+  };
+}
+
+type ModelInfoCalls = Pick<KServeGrpcClient, 'modelMetadata' | 'modelConfig' | 'statistics'>;
+
+function modelInfoCalls(call: Call): ModelInfoCalls {
+  return {
     modelMetadata: (model, callOptions) =>
       call(
         'ModelMetadata',
@@ -245,6 +265,13 @@ export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServe
           return { model_stats: (j['model_stats'] ?? []) as Record<string, unknown>[] };
         },
       ),
+  };
+}
+
+type RepositoryCalls = Pick<KServeGrpcClient, 'repositoryIndex' | 'loadModel' | 'unloadModel'>;
+
+function repositoryCalls(call: Call): RepositoryCalls {
+  return {
     repositoryIndex: (callOptions) =>
       call(
         'RepositoryIndex',
@@ -280,6 +307,23 @@ export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServe
           c.decode(c.RPC.RepositoryModelUnload[1], a);
         },
       ),
+  };
+}
+
+export function createKServeGrpcClient(options: KServeGrpcClientOptions): KServeGrpcClient {
+  const channel: GrpcChannel = createGrpcChannel({
+    address: options.address,
+    ...(options.maxReceiveBytes !== undefined ? { maxReceiveBytes: options.maxReceiveBytes } : {}),
+    ...(options.transport !== undefined ? { transport: options.transport } : {}),
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
+  });
+  const call = caller(channel, options);
+  return {
+    infer: (model, inputs, inferOptions) => infer(call, model, inputs, inferOptions),
+    predict: (model, inputs, callOptions) => infer(call, kserveRef(model), inputs, callOptions),
+    ...healthCalls(call),
+    ...modelInfoCalls(call),
+    ...repositoryCalls(call),
     close() {
       channel.close();
     },

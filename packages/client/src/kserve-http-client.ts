@@ -162,32 +162,25 @@ function zlib(fn: typeof gzip | typeof gunzip, body: Uint8Array, limit?: number)
   });
 }
 
-export function createKServeHttpClient(options: KServeHttpClientOptions): KServeHttpClient {
-  const transport: HttpTransport = createHttpTransport({
-    baseUrl: options.baseUrl,
-    ...(options.tls !== undefined ? { tls: options.tls } : {}),
-    ...(options.maxSockets !== undefined ? { maxSockets: options.maxSockets } : {}),
-    ...(options.headers !== undefined ? { headers: options.headers } : {}),
-    ...(options.maxResponseBytes !== undefined ? { maxResponseBytes: options.maxResponseBytes } : {}),
-  });
-  const maxBytes = options.maxResponseBytes ?? 1024 * 1024 * 1024;
-  const binaryDefault = options.binary ?? true;
+function jsonOf(res: HttpResult): unknown {
+  if (res.status !== 200) throw errorFromHttp(res);
+  try {
+    return parseTfsJsonText(res.body.toString('utf8'));
+  } catch (error) {
+    throw new ServingError(Code.INTERNAL, `Server answered with invalid JSON: ${String(error)}`);
+  }
+}
 
-  const json = (res: HttpResult): unknown => {
-    if (res.status !== 200) throw errorFromHttp(res);
-    try {
-      return parseTfsJsonText(res.body.toString('utf8'));
-    } catch (error) {
-      throw new ServingError(Code.INTERNAL, `Server answered with invalid JSON: ${String(error)}`);
-    }
-  };
+/** One JSON (or bodiless) request inside one deadline. */
+type Call = (
+  method: 'GET' | 'POST',
+  path: string,
+  callOptions: CallOptions | undefined,
+  body?: string,
+) => Promise<HttpResult>;
 
-  const call = (
-    method: 'GET' | 'POST',
-    path: string,
-    callOptions: CallOptions | undefined,
-    body?: string,
-  ): Promise<HttpResult> =>
+function caller(transport: HttpTransport, options: KServeHttpClientOptions): Call {
+  return (method, path, callOptions, body) =>
     withCallScope(callOptions, options.defaultTimeoutMs, (scope) =>
       transport.request({
         method,
@@ -200,111 +193,128 @@ export function createKServeHttpClient(options: KServeHttpClientOptions): KServe
         ...(body !== undefined ? { body: Buffer.from(body) } : {}),
       }),
     );
+}
 
+function encodeInfer(
+  inputs: Readonly<Record<string, Tensor>>,
+  inferOptions: KServeInferOptions,
+  binaryDefault: boolean,
+): ReturnType<typeof encodeHttpInferRequest> {
+  const binaryInputs = inferOptions.binaryInputs ?? binaryDefault;
+  const binaryOutputs = inferOptions.binaryOutputs ?? binaryDefault;
+  return encodeHttpInferRequest({
+    ...(inferOptions.id !== undefined ? { id: inferOptions.id } : {}),
+    ...(inferOptions.parameters !== undefined ? { parameters: inferOptions.parameters } : {}),
+    inputs: Object.entries(inputs).map(([name, tensor]) => ({ name, tensor, binary: binaryInputs })),
+    ...(inferOptions.outputs === undefined
+      ? { binaryOutput: binaryOutputs }
+      : {
+          outputs: inferOptions.outputs.map((o) =>
+            typeof o === 'string'
+              ? { name: o, binary: binaryOutputs }
+              : {
+                  name: o.name,
+                  binary: o.binary ?? binaryOutputs,
+                  ...(o.classification !== undefined ? { classification: o.classification } : {}),
+                },
+          ),
+        }),
+  });
+}
+
+/** The answer's body, inflated when the server compressed it. */
+async function answerBody(res: HttpResult, maxBytes: number): Promise<Uint8Array> {
+  const encoding = res.headers['content-encoding'];
+  if (encoding === 'gzip' || encoding === 'deflate') {
+    return zlib(encoding === 'gzip' ? gunzip : inflate, res.body, maxBytes);
+  }
+  return res.body;
+}
+
+async function infer(
+  transport: HttpTransport,
+  options: KServeHttpClientOptions,
+  model: KServeModelRef,
+  inputs: Readonly<Record<string, Tensor>>,
+  inferOptions: KServeInferOptions = {},
+): Promise<KServeInferResult> {
+  const ref = kserveRef(model);
+  const encoded = encodeInfer(inputs, inferOptions, options.binary ?? true);
+  const headers: Record<string, string> = {
+    'content-type': encoded.binaryBytes > 0 ? 'application/octet-stream' : 'application/json',
+  };
+  if (encoded.binaryBytes > 0) headers[INFERENCE_HEADER_CONTENT_LENGTH] = String(encoded.json.byteLength);
+  if (inferOptions.responseCompression !== undefined)
+    headers['accept-encoding'] = inferOptions.responseCompression;
+  return withCallScope(inferOptions, options.defaultTimeoutMs, async (scope) => {
+    let body: Uint8Array | Uint8Array[] = [encoded.json, ...encoded.binary];
+    if (inferOptions.requestCompression !== undefined) {
+      headers['content-encoding'] = inferOptions.requestCompression;
+      body = await zlib(inferOptions.requestCompression === 'gzip' ? gzip : deflate, Buffer.concat(body));
+    }
+    const requestBytes = Array.isArray(body)
+      ? encoded.json.byteLength + encoded.binaryBytes
+      : body.byteLength;
+    const res = await transport.request({
+      method: 'POST',
+      path: `${modelPath(model)}/infer`,
+      headers,
+      body,
+      signal: scope.signal,
+      bodyPadding: binaryDataPadding,
+      idempotent: true,
+    });
+    if (res.status !== 200) throw errorFromHttp(res);
+    const answer = await answerBody(res, options.maxResponseBytes ?? 1024 * 1024 * 1024);
+    const headerLength = res.headers[INFERENCE_HEADER_CONTENT_LENGTH.toLowerCase()];
+    const result = decodeHttpInferResponse(
+      answer,
+      Array.isArray(headerLength) ? headerLength[0] : headerLength,
+    );
+    const outputs: Record<string, Tensor> = {};
+    for (const o of result.outputs) outputs[o.name] = o.tensor;
+    const version = /^\d+$/.test(result.modelVersion) ? Number(result.modelVersion) : undefined;
+    return {
+      outputs,
+      model: { name: result.modelName === '' ? ref.name : result.modelName, version },
+      id: result.id,
+      wire: { requestBytes, responseBytes: res.body.byteLength },
+    };
+  });
+}
+
+type JsonCalls = Omit<KServeHttpClient, 'infer' | 'predict' | 'close'>;
+
+/** Every call but inference: health, metadata, configuration, statistics, repository. */
+function jsonCalls(call: Call): JsonCalls {
   const status = async (path: string, callOptions?: CallOptions): Promise<boolean> =>
     (await call('GET', path, callOptions)).status === 200;
-
-  const infer = async (
-    model: KServeModelRef,
-    inputs: Readonly<Record<string, Tensor>>,
-    inferOptions: KServeInferOptions = {},
-  ): Promise<KServeInferResult> => {
-    const ref = kserveRef(model);
-    const binaryInputs = inferOptions.binaryInputs ?? binaryDefault;
-    const binaryOutputs = inferOptions.binaryOutputs ?? binaryDefault;
-    const encoded = encodeHttpInferRequest({
-      ...(inferOptions.id !== undefined ? { id: inferOptions.id } : {}),
-      ...(inferOptions.parameters !== undefined ? { parameters: inferOptions.parameters } : {}),
-      inputs: Object.entries(inputs).map(([name, tensor]) => ({ name, tensor, binary: binaryInputs })),
-      ...(inferOptions.outputs === undefined
-        ? { binaryOutput: binaryOutputs }
-        : {
-            outputs: inferOptions.outputs.map((o) =>
-              typeof o === 'string'
-                ? { name: o, binary: binaryOutputs }
-                : {
-                    name: o.name,
-                    binary: o.binary ?? binaryOutputs,
-                    ...(o.classification !== undefined ? { classification: o.classification } : {}),
-                  },
-            ),
-          }),
-    });
-    const headers: Record<string, string> = {
-      'content-type': encoded.binaryBytes > 0 ? 'application/octet-stream' : 'application/json',
-    };
-    if (encoded.binaryBytes > 0) headers[INFERENCE_HEADER_CONTENT_LENGTH] = String(encoded.json.byteLength);
-    if (inferOptions.responseCompression !== undefined)
-      headers['accept-encoding'] = inferOptions.responseCompression;
-    return withCallScope(inferOptions, options.defaultTimeoutMs, async (scope) => {
-      let body: Uint8Array | Uint8Array[] = [encoded.json, ...encoded.binary];
-      if (inferOptions.requestCompression !== undefined) {
-        headers['content-encoding'] = inferOptions.requestCompression;
-        body = await zlib(inferOptions.requestCompression === 'gzip' ? gzip : deflate, Buffer.concat(body));
-      }
-      const requestBytes = Array.isArray(body)
-        ? encoded.json.byteLength + encoded.binaryBytes
-        : body.byteLength;
-      const res = await transport.request({
-        method: 'POST',
-        path: `${modelPath(model)}/infer`,
-        headers,
-        body,
-        signal: scope.signal,
-        bodyPadding: binaryDataPadding,
-        idempotent: true,
-      });
-      if (res.status !== 200) throw errorFromHttp(res);
-      let answer: Uint8Array = res.body;
-      const encoding = res.headers['content-encoding'];
-      if (encoding === 'gzip' || encoding === 'deflate') {
-        answer = await zlib(encoding === 'gzip' ? gunzip : inflate, res.body, maxBytes);
-      }
-      const headerLength = res.headers[INFERENCE_HEADER_CONTENT_LENGTH.toLowerCase()];
-      const result = decodeHttpInferResponse(
-        answer,
-        Array.isArray(headerLength) ? headerLength[0] : headerLength,
-      );
-      const outputs: Record<string, Tensor> = {};
-      for (const o of result.outputs) outputs[o.name] = o.tensor;
-      const version = /^\d+$/.test(result.modelVersion) ? Number(result.modelVersion) : undefined;
-      return {
-        outputs,
-        model: { name: result.modelName === '' ? ref.name : result.modelName, version },
-        id: result.id,
-        wire: { requestBytes, responseBytes: res.body.byteLength },
-      };
-    });
-  };
-
   return {
-    infer,
-    predict: async (model, inputs, callOptions) => infer(kserveRef(model), inputs, callOptions),
     serverLive: (callOptions) => status('/v2/health/live', callOptions),
     serverReady: (callOptions) => status('/v2/health/ready', callOptions),
     modelReady: async (model, callOptions) => status(`${modelPath(model)}/ready`, callOptions),
     async serverMetadata(callOptions) {
-      return json(await call('GET', '/v2', callOptions)) as KServeServerMetadata;
+      return jsonOf(await call('GET', '/v2', callOptions)) as KServeServerMetadata;
     },
     async modelMetadata(model, callOptions) {
-      return json(await call('GET', modelPath(model), callOptions)) as KServeModelMetadata;
+      return jsonOf(await call('GET', modelPath(model), callOptions)) as KServeModelMetadata;
     },
     async modelConfig(model, callOptions) {
-      return json(await call('GET', `${modelPath(model)}/config`, callOptions)) as Record<string, unknown>;
+      return jsonOf(await call('GET', `${modelPath(model)}/config`, callOptions)) as Record<string, unknown>;
     },
     async statistics(model, callOptions) {
       const path = model === undefined ? '/v2/models/stats' : `${modelPath(model)}/stats`;
-      return json(await call('GET', path, callOptions)) as { model_stats: Record<string, unknown>[] };
+      return jsonOf(await call('GET', path, callOptions)) as { model_stats: Record<string, unknown>[] };
     },
     async repositoryIndex(callOptions) {
       const body = callOptions?.ready === undefined ? '' : JSON.stringify({ ready: callOptions.ready });
-      return json(await call('POST', '/v2/repository/index', callOptions, body)) as KServeRepositoryEntry[];
+      return jsonOf(await call('POST', '/v2/repository/index', callOptions, body)) as KServeRepositoryEntry[];
     },
     async loadModel(name, callOptions) {
-      json(await call('POST', `/v2/repository/models/${encodeURIComponent(name)}/load`, callOptions, '{}'));
+      jsonOf(await call('POST', `/v2/repository/models/${encodeURIComponent(name)}/load`, callOptions, '{}'));
     },
     async unloadModel(name, callOptions) {
-      json(
+      jsonOf(
         await call(
           'POST',
           `/v2/repository/models/${encodeURIComponent(name)}/unload`,
@@ -313,6 +323,22 @@ export function createKServeHttpClient(options: KServeHttpClientOptions): KServe
         ),
       );
     },
+  };
+}
+
+export function createKServeHttpClient(options: KServeHttpClientOptions): KServeHttpClient {
+  const transport: HttpTransport = createHttpTransport({
+    baseUrl: options.baseUrl,
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
+    ...(options.maxSockets !== undefined ? { maxSockets: options.maxSockets } : {}),
+    ...(options.headers !== undefined ? { headers: options.headers } : {}),
+    ...(options.maxResponseBytes !== undefined ? { maxResponseBytes: options.maxResponseBytes } : {}),
+  });
+  return {
+    infer: (model, inputs, inferOptions) => infer(transport, options, model, inputs, inferOptions),
+    predict: async (model, inputs, callOptions) =>
+      infer(transport, options, kserveRef(model), inputs, callOptions),
+    ...jsonCalls(caller(transport, options)),
     close() {
       transport.close();
     },

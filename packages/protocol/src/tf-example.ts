@@ -1,7 +1,7 @@
 /**
  * tf.Example inputs (Classify, Regress, MultiInference and serialized-Example signatures)
  * as plain data, and their conversion into the batch tensors a model runs on, with
- * TensorFlow's ParseExample rules and error messages (docs/protocols.md B3/B5). No protobuf
+ * TensorFlow's ParseExample rules and error messages (docs/tensorflow-users.md). No protobuf
  * here: `@visionserve/protocol/tfs-proto` turns Example messages into this form, the REST
  * codec turns JSON examples into it.
  */

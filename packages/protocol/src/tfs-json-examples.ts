@@ -1,5 +1,5 @@
 /**
- * TF Serving REST `:classify` / `:regress` bodies (docs/protocols.md B3): the request
+ * TF Serving REST `:classify` / `:regress` bodies (docs/tensorflow-users.md): the request
  * `{"signature_name"?, "context"?: {feature: value|list}, "examples": [{feature: value|list}]}`
  * and the `{"results": ...}` answers. Messages follow TF Serving's JSON codec.
  */

@@ -4,7 +4,8 @@
 // while the rest loads. Nothing here loads a protocol, protobuf or onnxruntime on this thread.
 export { resolveServerConfig, DEFAULTS } from './config/server-config.js';
 export type { ServerConfig } from './config/server-config.js';
-export { parseFlags, FLAGS } from './config/flags.js';
+export { parseFlags, FLAGS, IGNORED_TF_SERVING_FLAGS } from './config/flags.js';
+export { flagHelpLines, renderConfigurationDoc, FLAG_GROUPS } from './config/flag-docs.js';
 export { configFromEnv } from './config/env.js';
 export { ConfigError } from './config/config-error.js';
 export { createJsonLogger, silentLogger } from './util/logger.js';

@@ -5,7 +5,7 @@
 export { startVisionServer, openApiDocument, type OpenApiDocumentOptions } from './server.js';
 export type { RunningVisionServer, VisionServerHooks, VisionServerResources } from './server.js';
 export { resolveServerConfig, DEFAULTS } from './config/server-config.js';
-export { parseFlags, FLAGS } from './config/flags.js';
+export { parseFlags, FLAGS, IGNORED_TF_SERVING_FLAGS } from './config/flags.js';
 export { configFromEnv } from './config/env.js';
 export { ConfigError } from './config/config-error.js';
 export type { ServerConfig } from './config/server-config.js';
@@ -40,7 +40,7 @@ export { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
 export type { OnnxRuntimeOptions } from './runtime/onnx-session-factory.js';
 export { ortSessionOptions } from './runtime/session-options.js';
 export type { OrtSessionSettings } from './runtime/session-options.js';
-export { listVersions, MODEL_FILE_NAME } from './repository/list-versions.js';
+export { listVersions, listVersionDirectories, MODEL_FILE_NAME } from './repository/list-versions.js';
 export { parseModelConfigFile } from './repository/model-config-file.js';
 export { readModelAssets } from './repository/model-assets.js';
 

@@ -7,6 +7,8 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { Code, ServingError } from '@visionserve/protocol';
+import { textFormatSource } from '@visionserve/protocol/pbtxt';
+import { createServer as createNetServer } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createBatchScheduler } from './batching/batch-scheduler.js';
@@ -18,6 +20,7 @@ import {
 import { createBatchingSessionFactory } from './batching/batching-session-factory.js';
 import { type BatchingStats, createBatchingStats } from './batching/batching-stats.js';
 import { APPLIED_GRPC_ARGUMENTS, parseGrpcChannelArguments } from './config/grpc-channel-arguments.js';
+import { IGNORED_TF_SERVING_FLAGS } from './config/flags.js';
 import { DEFAULTS, type ServerConfig } from './config/server-config.js';
 import type { ModelConfig } from './core/model-config.js';
 import { DEFAULT_VERSION_POLICY } from './core/model-config.js';
@@ -61,7 +64,11 @@ import { createHandlerDependencies } from './runtime/handler-dependencies.js';
 import { createModelSources, isArchivePath } from './storage/model-sources.js';
 import { isS3Uri } from './storage/s3-store.js';
 import { parseBatchingParameters } from './repository/batching-parameters-file.js';
-import { MODEL_FILE_NAME, SAVED_MODEL_FILES, listVersions } from './repository/list-versions.js';
+import {
+  MODEL_FILE_NAME,
+  SAVED_MODEL_FILES,
+  createVersionDirectoryIndex,
+} from './repository/list-versions.js';
 import { describeModelLayoutProblem } from './repository/model-layout.js';
 import { type StagedModelFile, stageModelFile } from './repository/single-file-model.js';
 import { createInflightBudget } from './frontends/shared/inflight-budget.js';
@@ -70,7 +77,7 @@ import { createJsonDecodePool } from './runtime/json-decode-pool.js';
 import { ConfigError } from './config/config-error.js';
 import { notFound, toServingError } from '@visionserve/protocol';
 import { readOptionalFile } from './repository/optional-file.js';
-import { parseModelConfigFile } from './repository/model-config-file.js';
+import { modelConfigsFromMessage, parseModelConfigFile } from './repository/model-config-file.js';
 import { createOnnxSessionFactory } from './runtime/onnx-session-factory.js';
 import type { SpareInferenceWorkers } from './runtime/spare-inference-workers.js';
 import { createModelFilesResolver } from './repository/model-files.js';
@@ -128,12 +135,24 @@ export interface RunningVisionServer {
   close(): Promise<void>;
 }
 
-/** The served model set: from the config file's text when there is one, else single-model flags. */
+/**
+ * The served model set: from the config file's text when there is one, else single-model
+ * flags. A bad file is reported in TF Serving's words: protobuf's `Error parsing text-format
+ * tensorflow.serving.ModelServerConfig: <line>:<column>: ...`, then `Invalid protobuf file: '<file>'`.
+ */
 function modelConfigs(config: ServerConfig, configFileText: string | undefined): ModelConfig[] {
-  if (config.modelConfigFile !== undefined && configFileText !== undefined) {
-    return parseModelConfigFile(configFileText, dirname(config.modelConfigFile), {
-      source: config.modelConfigFile,
-    });
+  const file = config.modelConfigFile;
+  if (file !== undefined && configFileText !== undefined) {
+    try {
+      return parseModelConfigFile(configFileText, dirname(file), {
+        source: textFormatSource('tensorflow.serving.ModelServerConfig'),
+      });
+    } catch (error) {
+      if (!(error instanceof ServingError)) throw error;
+      throw new ServingError(error.code, `${error.message}\nInvalid protobuf file: '${file}'`, {
+        cause: error,
+      });
+    }
   }
   if (config.modelBasePath !== undefined) {
     return [
@@ -323,6 +342,17 @@ async function checkModelLayouts(config: ServerConfig, configs: readonly ModelCo
   }
 }
 
+/** One warning per TF Serving flag given that means nothing here (IGNORED_TF_SERVING_FLAGS). */
+function warnIgnoredFlags(config: ServerConfig, logger: Logger): void {
+  const byName = new Map(config.ignoredFlags.map((given) => [given.split('=', 1)[0]!, given]));
+  for (const [name, given] of byName) {
+    logger.warn(`--${name}: a TF Serving flag with no effect here, ignored`, {
+      flag: given,
+      reason: IGNORED_TF_SERVING_FLAGS[name]?.why,
+    });
+  }
+}
+
 /** A listener that cannot bind is a configuration problem: say which flag sets that port. */
 async function listen<T>(flag: string, port: number, start: () => Promise<T>): Promise<T> {
   try {
@@ -338,9 +368,57 @@ async function listen<T>(flag: string, port: number, start: () => Promise<T>): P
 }
 
 /**
- * Starts every enabled listener first (so a port already in use fails at once), then
- * loads the models; requests for a model that is still loading get NOT_FOUND, as in TF
- * Serving. Resolves when the initial load has settled.
+ * Fails at once with listen()'s message when a fixed port (not 0, not disabled) is taken,
+ * before a load that may take minutes: the listeners themselves bind only after it.
+ * A port taken in between still fails at bind time.
+ */
+async function checkPortsFree(config: ServerConfig): Promise<void> {
+  const ports: [string, number][] = [
+    ['--rest_api_port', config.restPort],
+    ['--port', config.grpcPort],
+    ['--sagemaker_port', config.sagemakerPort],
+  ];
+  for (const [flag, port] of ports) {
+    if (port <= 0) continue;
+    await listen(flag, port, async () => {
+      const probe = createNetServer();
+      await new Promise<void>((resolve, reject) => {
+        probe.once('error', reject);
+        probe.listen({ port, host: config.host.replace(/^\[|\]$/g, ''), exclusive: true }, resolve);
+      });
+      await new Promise<void>((resolve) => probe.close(() => resolve()));
+    });
+  }
+}
+
+/**
+ * TF Serving's order by default: the initial models load first and the ports open once
+ * they are in, so that no client of a configured model sees NOT_FOUND while it loads
+ * (a fixed port that is taken still fails before the load, `checkPorts`). With
+ * `portsFirst` (--open_ports_before_models_load) the listeners open first: /healthz,
+ * metrics and SageMaker /ping answer during a long load, /readyz answers 503 until it
+ * settled, and model requests get NOT_FOUND meanwhile.
+ */
+async function startInOrder<T>(
+  portsFirst: boolean,
+  openListeners: () => Promise<T>,
+  loadModels: () => Promise<void>,
+  checkPorts: () => Promise<void>,
+): Promise<T> {
+  if (portsFirst) {
+    const opened = await openListeners();
+    await loadModels();
+    return opened;
+  }
+  await checkPorts();
+  await loadModels();
+  return openListeners();
+}
+
+/**
+ * Loads the initial configuration's models and then starts every enabled listener (TF
+ * Serving's order; --open_ports_before_models_load starts them first, see startInOrder).
+ * Resolves when both are done.
  */
 export async function startVisionServer(
   config: ServerConfig,
@@ -372,6 +450,7 @@ async function startServer(
       config = { ...config, modelBasePath: staged.basePath };
     }
   }
+  warnIgnoredFlags(config, logger);
   // --- operations: metrics, access log, request log, tracing, TLS, management guard
   const ops = await createOperations(config, logger);
   // Image decodes in flight at once, across every protocol and warmup (each holds the full-size pixels).
@@ -450,6 +529,14 @@ async function startServer(
   const statistics = createInferenceStatistics();
   /** When each version last changed state (the console's Models page). */
   const versionTimes = new Map<string, VersionTimes>();
+  const versionDirs = createVersionDirectoryIndex((basePath, version, kept, ignored) =>
+    logger.warn('Duplicate version directories detected; loading the one TF Serving would', {
+      basePath,
+      version,
+      loadedFrom: kept,
+      ignored,
+    }),
+  );
   const manager = createModelManager<ServableAssets>({
     sessionFactory,
     loadAssets: async (source) => {
@@ -461,7 +548,10 @@ async function startServer(
       }
       return loadAssets(source.basePath);
     },
-    listVersions,
+    listVersions: (basePath) => versionDirs.list(basePath),
+    versionPath: (basePath, version) => versionDirs.path(basePath, version),
+    maxLoadRetries: config.maxNumLoadRetries,
+    loadRetryIntervalMs: Math.max(0, config.loadRetryIntervalMicros / 1000),
     logger: logger.child({ component: 'manager' }),
     allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
     onVersionEvent: (event) => {
@@ -621,6 +711,7 @@ async function startServer(
     imageDecodes,
     logger: logger.child({ component: 'grpc' }),
     serializeAsTensorContent: config.serializeAsTensorContent,
+    readModelServerConfig: (message) => modelConfigsFromMessage(message),
     managementGuard: ops.guard,
   });
 
@@ -643,193 +734,6 @@ async function startServer(
     releaseGcHeadroom();
   };
   try {
-    if (config.restPort >= 0) {
-      rest = await listen('--rest_api_port', config.restPort, () =>
-        startHttpServer({
-          host: config.host,
-          port: config.restPort,
-          ...httpLimits,
-          tls: ops.tls?.listener,
-          edge: createHttpEdge({
-            ...edgeExtras,
-            apis: [
-              opsApi(true),
-              createTfsRestApi({
-                service,
-                imageDecodes,
-                bodyLimitBytes: config.restMaxBodyBytes,
-                requestTimeoutMs: config.restTimeoutMs,
-                jsonDecode,
-              }),
-              ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
-              ...(config.enableConsole || config.enableOpenapi
-                ? [
-                    createConsoleApi({
-                      service,
-                      guard: ops.guard,
-                      modelConfig: (name) => manager.modelConfig(name),
-                      versionTimes: (model, version) => versionTimes.get(`${model}\u0000${version}`),
-                      batching: {
-                        enabled: config.enableBatching,
-                        maxBatchSize,
-                        instances: config.instances,
-                      },
-                      openApi: config.enableOpenapi
-                        ? openApiDocument({
-                            version: serverVersion(),
-                            metricsPath: ops.metrics === undefined ? undefined : ops.metricsPath,
-                            consolePath: config.consolePath,
-                          })
-                        : undefined,
-                      staticDir: consoleStaticDir(),
-                      consolePath: config.enableConsole ? config.consolePath : undefined,
-                      traffic:
-                        ops.metrics === undefined
-                          ? undefined
-                          : createTrafficSampler({ read: () => metricsOf(ops).values() }),
-                      requestTimeoutMs: config.restTimeoutMs,
-                      logger: logger.child({ component: 'console' }),
-                    }),
-                  ]
-                : []),
-              ...(config.enableGrpcWeb
-                ? [
-                    createGrpcWebApi({
-                      services: tfsGrpcServices,
-                      logger: logger.child({ component: 'grpc-web' }),
-                      maxMessageBytes: config.restMaxBodyBytes,
-                      requestTimeoutMs: config.restTimeoutMs,
-                      corsOrigins:
-                        config.grpcWebCorsOrigins.length > 0
-                          ? config.grpcWebCorsOrigins
-                          : config.enableCors
-                            ? ['*']
-                            : [],
-                    }),
-                  ]
-                : []),
-            ],
-            logger: logger.child({ component: 'rest' }),
-            notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
-            budget,
-          }),
-        }),
-      );
-    }
-    if (config.grpcPort >= 0) {
-      const channelArguments = parseGrpcChannelArguments(config.grpcChannelArguments);
-      if (channelArguments.ignored.length > 0) {
-        logger.warn('--grpc_channel_arguments: not applied by this server, ignored', {
-          ignored: channelArguments.ignored,
-          applied: APPLIED_GRPC_ARGUMENTS,
-        });
-      }
-      const grpcArgs = channelArguments.applied;
-      grpc = await listen('--port', config.grpcPort, () =>
-        startGrpcServer({
-          host: config.host,
-          port: config.grpcPort,
-          logger: logger.child({ component: 'grpc' }),
-          budget,
-          connectionLimits: {
-            maxAgeMs: grpcArgs.maxConnectionAgeMs,
-            maxAgeGraceMs: grpcArgs.maxConnectionAgeGraceMs,
-            maxIdleMs: grpcArgs.maxConnectionIdleMs,
-            keepaliveTimeMs: grpcArgs.keepaliveTimeMs,
-            keepaliveTimeoutMs: grpcArgs.keepaliveTimeoutMs,
-          },
-          maxConcurrentStreams: grpcArgs.maxConcurrentStreams,
-          ...(grpcArgs.maxReceiveMessageBytes === undefined || grpcArgs.maxReceiveMessageBytes < 0
-            ? {}
-            : { maxMessageBytes: grpcArgs.maxReceiveMessageBytes }),
-          maxConnections: config.maxConnections,
-          bodyTimeoutMs: config.requestBodyTimeoutMs,
-          transport: config.grpcTransport,
-          observer: observers.request,
-          tls: ops.tls?.listener,
-          services: [
-            ...tfsGrpcServices,
-            ...(config.kserveGrpc ? [createKServeGrpcService({ kserve, managementGuard: ops.guard })] : []),
-          ],
-        }),
-      );
-    }
-    // Handler workers start on first use: the host costs nothing until a handler runs.
-    const host = createHandlerHost({
-      workers: config.sagemakerHandlerWorkers,
-      logger: logger.child({ component: 'handler-host' }),
-    });
-    handlerHost = host;
-    const loopback = loopbackFor(config.host);
-    invoker = createSageMakerInvoker({
-      service,
-      logger: logger.child({ component: 'sagemaker' }),
-      handlerHost: host,
-      imageDecodes,
-      defaultModelName: config.sagemakerDefaultModelName,
-      jsonDecode,
-      restBaseUrl:
-        rest === undefined
-          ? undefined
-          : `${ops.tls === undefined ? 'http' : 'https'}://${loopback}:${rest.port}`,
-      grpcPort: grpc?.port,
-      executionParameters: {
-        MaxConcurrentTransforms:
-          config.sagemakerMaxConcurrentTransforms > 0
-            ? config.sagemakerMaxConcurrentTransforms
-            : 2 * config.instances,
-        BatchStrategy: 'MULTI_RECORD',
-        MaxPayloadInMB: config.sagemakerMaxPayloadMb,
-      },
-    });
-    if (config.sagemakerPort >= 0) {
-      const roots = config.sagemakerModelRoots;
-      const sagemakerInvoker = invoker;
-      sagemaker = await listen('--sagemaker_port', config.sagemakerPort, () =>
-        startHttpServer({
-          host: config.host,
-          port: config.sagemakerPort,
-          ...httpLimits,
-          tls: ops.tls?.listener,
-          edge: createHttpEdge({
-            ...edgeExtras,
-            apis: [
-              opsApi(true),
-              createSageMakerApi({
-                service,
-                invoker: sagemakerInvoker,
-                registry: manager,
-                logger: logger.child({ component: 'sagemaker' }),
-                resolveModelLocation: async (url) => {
-                  if (!isS3Uri(url) && !isArchivePath(url)) return resolveModelLocation(url, roots);
-                  const where = isS3Uri(url) ? url : await resolveModelLocation(url, roots, 'file');
-                  // The container answers 404 for a model location it cannot use.
-                  return sources.localBasePath(where).catch((error: unknown) => {
-                    throw notFound(toServingError(error).message);
-                  });
-                },
-                multiModel: config.sagemakerMultiModel,
-                maxModels: config.sagemakerMaxModels,
-                memoryLimitBytes: config.sagemakerMemoryLimitBytes,
-                modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
-                bodyLimitBytes: config.sagemakerMaxBodyBytes,
-                requestTimeoutMs: config.sagemakerRequestTimeoutMs,
-                grpcPort: grpc?.port,
-                restPort: rest?.port,
-                managementGuard: ops.guard,
-              }),
-              ...(config.kserveSagemakerPort
-                ? [kserveApi(config.sagemakerMaxBodyBytes, config.sagemakerRequestTimeoutMs)]
-                : []),
-            ],
-            logger: logger.child({ component: 'sagemaker' }),
-            notFoundMessage: () => 'Not Found',
-            budget,
-          }),
-        }),
-      );
-    }
-
     let lastConfigText: string | undefined;
     const readConfigs = async (): Promise<ModelConfig[] | undefined> => {
       const text =
@@ -838,23 +742,232 @@ async function startServer(
       lastConfigText = text;
       return localize(modelConfigs(config, text));
     };
-    warnIfManagementOpen(config, ops.guardOpen, logger);
-    const initial = (await readConfigs()) ?? [];
-    if (!config.waitForModels) await checkModelLayouts(config, initial);
-    initialModels = initial.map((c) => c.name);
-    try {
-      await manager.setModels(initial);
-    } catch (error) {
-      // TF Serving does not start when a configured model fails to load; --wait_for_models
-      // keeps its wait-and-retry behaviour instead.
-      if (!(error instanceof ServingError && error.code === Code.UNKNOWN)) throw error;
-      if (!config.waitForModels) {
-        throw new ConfigError(`${error.message} (--wait_for_models starts anyway and keeps retrying)`);
+    /** The REST listener: TF Serving REST, KServe v2 HTTP, ops, console, gRPC-web. */
+    const openRest = async (): Promise<void> => {
+      if (config.restPort >= 0) {
+        rest = await listen('--rest_api_port', config.restPort, () =>
+          startHttpServer({
+            host: config.host,
+            port: config.restPort,
+            ...httpLimits,
+            tls: ops.tls?.listener,
+            edge: createHttpEdge({
+              ...edgeExtras,
+              apis: [
+                opsApi(true),
+                createTfsRestApi({
+                  service,
+                  imageDecodes,
+                  bodyLimitBytes: config.restMaxBodyBytes,
+                  requestTimeoutMs: config.restTimeoutMs,
+                  jsonDecode,
+                }),
+                ...(config.kserveRest ? [kserveApi(config.restMaxBodyBytes, config.restTimeoutMs)] : []),
+                ...(config.enableConsole || config.enableOpenapi
+                  ? [
+                      createConsoleApi({
+                        service,
+                        guard: ops.guard,
+                        modelConfig: (name) => manager.modelConfig(name),
+                        versionTimes: (model, version) => versionTimes.get(`${model}\u0000${version}`),
+                        batching: {
+                          enabled: config.enableBatching,
+                          maxBatchSize,
+                          instances: config.instances,
+                        },
+                        openApi: config.enableOpenapi
+                          ? openApiDocument({
+                              version: serverVersion(),
+                              metricsPath: ops.metrics === undefined ? undefined : ops.metricsPath,
+                              consolePath: config.consolePath,
+                            })
+                          : undefined,
+                        staticDir: consoleStaticDir(),
+                        consolePath: config.enableConsole ? config.consolePath : undefined,
+                        traffic:
+                          ops.metrics === undefined
+                            ? undefined
+                            : createTrafficSampler({ read: () => metricsOf(ops).values() }),
+                        requestTimeoutMs: config.restTimeoutMs,
+                        logger: logger.child({ component: 'console' }),
+                      }),
+                    ]
+                  : []),
+                ...(config.enableGrpcWeb
+                  ? [
+                      createGrpcWebApi({
+                        services: tfsGrpcServices,
+                        logger: logger.child({ component: 'grpc-web' }),
+                        maxMessageBytes: config.restMaxBodyBytes,
+                        requestTimeoutMs: config.restTimeoutMs,
+                        corsOrigins:
+                          config.grpcWebCorsOrigins.length > 0
+                            ? config.grpcWebCorsOrigins
+                            : config.enableCors
+                              ? ['*']
+                              : [],
+                      }),
+                    ]
+                  : []),
+              ],
+              logger: logger.child({ component: 'rest' }),
+              notFoundMessage: (method, path) => `No handler for ${method} ${path}`,
+              budget,
+            }),
+          }),
+        );
       }
-      logger.error('starting without every model', { error });
-    } finally {
-      initialModels = undefined;
-    }
+    };
+    /** The gRPC listener (TCP port and --grpc_socket_path): TF Serving and KServe gRPC. */
+    const openGrpc = async (): Promise<void> => {
+      if (config.grpcPort >= 0) {
+        const channelArguments = parseGrpcChannelArguments(config.grpcChannelArguments);
+        if (channelArguments.ignored.length > 0) {
+          logger.warn('--grpc_channel_arguments: not applied by this server, ignored', {
+            ignored: channelArguments.ignored,
+            applied: APPLIED_GRPC_ARGUMENTS,
+          });
+        }
+        const grpcArgs = channelArguments.applied;
+        grpc = await listen('--port', config.grpcPort, () =>
+          startGrpcServer({
+            host: config.host,
+            port: config.grpcPort,
+            socketPath: config.grpcSocketPath,
+            logger: logger.child({ component: 'grpc' }),
+            budget,
+            connectionLimits: {
+              maxAgeMs: grpcArgs.maxConnectionAgeMs,
+              maxAgeGraceMs: grpcArgs.maxConnectionAgeGraceMs,
+              maxIdleMs: grpcArgs.maxConnectionIdleMs,
+              keepaliveTimeMs: grpcArgs.keepaliveTimeMs,
+              keepaliveTimeoutMs: grpcArgs.keepaliveTimeoutMs,
+            },
+            maxConcurrentStreams: grpcArgs.maxConcurrentStreams,
+            ...(grpcArgs.maxReceiveMessageBytes === undefined || grpcArgs.maxReceiveMessageBytes < 0
+              ? {}
+              : { maxMessageBytes: grpcArgs.maxReceiveMessageBytes }),
+            maxConnections: config.maxConnections,
+            bodyTimeoutMs: config.requestBodyTimeoutMs,
+            transport: config.grpcTransport,
+            observer: observers.request,
+            tls: ops.tls?.listener,
+            services: [
+              ...tfsGrpcServices,
+              ...(config.kserveGrpc ? [createKServeGrpcService({ kserve, managementGuard: ops.guard })] : []),
+            ],
+          }),
+        );
+      }
+    };
+    /** The SageMaker invoker (its handler host starts on first use) and listener. */
+    const openSageMaker = async (): Promise<SageMakerInvoker> => {
+      // Handler workers start on first use: the host costs nothing until a handler runs.
+      const host = createHandlerHost({
+        workers: config.sagemakerHandlerWorkers,
+        logger: logger.child({ component: 'handler-host' }),
+      });
+      handlerHost = host;
+      const loopback = loopbackFor(config.host);
+      invoker = createSageMakerInvoker({
+        service,
+        logger: logger.child({ component: 'sagemaker' }),
+        handlerHost: host,
+        imageDecodes,
+        defaultModelName: config.sagemakerDefaultModelName,
+        jsonDecode,
+        restBaseUrl:
+          rest === undefined
+            ? undefined
+            : `${ops.tls === undefined ? 'http' : 'https'}://${loopback}:${rest.port}`,
+        grpcPort: grpc?.port,
+        executionParameters: {
+          MaxConcurrentTransforms:
+            config.sagemakerMaxConcurrentTransforms > 0
+              ? config.sagemakerMaxConcurrentTransforms
+              : 2 * config.instances,
+          BatchStrategy: 'MULTI_RECORD',
+          MaxPayloadInMB: config.sagemakerMaxPayloadMb,
+        },
+      });
+      if (config.sagemakerPort >= 0) {
+        const roots = config.sagemakerModelRoots;
+        const sagemakerInvoker = invoker;
+        sagemaker = await listen('--sagemaker_port', config.sagemakerPort, () =>
+          startHttpServer({
+            host: config.host,
+            port: config.sagemakerPort,
+            ...httpLimits,
+            tls: ops.tls?.listener,
+            edge: createHttpEdge({
+              ...edgeExtras,
+              apis: [
+                opsApi(true),
+                createSageMakerApi({
+                  service,
+                  invoker: sagemakerInvoker,
+                  registry: manager,
+                  logger: logger.child({ component: 'sagemaker' }),
+                  resolveModelLocation: async (url) => {
+                    if (!isS3Uri(url) && !isArchivePath(url)) return resolveModelLocation(url, roots);
+                    const where = isS3Uri(url) ? url : await resolveModelLocation(url, roots, 'file');
+                    // The container answers 404 for a model location it cannot use.
+                    return sources.localBasePath(where).catch((error: unknown) => {
+                      throw notFound(toServingError(error).message);
+                    });
+                  },
+                  multiModel: config.sagemakerMultiModel,
+                  maxModels: config.sagemakerMaxModels,
+                  memoryLimitBytes: config.sagemakerMemoryLimitBytes,
+                  modelLoadTimeoutMs: config.sagemakerModelLoadTimeoutMs,
+                  bodyLimitBytes: config.sagemakerMaxBodyBytes,
+                  requestTimeoutMs: config.sagemakerRequestTimeoutMs,
+                  grpcPort: grpc?.port,
+                  restPort: rest?.port,
+                  managementGuard: ops.guard,
+                }),
+                ...(config.kserveSagemakerPort
+                  ? [kserveApi(config.sagemakerMaxBodyBytes, config.sagemakerRequestTimeoutMs)]
+                  : []),
+              ],
+              logger: logger.child({ component: 'sagemaker' }),
+              notFoundMessage: () => 'Not Found',
+              budget,
+            }),
+          }),
+        );
+      }
+      return invoker;
+    };
+    /** Every enabled listener (model APIs, ops, SageMaker); returns the SageMaker invoker. */
+    const openListeners = async (): Promise<SageMakerInvoker> => {
+      await openRest();
+      await openGrpc();
+      return openSageMaker();
+    };
+    /** The initial configuration's models, loaded (or failed as TF Serving fails). */
+    const loadInitialModels = async (): Promise<void> => {
+      warnIfManagementOpen(config, ops.guardOpen, logger);
+      const initial = (await readConfigs()) ?? [];
+      if (!config.waitForModels) await checkModelLayouts(config, initial);
+      initialModels = initial.map((c) => c.name);
+      try {
+        await manager.setModels(initial);
+      } catch (error) {
+        // TF Serving does not start when a configured model fails to load; --wait_for_models
+        // keeps its wait-and-retry behaviour instead.
+        if (!(error instanceof ServingError && error.code === Code.UNKNOWN)) throw error;
+        if (!config.waitForModels) {
+          throw new ConfigError(`${error.message} (--wait_for_models starts anyway and keeps retrying)`);
+        }
+        logger.error('starting without every model', { error });
+      } finally {
+        initialModels = undefined;
+      }
+    };
+    invoker = await startInOrder(config.openPortsBeforeModelsLoad, openListeners, loadInitialModels, () =>
+      checkPortsFree(config),
+    );
     // A second after the models are in (not competing with their loads and warmups), one JSON
     // decode thread starts, so the first big JSON body does not pay for its start and warm-up.
     const prestart = setTimeout(() => {

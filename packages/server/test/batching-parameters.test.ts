@@ -61,11 +61,13 @@ void describe('batching parameters', () => {
         parseBatchingParameters('max_batch_size { value: 8 }\nmax_batch_sise { value: 8 }', {
           source: 'b.pbtxt',
         }),
-      invalid(/^b\.pbtxt:2:1: unknown field "max_batch_sise"/),
+      invalid(
+        /^b\.pbtxt:2:1: Message type "tensorflow\.serving\.BatchingParameters" has no field named "max_batch_sise"/,
+      ),
     );
     assert.throws(
       () => parseBatchingParameters('max_batch_size { value: "x" }'),
-      invalid(/expects an integer/),
+      invalid(/Expected integer, got: "x"/),
     );
   });
 

@@ -244,11 +244,20 @@ void describe('KServe v2 gRPC: health and metadata', () => {
     await rejectsWith(
       rpc('ModelConfig', ModelConfigRequestSchema, ModelConfigResponseSchema, { name: 'cls', version: '2' }),
       grpc.status.UNAVAILABLE,
-      /not ready/,
+      /^Request for unknown model: 'cls' version 2 is not at ready state$/,
     );
     await rejectsWith(
       rpc('ModelMetadata', ModelMetadataRequestSchema, ModelMetadataResponseSchema, { name: 'nope' }),
       grpc.status.NOT_FOUND,
+      /^Request for unknown model: 'nope' is not found$/,
+    );
+    await rejectsWith(
+      rpc('ModelMetadata', ModelMetadataRequestSchema, ModelMetadataResponseSchema, {
+        name: 'cls',
+        version: '7',
+      }),
+      grpc.status.NOT_FOUND,
+      /^Request for unknown model: 'cls' version 7 is not found$/,
     );
   });
 });

@@ -158,12 +158,29 @@ void describe('KServe v2 HTTP API (fakes)', () => {
     assert.equal((await call('GET', '/v2/models/cls/ready')).status, 200);
     assert.equal((await call('GET', '/v2/models/cls/versions/1/ready')).status, 200);
     await expectError(call('GET', '/v2/models/nope/ready'), 404, /nope/);
-    await expectError(call('GET', '/v2/models/nope'), 404, /Servable not found/);
-    await expectError(call('GET', '/v2/models/cls/versions/7'), 404, /Specific\(cls, 7\)/);
+    // Triton's words (model_repository_manager.cc, model_lifecycle.cc).
+    await expectError(
+      call('GET', '/v2/models/nope'),
+      404,
+      /^Request for unknown model: 'nope' is not found$/,
+    );
+    await expectError(
+      call('GET', '/v2/models/cls/versions/7'),
+      404,
+      /^Request for unknown model: 'cls' version 7 is not found$/,
+    );
     await expectError(call('GET', '/v2/models/cls/versions/abc'), 404, /^Not Found$/);
     // A version that exists but is still loading: 503 (Triton's UNAVAILABLE), not 404.
-    await expectError(call('GET', '/v2/models/cls/versions/2'), 503, /version 2 is not ready yet/);
-    await expectError(call('POST', '/v2/models/cls/versions/2/infer', '{"inputs":[]}'), 503, /not ready yet/);
+    await expectError(
+      call('GET', '/v2/models/cls/versions/2'),
+      503,
+      /^Request for unknown model: 'cls' version 2 is not at ready state$/,
+    );
+    await expectError(
+      call('POST', '/v2/models/cls/versions/2/infer', '{"inputs":[]}'),
+      503,
+      /not at ready state/,
+    );
     await expectError(call('GET', '/v2/models/cls/versions/2/ready'), 400, /not ready/);
     await expectError(call('GET', '/v2/nothing/here'), 404, /^Not Found$/);
     const r = await expectError(call('POST', '/v2/models/cls'), 405, /Method Not Allowed/);
@@ -329,12 +346,28 @@ void describe('KServe v2 HTTP API (fakes)', () => {
     await expectError(
       send('{"inputs":[{"name":"x","shape":[2],"datatype":"INT32","data":[1,2]}]}'),
       400,
-      /data-type is 'INT32', but model 'half' expects 'FP32'/,
+      /^\[request id: <id_unknown>\] inference input 'x' data-type is 'INT32', but model 'half' expects 'FP32'$/,
     );
     await expectError(
-      send('{"inputs":[{"name":"q","shape":[1],"datatype":"FP32","data":[1]}]}'),
+      send('{"id":"r7","inputs":[{"name":"q","shape":[1],"datatype":"FP32","data":[1]}]}'),
       400,
-      /unexpected inference input 'q'/,
+      /^\[request id: r7\] unexpected inference input 'q' for model 'half'$/,
+    );
+    await expectError(
+      call(
+        'POST',
+        '/v2/models/cls/infer',
+        '{"inputs":[{"name":"x","shape":[1,3],"datatype":"FP32","data":[1,2,3]}]}',
+      ),
+      400,
+      /^\[request id: <id_unknown>\] unexpected shape for input 'x' for model 'cls'\. Expected \[-1,4\], got \[1,3\]\. NOTE: Setting a non-zero max_batch_size/,
+    );
+    await expectError(
+      send(
+        '{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]},{"name":"q","shape":[1],"datatype":"FP32","data":[1]}]}',
+      ),
+      400,
+      /^\[request id: <id_unknown>\] expected 1 inputs but got 2 inputs for model 'half'\. Got input\(s\) \['x','q'\], but missing required input\(s\) \[\]\./,
     );
     await expectError(
       send('{"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1,2]}]}'),

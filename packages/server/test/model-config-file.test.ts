@@ -3,8 +3,7 @@ import { describe, it } from 'node:test';
 import { Code, ServingError } from '@visionserve/protocol';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { ModelConfigSchema, ModelServerConfigSchema } from '@visionserve/protocol/tfs-proto';
-import { modelConfigsFromProto } from '../src/frontends/tfs-grpc/tfs-messages.js';
-import { parseModelConfigFile } from '../src/repository/model-config-file.js';
+import { modelConfigsFromMessage, parseModelConfigFile } from '../src/repository/model-config-file.js';
 
 function rejects(text: string, pattern: RegExp): void {
   assert.throws(
@@ -68,7 +67,7 @@ void describe('parseModelConfigFile', () => {
   void it('rejects bad configs with clear, positioned messages', () => {
     rejects(
       'model_config_list {\n config { name: "a" base_path: "/a" }\n config { name: "a" base_path: "/b" }\n}',
-      /^models\.config:3:2: Illegal to list model a multiple times in config list/,
+      /^models\.config:3:9: Illegal to list model a multiple times in config list/,
     );
     rejects(
       'model_config_list { config { base_path: "/a" } }',
@@ -77,13 +76,21 @@ void describe('parseModelConfigFile', () => {
     rejects('model_config_list { config { name: "a" } }', /model config "a" is missing "base_path"/);
     rejects(
       'model_config_list { config { name: "a" base_path: "/a" colour: 1 } }',
-      /^models\.config:1:56: unknown field "colour" in model config/,
+      /^models\.config:1:56: Message type "tensorflow\.serving\.ModelConfig" has no field named "colour"/,
     );
-    rejects('model_config_list { cfg {} }', /unknown field "cfg" in model_config_list/);
-    rejects('custom_model_config {}', /custom_model_config is not supported/);
+    rejects(
+      'model_config_list { cfg {} }',
+      /^models\.config:1:21: Message type "tensorflow\.serving\.ModelConfigList" has no field named "cfg"/,
+    );
+    // The same answer as a gRPC reload gets: one mapping for both.
+    assert.throws(
+      () => parseModelConfigFile('custom_model_config {}', '/'),
+      (e: unknown) =>
+        e instanceof ServingError && e.code === Code.UNIMPLEMENTED && /not supported/.test(e.message),
+    );
     rejects(
       'model_config_list { config { name: "a" base_path: "/a" model_version_policy { latest {} all {} } } }',
-      /exactly one of latest, all, specific/,
+      /Field "all" is specified along with field "latest", another member of oneof/,
     );
     rejects(
       'model_config_list { config { name: "a" base_path: "/a" model_version_policy { specific {} } } }',
@@ -91,15 +98,19 @@ void describe('parseModelConfigFile', () => {
     );
     rejects(
       'model_config_list { config { name: "a" base_path: "/a" model_version_policy { specific { versions: "1" } } } }',
-      /field "versions" expects an integer/,
+      /^models\.config:1:\d+: Expected integer, got: "1"/,
     );
     rejects(
       'model_config_list { config { name: "a" base_path: "/a" version_labels { key: "x" value: 1 } version_labels { key: "x" value: 2 } } }',
-      /version label "x" given more than once/,
+      /Map field "version_labels" has the key "x" more than once/,
     );
-    rejects(
-      'model_config_list { config { name: "a" base_path: "/a" version_labels { key: "x" } } }',
-      /version label "x" has no value/,
+    // As in protobuf's text format (and so TF Serving), a map entry without a value holds 0.
+    assert.deepEqual(
+      parseModelConfigFile(
+        'model_config_list { config { name: "a" base_path: "/a" version_labels { key: "x" } } }',
+        '/',
+      )[0]?.versionLabels,
+      { x: 0 },
     );
     rejects('model_config_list { config { name: "a" base_path: "/a" }', /expected "}" before end of input/);
   });
@@ -118,7 +129,7 @@ void describe('version labels named like Object.prototype members', () => {
     const message = create(ModelConfigSchema, { name: 'a', basePath: '/a' });
     Object.defineProperty(message.versionLabels, '__proto__', { value: 3n, enumerable: true });
     const decoded = fromBinary(ModelConfigSchema, toBinary(ModelConfigSchema, message));
-    const [reloaded] = modelConfigsFromProto(
+    const [reloaded] = modelConfigsFromMessage(
       create(ModelServerConfigSchema, { config: { case: 'modelConfigList', value: { config: [decoded] } } }),
     );
     assert.deepEqual(Object.entries(reloaded!.versionLabels), [['__proto__', 3]]);

@@ -7,6 +7,7 @@ import { imageToTensor } from '@visionserve/vision/image';
 import type { ModelSource, Session } from '../src/core/session.js';
 import {
   WORKER_FAULTS,
+  type WorkerFaults,
   createOnnxSessionFactory,
   loadFailureCode,
   withoutHostPaths,
@@ -236,6 +237,49 @@ describe('onnx runtime: worker failures and back-pressure', () => {
       assert.equal(exits, 1, 'the unasked exit is reported once (metrics)');
     } finally {
       await session.close();
+    }
+  });
+
+  it('a worker terminated inside session.run fails only that run; the process and the other instance serve on', async () => {
+    const base = await stageModel('mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
+    const batch = (n: number): Record<string, Tensor> => ({
+      input: { dtype: 'float32', shape: [n, 3, 224, 224], data: new Float32Array(n * 3 * 224 * 224) },
+    });
+    // Before the guard (native-call-guard.ts) every trial ended the test process with SIGABRT.
+    for (let trial = 0; trial < 3; trial++) {
+      let exits = 0;
+      const factory = createOnnxSessionFactory({
+        logger: silentLogger,
+        instances: 2,
+        onWorkerExit: () => {
+          exits++;
+        },
+      });
+      const session = await factory.load(source('mobilenet', base));
+      const faults = (session as unknown as { [WORKER_FAULTS]: WorkerFaults })[WORKER_FAULTS];
+      try {
+        // Both instances busy: the first big batch goes to instance 0, the second to instance 1.
+        const killed = session.run(batch(64));
+        const other = session.run(batch(64));
+        const deadline = Date.now() + 30_000;
+        while (!faults.inRun(0) && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+        assert.ok(faults.inRun(0), 'instance 0 entered session.run');
+        const terminated = faults.kill(0);
+        await assert.rejects(killed, (e: unknown) => {
+          assert.ok(e instanceof ServingError);
+          assert.equal(e.code, Code.INTERNAL);
+          assert.match(e.message, /stopped during its run/);
+          return true;
+        });
+        assert.deepEqual((await other)['output']?.shape, [64, 1000], "the other instance's run was answered");
+        await terminated; // the thread ended once its native call had returned
+        // The next requests are answered, on both instances once the replacement is up.
+        const next = await Promise.all([session.run(batch(1)), session.run(batch(1)), session.run(batch(1))]);
+        for (const out of next) assert.deepEqual(out['output']?.shape, [1, 1000]);
+        assert.equal(exits, 1, 'the stop is reported once (metrics)');
+      } finally {
+        await session.close();
+      }
     }
   });
 

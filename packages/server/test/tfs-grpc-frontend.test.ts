@@ -1,3 +1,4 @@
+import { modelConfigsFromMessage } from '../src/repository/model-config-file.js';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
@@ -215,13 +216,18 @@ describe('TF Serving gRPC frontend', () => {
     typed = await startGrpcServer({
       host: '127.0.0.1',
       port: 0,
-      services: createTfsGrpcServices({ service, logger }),
+      services: createTfsGrpcServices({ service, logger, readModelServerConfig: modelConfigsFromMessage }),
       logger,
     });
     raw = await startGrpcServer({
       host: '127.0.0.1',
       port: 0,
-      services: createTfsGrpcServices({ service, logger, serializeAsTensorContent: true }),
+      services: createTfsGrpcServices({
+        service,
+        logger,
+        readModelServerConfig: modelConfigsFromMessage,
+        serializeAsTensorContent: true,
+      }),
       logger,
     });
     client = connect(typed.port);

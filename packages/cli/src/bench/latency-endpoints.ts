@@ -144,136 +144,119 @@ async function startTlsServer(
   };
 }
 
-export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<LatencyEndpoints> {
+/** Where the paths' servers listen (started here, or the targets given), and their processes. */
+interface ServedAt {
+  grpcAddress?: string | undefined;
+  grpcTcAddress?: string | undefined;
+  restUrl?: string | undefined;
+  invocationsUrl?: string | undefined;
+  mainPid?: number | undefined;
+  tcPid?: number | undefined;
+  mainGc?: (() => GcTotals) | undefined;
+  tcGc?: (() => GcTotals) | undefined;
+  secure?: SecureServer | undefined;
+  noTls: string;
+}
+
+type StartServer = (flags: readonly string[]) => Promise<ServerProcess>;
+
+/** Starts the servers the wanted paths need (typed, tensor_content, TLS), or takes the targets. */
+async function startServers(o: LatencyEndpointOptions, startServer: StartServer): Promise<ServedAt> {
   const wants = (p: PathId): boolean => o.paths.includes(p);
-  const closers: (() => Promise<void> | void)[] = [];
-  const close = async (): Promise<void> => {
-    for (const c of closers.splice(0).reverse()) {
-      try {
-        await c();
-      } catch {
-        // Best effort: the others still close.
-      }
-    }
+  const at: ServedAt = {
+    noTls: 'the TLS paths need a server started by the benchmark (not --grpc/--rest targets)',
   };
-  const startServer = async (flags: readonly string[]) => {
-    const server = await startServerProcess(flags, { cleanup: o.cleanup });
-    closers.push(() => server.stop());
-    return server;
+  if (o.targets) {
+    at.grpcAddress = o.targets.grpc;
+    at.grpcTcAddress = o.targets.grpcTensorContent;
+    at.restUrl = o.targets.rest;
+    at.invocationsUrl = o.targets.invocations;
+    at.mainPid = at.tcPid = o.targets.serverPid;
+    return at;
+  }
+  const mainPaths: PathId[] = [
+    'grpc-typed',
+    'rest-json',
+    'invocations',
+    'kserve-http',
+    'kserve-json',
+    'kserve-grpc',
+    'rest-b64',
+    'rest-b64-cached',
+  ];
+  if (mainPaths.some(wants)) {
+    o.log('starting server (typed gRPC responses)...');
+    // Only the cached twins opt in to the response cache; the other paths never hit it.
+    const cache = wants('rest-b64-cached') ? ['--response_cache_bytes=67108864'] : [];
+    const main = await startServer([...o.serverFlags, ...cache]);
+    at.grpcAddress = `127.0.0.1:${main.grpcPort}`;
+    at.restUrl = `http://127.0.0.1:${main.restPort}`;
+    if (main.sagemakerPort !== undefined) at.invocationsUrl = `http://127.0.0.1:${main.sagemakerPort}`;
+    at.mainPid = main.pid;
+    at.mainGc = main.gc;
+  }
+  if (wants('grpc-tensor-content')) {
+    o.log('starting server (--enable_serialization_as_tensor_content)...');
+    const tc = await startServer([...o.serverFlags, '--enable_serialization_as_tensor_content']);
+    at.grpcTcAddress = `127.0.0.1:${tc.grpcPort}`;
+    at.tcPid = tc.pid;
+    at.tcGc = tc.gc;
+  }
+  if (wants('grpc-tls') || wants('kserve-https')) {
+    const started = await startTlsServer(o, startServer);
+    if (typeof started === 'string') at.noTls = started;
+    else at.secure = started;
+  }
+  return at;
+}
+
+type Clients = Omit<LatencyEndpoints, 'noTls' | 'probe' | 'close'>;
+
+/** One client per path that has a server; each closes with the endpoints. */
+function openClients(
+  o: LatencyEndpointOptions,
+  at: ServedAt,
+  closers: (() => Promise<void> | void)[],
+): Clients {
+  // VISIONSERVE_BENCH_GRPC_CLIENT=node runs the gRPC paths on node:http2 (A/B against the default, lean).
+  const transport = process.env['VISIONSERVE_BENCH_GRPC_CLIENT'] === 'node' ? ('node' as const) : undefined;
+  const clientOptions = { defaultTimeoutMs: o.timeoutMs, ...(transport ? { transport } : {}) };
+  const closing = <C extends { close(): void }>(
+    client: C,
+    pid: number | undefined,
+    gc: (() => GcTotals) | undefined,
+  ): Endpoint<C> => {
+    closers.push(() => {
+      client.close();
+    });
+    return { client, pid, gc };
   };
-  try {
-    let grpcAddress: string | undefined;
-    let grpcTcAddress: string | undefined;
-    let restUrl: string | undefined;
-    let invocationsUrl: string | undefined;
-    let mainPid: number | undefined;
-    let tcPid: number | undefined;
-    let mainGc: (() => GcTotals) | undefined;
-    let tcGc: (() => GcTotals) | undefined;
-    let secure: SecureServer | undefined;
-    let noTls = 'the TLS paths need a server started by the benchmark (not --grpc/--rest targets)';
-    if (o.targets) {
-      ({ grpc: grpcAddress, grpcTensorContent: grpcTcAddress, rest: restUrl } = o.targets);
-      invocationsUrl = o.targets.invocations;
-      mainPid = tcPid = o.targets.serverPid;
-    } else {
-      if (
-        wants('grpc-typed') ||
-        wants('rest-json') ||
-        wants('invocations') ||
-        wants('kserve-http') ||
-        wants('kserve-json') ||
-        wants('kserve-grpc') ||
-        wants('rest-b64') ||
-        wants('rest-b64-cached')
-      ) {
-        o.log('starting server (typed gRPC responses)...');
-        // Only the cached twins opt in to the response cache; the other paths never hit it.
-        const cache = wants('rest-b64-cached') ? ['--response_cache_bytes=67108864'] : [];
-        const main = await startServer([...o.serverFlags, ...cache]);
-        grpcAddress = `127.0.0.1:${main.grpcPort}`;
-        restUrl = `http://127.0.0.1:${main.restPort}`;
-        if (main.sagemakerPort !== undefined) invocationsUrl = `http://127.0.0.1:${main.sagemakerPort}`;
-        mainPid = main.pid;
-        mainGc = main.gc;
-      }
-      if (wants('grpc-tensor-content')) {
-        o.log('starting server (--enable_serialization_as_tensor_content)...');
-        const tc = await startServer([...o.serverFlags, '--enable_serialization_as_tensor_content']);
-        grpcTcAddress = `127.0.0.1:${tc.grpcPort}`;
-        tcPid = tc.pid;
-        tcGc = tc.gc;
-      }
-      if (wants('grpc-tls') || wants('kserve-https')) {
-        const started = await startTlsServer(o, startServer);
-        if (typeof started === 'string') noTls = started;
-        else secure = started;
-      }
-    }
-    // VISIONSERVE_BENCH_GRPC_CLIENT=node runs the gRPC paths on node:http2 (A/B against the default, lean).
-    const transport = process.env['VISIONSERVE_BENCH_GRPC_CLIENT'] === 'node' ? ('node' as const) : undefined;
-    const clientOptions = { defaultTimeoutMs: o.timeoutMs, ...(transport ? { transport } : {}) };
-    const closing = <C extends { close(): void }>(
-      client: C,
-      pid: number | undefined,
-      gc: (() => GcTotals) | undefined,
-    ): Endpoint<C> => {
-      closers.push(() => {
-        client.close();
-      });
-      return { client, pid, gc };
-    };
-    const grpcTyped = grpcAddress
-      ? closing(
-          createTfsGrpcClient({ address: grpcAddress, encoding: 'typed', ...clientOptions }),
-          mainPid,
-          mainGc,
-        )
-      : undefined;
-    const grpcTensorContent = grpcTcAddress
+  const { grpcAddress, grpcTcAddress, restUrl, invocationsUrl, mainPid, mainGc, secure } = at;
+  const main = <C extends { close(): void }>(client: C): Endpoint<C> => closing(client, mainPid, mainGc);
+  const sockets = { maxSockets: o.concurrency, ...clientOptions };
+  return {
+    grpcTyped: grpcAddress
+      ? main(createTfsGrpcClient({ address: grpcAddress, encoding: 'typed', ...clientOptions }))
+      : undefined,
+    grpcTensorContent: grpcTcAddress
       ? closing(
           createTfsGrpcClient({ address: grpcTcAddress, encoding: 'tensor_content', ...clientOptions }),
-          tcPid,
-          tcGc,
+          at.tcPid,
+          at.tcGc,
         )
-      : undefined;
-    const rest = restUrl
-      ? closing(
-          createTfsRestClient({ baseUrl: restUrl, maxSockets: o.concurrency, ...clientOptions }),
-          mainPid,
-          mainGc,
-        )
-      : undefined;
-    const kserveHttp = restUrl
-      ? closing(
-          createKServeHttpClient({ baseUrl: restUrl, maxSockets: o.concurrency, ...clientOptions }),
-          mainPid,
-          mainGc,
-        )
-      : undefined;
-    const kserveJson = restUrl
-      ? closing(
-          createKServeHttpClient({
-            baseUrl: restUrl,
-            maxSockets: o.concurrency,
-            binary: false,
-            ...clientOptions,
-          }),
-          mainPid,
-          mainGc,
-        )
-      : undefined;
-    const kserveGrpc = grpcAddress
-      ? closing(createKServeGrpcClient({ address: grpcAddress, ...clientOptions }), mainPid, mainGc)
-      : undefined;
-    const invocations = invocationsUrl
-      ? closing(
-          createInvocationsClient({ baseUrl: invocationsUrl, maxSockets: o.concurrency, ...clientOptions }),
-          mainPid,
-          mainGc,
-        )
-      : undefined;
-    const grpcTls = secure
+      : undefined,
+    rest: restUrl ? main(createTfsRestClient({ baseUrl: restUrl, ...sockets })) : undefined,
+    kserveHttp: restUrl ? main(createKServeHttpClient({ baseUrl: restUrl, ...sockets })) : undefined,
+    kserveJson: restUrl
+      ? main(createKServeHttpClient({ baseUrl: restUrl, ...sockets, binary: false }))
+      : undefined,
+    kserveGrpc: grpcAddress
+      ? main(createKServeGrpcClient({ address: grpcAddress, ...clientOptions }))
+      : undefined,
+    invocations: invocationsUrl
+      ? main(createInvocationsClient({ baseUrl: invocationsUrl, ...sockets }))
+      : undefined,
+    grpcTls: secure
       ? closing(
           createTfsGrpcClient({
             address: secure.grpc,
@@ -284,40 +267,44 @@ export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<L
           secure.pid,
           secure.gc,
         )
-      : undefined;
-    const kserveHttps = secure
+      : undefined,
+    kserveHttps: secure
       ? closing(
-          createKServeHttpClient({
-            baseUrl: secure.rest,
-            tls: { ca: secure.ca },
-            maxSockets: o.concurrency,
-            ...clientOptions,
-          }),
+          createKServeHttpClient({ baseUrl: secure.rest, tls: { ca: secure.ca }, ...sockets }),
           secure.pid,
           secure.gc,
         )
-      : undefined;
+      : undefined,
+  };
+}
+
+export async function openLatencyEndpoints(o: LatencyEndpointOptions): Promise<LatencyEndpoints> {
+  const closers: (() => Promise<void> | void)[] = [];
+  const close = async (): Promise<void> => {
+    for (const c of closers.splice(0).reverse()) {
+      try {
+        await c();
+      } catch {
+        // Best effort: the others still close.
+      }
+    }
+  };
+  const startServer: StartServer = async (flags) => {
+    const server = await startServerProcess(flags, { cleanup: o.cleanup });
+    closers.push(() => server.stop());
+    return server;
+  };
+  try {
+    const at = await startServers(o, startServer);
+    const clients = openClients(o, at, closers);
     let probe: InProcessProbe | undefined;
-    if (wants('in-process')) {
+    if (o.paths.includes('in-process')) {
       o.log('starting in-process probe...');
       const started = await startInProcessProbe(o.serverFlags, o.cleanup);
       closers.push(() => started.close());
       probe = started;
     }
-    return {
-      grpcTyped,
-      grpcTensorContent,
-      rest,
-      kserveHttp,
-      kserveJson,
-      kserveGrpc,
-      invocations,
-      grpcTls,
-      kserveHttps,
-      noTls,
-      probe,
-      close,
-    };
+    return { ...clients, noTls: at.noTls, probe, close };
   } catch (error) {
     await close();
     throw error;

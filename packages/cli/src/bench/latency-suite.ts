@@ -129,143 +129,143 @@ export async function runLatencySuite(o: LatencySuiteOptions): Promise<LatencySu
   return { cases, rows };
 }
 
-async function runCase(
-  c: BenchCase,
-  o: LatencySuiteOptions,
-): Promise<{ report: CaseReport; rows: BenchRow[] }> {
-  const floorPaths = o.paths.filter(isFloorPath);
-  const servedPaths = o.paths.filter((p) => !isFloorPath(p));
-  const samples = new Map<string, Sample[]>();
-  const skipped = new Map<string, string>();
-  const key = (p: PathId, m: LoopMode): string => `${p}|${m}`;
-  const limits = { durationMs: o.durationMs, minRequests: o.minRequests, maxRequests: o.maxRequests };
+const key = (p: PathId, m: LoopMode): string => `${p}|${m}`;
 
-  const record = (k: string, sample: Sample): void => {
-    samples.set(k, [...(samples.get(k) ?? []), sample]);
-    if (sample.latenciesMs.length === 0)
-      skipped.set(k, `every request failed: ${sample.firstError ?? 'unknown error'}`);
-  };
-  const fail = (k: string, error: unknown): void => {
-    skipped.set(k, `failed: ${error instanceof Error ? error.message : String(error)}`);
-  };
+/** One case's run: what its blocks measured and why some were skipped. */
+interface CaseRun {
+  readonly c: BenchCase;
+  readonly o: LatencySuiteOptions;
+  readonly samples: Map<string, Sample[]>;
+  readonly skipped: Map<string, string>;
+  readonly limits: { durationMs: number; minRequests: number; maxRequests: number };
+  readonly floors: Awaited<ReturnType<typeof openFloors>>;
+  readonly runners: Map<PathId, PathRunner | Unavailable>;
+  /** Served paths whose warmup requests were sent (once per path). */
+  readonly warmed: Set<PathId>;
+}
 
-  const floors = await openFloors(c, o);
-  let rssPerMessage: CaseReport['serverRssPerMessage'];
-  try {
-    const runners = new Map<PathId, PathRunner | Unavailable>();
-    for (const p of servedPaths) runners.set(p, runnerFor(p, c, o.endpoints));
-    const warmed = new Set<PathId>();
+function record(run: CaseRun, k: string, sample: Sample): void {
+  run.samples.set(k, [...(run.samples.get(k) ?? []), sample]);
+  if (sample.latenciesMs.length === 0)
+    run.skipped.set(k, `every request failed: ${sample.firstError ?? 'unknown error'}`);
+}
 
-    const runFloors = async (round: number, which: 'before' | 'after'): Promise<void> => {
-      for (const p of floorPaths) {
-        o.progress.step(`${c.id} · ${p} (${which}) · round ${round + 1}`);
-        const runner = floors.runners.get(p)!;
-        const k = key(p, 'closed');
-        if (isUnavailable(runner)) {
-          skipped.set(k, runner.unavailable);
-          continue;
-        }
-        try {
-          record(
-            k,
-            await runner.runBlock({
-              mode: 'closed',
-              concurrency: 1,
-              ratePerSecond: 0,
-              warmup: o.warmup,
-              ...limits,
-            }),
-          );
-        } catch (error) {
-          fail(k, error);
-        }
-      }
-    };
+function fail(run: CaseRun, k: string, error: unknown): void {
+  run.skipped.set(k, `failed: ${error instanceof Error ? error.message : String(error)}`);
+}
 
-    // Before the rounds: the server has not yet served these answers (see server-rss-per-message.ts).
-    const tc = runners.get('grpc-tensor-content');
-    const tcPid = o.endpoints.grpcTensorContent?.pid;
-    if ((o.rssPerMessageCases ?? ['raw_detector']).includes(c.id) && tc !== undefined) {
-      o.progress.step(`${c.id} · server RSS per message in flight`);
-      rssPerMessage =
-        isUnavailable(tc) || tcPid === undefined
-          ? { unavailable: 'needs the gRPC tensor_content server started here' }
-          : await measureRssPerMessage({ runner: tc, pid: tcPid }).catch((error: unknown) => ({
-              unavailable: `failed: ${error instanceof Error ? error.message : String(error)}`,
-            }));
+async function runFloors(run: CaseRun, round: number, which: 'before' | 'after'): Promise<void> {
+  const { c, o } = run;
+  for (const p of o.paths.filter(isFloorPath)) {
+    o.progress.step(`${c.id} · ${p} (${which}) · round ${round + 1}`);
+    const runner = run.floors.runners.get(p)!;
+    const k = key(p, 'closed');
+    if (isUnavailable(runner)) {
+      run.skipped.set(k, runner.unavailable);
+      continue;
     }
-
-    for (let round = 0; round < o.repeat; round++) {
-      await runFloors(round, 'before');
-      for (const p of servedPaths) {
-        const runner = runners.get(p)!;
-        for (const mode of o.modes) {
-          const k = key(p, mode);
-          if (isUnavailable(runner)) {
-            o.progress.step(`${c.id} · ${p} · skipped`);
-            skipped.set(k, runner.unavailable);
-            continue;
-          }
-          if (skipped.has(k)) {
-            o.progress.step(`${c.id} · ${p} · ${mode} · skipped`);
-            continue;
-          }
-          const lastClosed = samples.get(key(p, 'closed'))?.at(-1);
-          const rate =
-            o.ratePerSecond ??
-            (lastClosed !== undefined && lastClosed.wallMs > 0
-              ? ((lastClosed.latenciesMs.length * 1000) / lastClosed.wallMs) * o.rateFraction
-              : undefined);
-          const label = `${c.id} · ${p} · ${mode === 'closed' ? `closed c=${o.concurrency}` : `open ${rate?.toFixed(1) ?? '?'}/s`} · round ${round + 1}`;
-          o.progress.step(label);
-          if (mode === 'open' && (rate === undefined || !(rate > 0))) {
-            skipped.set(
-              k,
-              'open loop needs --rate or a closed-loop block of the same path to derive it from',
-            );
-            continue;
-          }
-          try {
-            const warmup = warmed.has(p) ? 0 : o.warmup;
-            warmed.add(p);
-            record(
-              k,
-              await runner.runBlock({
-                mode,
-                concurrency: o.concurrency,
-                ratePerSecond: rate ?? 0,
-                warmup,
-                warmupMs: o.warmupMs ?? 0,
-                ...limits,
-                onProgress: (n) => {
-                  o.progress.tick(`${label} · ${n} req`);
-                },
-              }),
-            );
-          } catch (error) {
-            fail(k, error);
-          }
-        }
-      }
-      await runFloors(round, 'after');
+    try {
+      record(
+        run,
+        k,
+        await runner.runBlock({
+          mode: 'closed',
+          concurrency: 1,
+          ratePerSecond: 0,
+          warmup: o.warmup,
+          ...run.limits,
+        }),
+      );
+    } catch (error) {
+      fail(run, k, error);
     }
-  } finally {
-    await floors.close();
   }
+}
 
-  const measured = (p: PathId): Sample[] =>
-    (samples.get(key(p, 'closed')) ?? []).filter((s) => s.latenciesMs.length > 0);
-  const floorRef: FloorReference | undefined =
-    measured('floor').length > 0 ? floorReference(measured('floor')) : undefined;
-  const imageRef = measured('image-floor').length > 0 ? floorReference(measured('image-floor')) : undefined;
-  const imageRunner = floors.runners.get('image-floor');
+/** Before the rounds: the server has not yet served these answers (see server-rss-per-message.ts). */
+async function rssPerMessageOf(run: CaseRun): Promise<CaseReport['serverRssPerMessage']> {
+  const { c, o } = run;
+  const tc = run.runners.get('grpc-tensor-content');
+  const tcPid = o.endpoints.grpcTensorContent?.pid;
+  if (!(o.rssPerMessageCases ?? ['raw_detector']).includes(c.id) || tc === undefined) return undefined;
+  o.progress.step(`${c.id} · server RSS per message in flight`);
+  if (isUnavailable(tc) || tcPid === undefined) {
+    return { unavailable: 'needs the gRPC tensor_content server started here' };
+  }
+  return measureRssPerMessage({ runner: tc, pid: tcPid }).catch((error: unknown) => ({
+    unavailable: `failed: ${error instanceof Error ? error.message : String(error)}`,
+  }));
+}
 
+/** The open-loop rate of a path: --rate, or a fraction of its last closed-loop throughput. */
+function openRate(run: CaseRun, p: PathId): number | undefined {
+  const { o } = run;
+  const lastClosed = run.samples.get(key(p, 'closed'))?.at(-1);
+  return (
+    o.ratePerSecond ??
+    (lastClosed !== undefined && lastClosed.wallMs > 0
+      ? ((lastClosed.latenciesMs.length * 1000) / lastClosed.wallMs) * o.rateFraction
+      : undefined)
+  );
+}
+
+/** One block of a served path in one loop mode. */
+async function runServedBlock(run: CaseRun, round: number, p: PathId, mode: LoopMode): Promise<void> {
+  const { c, o } = run;
+  const runner = run.runners.get(p)!;
+  const k = key(p, mode);
+  if (isUnavailable(runner)) {
+    o.progress.step(`${c.id} · ${p} · skipped`);
+    run.skipped.set(k, runner.unavailable);
+    return;
+  }
+  if (run.skipped.has(k)) {
+    o.progress.step(`${c.id} · ${p} · ${mode} · skipped`);
+    return;
+  }
+  const rate = openRate(run, p);
+  const label = `${c.id} · ${p} · ${mode === 'closed' ? `closed c=${o.concurrency}` : `open ${rate?.toFixed(1) ?? '?'}/s`} · round ${round + 1}`;
+  o.progress.step(label);
+  if (mode === 'open' && (rate === undefined || !(rate > 0))) {
+    run.skipped.set(k, 'open loop needs --rate or a closed-loop block of the same path to derive it from');
+    return;
+  }
+  try {
+    const warmup = run.warmed.has(p) ? 0 : o.warmup;
+    run.warmed.add(p);
+    record(
+      run,
+      k,
+      await runner.runBlock({
+        mode,
+        concurrency: o.concurrency,
+        ratePerSecond: rate ?? 0,
+        warmup,
+        warmupMs: o.warmupMs ?? 0,
+        ...run.limits,
+        onProgress: (n) => {
+          o.progress.tick(`${label} · ${n} req`);
+        },
+      }),
+    );
+  } catch (error) {
+    fail(run, k, error);
+  }
+}
+
+/** The report rows of every path and mode of the case. */
+function caseRows(
+  run: CaseRun,
+  floorRef: FloorReference | undefined,
+  imageRef: FloorReference | undefined,
+): BenchRow[] {
+  const { c, o } = run;
   const rows: BenchRow[] = [];
   for (const p of o.paths) {
     const floor = isFloorPath(p);
     for (const mode of floor ? (['closed'] as const) : o.modes) {
       const k = key(p, mode);
-      const list = samples.get(k) ?? [];
+      const list = run.samples.get(k) ?? [];
       const base = {
         case: c.id,
         path: p,
@@ -275,7 +275,7 @@ async function runCase(
       };
       const usable = list.filter((s) => s.latenciesMs.length > 0);
       if (usable.length === 0) {
-        rows.push({ ...base, skipped: skipped.get(k) ?? 'not measured' });
+        rows.push({ ...base, skipped: run.skipped.get(k) ?? 'not measured' });
         continue;
       }
       if (floor) {
@@ -294,6 +294,42 @@ async function runCase(
       rows.push(aggregateSamples(base, usable, floorRef, imagePath ? imageRef : undefined));
     }
   }
+  return rows;
+}
+
+async function runCase(
+  c: BenchCase,
+  o: LatencySuiteOptions,
+): Promise<{ report: CaseReport; rows: BenchRow[] }> {
+  const servedPaths = o.paths.filter((p) => !isFloorPath(p));
+  const floors = await openFloors(c, o);
+  const run: CaseRun = {
+    c,
+    o,
+    samples: new Map(),
+    skipped: new Map(),
+    limits: { durationMs: o.durationMs, minRequests: o.minRequests, maxRequests: o.maxRequests },
+    floors,
+    runners: new Map(),
+    warmed: new Set(),
+  };
+  let rssPerMessage: CaseReport['serverRssPerMessage'];
+  try {
+    for (const p of servedPaths) run.runners.set(p, runnerFor(p, c, o.endpoints));
+    rssPerMessage = await rssPerMessageOf(run);
+    for (let round = 0; round < o.repeat; round++) {
+      await runFloors(run, round, 'before');
+      for (const p of servedPaths) for (const mode of o.modes) await runServedBlock(run, round, p, mode);
+      await runFloors(run, round, 'after');
+    }
+  } finally {
+    await floors.close();
+  }
+  const measured = (p: PathId): Sample[] =>
+    (run.samples.get(key(p, 'closed')) ?? []).filter((s) => s.latenciesMs.length > 0);
+  const floorRef = measured('floor').length > 0 ? floorReference(measured('floor')) : undefined;
+  const imageRef = measured('image-floor').length > 0 ? floorReference(measured('image-floor')) : undefined;
+  const imageRunner = floors.runners.get('image-floor');
   const report: CaseReport = {
     id: c.id,
     title: c.title,
@@ -306,5 +342,5 @@ async function runCase(
       : {}),
     ...(rssPerMessage !== undefined ? { serverRssPerMessage: rssPerMessage } : {}),
   };
-  return { report, rows };
+  return { report, rows: caseRows(run, floorRef, imageRef) };
 }

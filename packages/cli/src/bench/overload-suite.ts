@@ -152,24 +152,276 @@ export async function runOverloadSuite(o: OverloadSuiteOptions): Promise<Overloa
   };
 }
 
-async function runOne(
-  o: OverloadSuiteOptions,
-  c: BenchCase,
-  protocol: OverloadProtocol,
-): Promise<OverloadRun> {
-  const label = `overload · ${protocol} · ${c.id}`;
+type Capacity = NonNullable<OverloadRun['capacity']>;
+
+/** Progress steps of one run: each announced, the rest marked skipped when the run stops early. */
+interface RunSteps {
+  readonly label: string;
+  step(text: string): void;
+  skipRest(why: string): void;
+}
+
+function runSteps(o: OverloadSuiteOptions, label: string): RunSteps {
   const steps = overloadRunSteps(o);
   let stepsDone = 0;
   const step = (text: string): void => {
     stepsDone++;
     o.progress.step(`${label} · ${text}`);
   };
-  const skipRest = (why: string): void => {
-    while (stepsDone < steps) step(`skipped (${why})`);
+  return {
+    label,
+    step,
+    skipRest: (why) => {
+      while (stepsDone < steps) step(`skipped (${why})`);
+    },
   };
+}
+
+/** One capacity point: a short warmup, then a timed closed loop at `concurrency`. */
+async function capacityPoint(
+  o: OverloadSuiteOptions,
+  server: ServerProcess,
+  send: () => Promise<ShotResult>,
+  concurrency: number,
+  label: string,
+): Promise<OverloadCapacityPoint> {
+  await closedLoop(send, concurrency, {
+    durationMs: Math.min(CAPACITY_WARMUP_MS, o.capacityDurationMs),
+    minRequests: concurrency,
+    maxRequests: Number.MAX_SAFE_INTEGER,
+  });
+  const cpuBefore = await processCpuMs(server.pid);
+  const clientBefore = ownCpuMs();
+  const r = await closedLoop(send, concurrency, {
+    durationMs: o.capacityDurationMs,
+    minRequests: concurrency,
+    maxRequests: Number.MAX_SAFE_INTEGER,
+    onProgress: (n) => {
+      o.progress.tick(`${label} · capacity c=${concurrency} · ${n} req`);
+    },
+  });
+  const cpuAfter = await processCpuMs(server.pid);
+  const clientCpuMs = ownCpuMs() - clientBefore;
+  const throughput = r.wallMs > 0 ? (r.latenciesMs.length * 1000) / r.wallMs : 0;
+  const done = r.latenciesMs.length + r.errors;
+  return {
+    concurrency,
+    throughput,
+    latency: summarize(r.latenciesMs),
+    errors: r.errors,
+    ...(cpuBefore !== undefined && cpuAfter !== undefined && done > 0
+      ? { serverCpuMsPerRequest: (cpuAfter - cpuBefore) / done }
+      : {}),
+    ...(done > 0 ? { clientCpuMsPerRequest: clientCpuMs / done } : {}),
+    ...(r.firstError !== undefined ? { firstError: r.firstError } : {}),
+  };
+}
+
+/** Capacity: closed loops of rising concurrency until two points bring no gain. */
+async function measureCapacity(
+  o: OverloadSuiteOptions,
+  server: ServerProcess,
+  shooter: Shooter,
+  steps: RunSteps,
+): Promise<{ capacity: Capacity; at: OverloadCapacityPoint }> {
+  const send = (): Promise<ShotResult> =>
+    new Promise((resolve, reject) => {
+      shooter.fire((r) => {
+        if (r.outcome === 'ok') resolve(r);
+        else reject(new Error(r.label));
+      });
+    });
+  const points: OverloadCapacityPoint[] = [];
+  let best = 0;
+  let stale = 0;
+  for (const concurrency of o.capacityConcurrencies) {
+    if (stale >= 2) {
+      steps.step(`capacity c=${concurrency} · not needed (plateau reached)`);
+      continue;
+    }
+    steps.step(`capacity c=${concurrency}`);
+    const point = await capacityPoint(o, server, send, concurrency, steps.label);
+    points.push(point);
+    stale = point.throughput >= best * PLATEAU_GAIN ? 0 : stale + 1;
+    best = Math.max(best, point.throughput);
+  }
+  const at = points.find((p) => p.throughput >= best * AT_CAPACITY)!;
+  return {
+    capacity: {
+      points,
+      throughput: best,
+      concurrency: at.concurrency,
+      p50: at.latency.p50,
+      p99: at.latency.p99,
+    },
+    at,
+  };
+}
+
+/** What the load phases measured: the open loop, the server's CPU over it, RSS throughout. */
+interface LoadPhases {
+  readonly open: OpenLoopResult;
+  readonly serverCpuMs: number | undefined;
+  readonly afterMiB: number;
+  readonly openStart: number;
+  readonly idleSamples: RssSample[];
+  readonly samples: readonly RssSample[];
+}
+
+/** Idle reference, then the open loop, then the time after it; RSS sampled throughout. */
+async function runLoadPhases(
+  o: OverloadSuiteOptions,
+  server: ServerProcess,
+  shooter: Shooter,
+  best: number,
+  steps: RunSteps,
+): Promise<LoadPhases> {
+  steps.step(`settle ${o.settleMs / 1000} s (idle RSS)`);
+  const sampler = startRssSampler(server.pid, RSS_INTERVAL_MS);
+  try {
+    const settleStart = performance.now();
+    await sleep(o.settleMs);
+    const idleSamples = sampler.since(settleStart + Math.max(0, o.settleMs - IDLE_WINDOW_MS));
+    const rate = o.factor * best;
+    steps.step(
+      `open loop ${o.factor}× capacity = ${rate.toFixed(0)} req/s (${o.arrivals}) for ${o.durationMs / 1000} s`,
+    );
+    const cpu0 = await processCpuMs(server.pid);
+    const open = await runOpenLoop(shooter, {
+      ratePerSecond: rate,
+      durationMs: o.durationMs,
+      arrivals: o.arrivals,
+      onProgress: (p) => {
+        o.progress.tick(
+          `${steps.label} · open loop · sent ${p.sent}/${p.total} · ok ${p.ok} · shed ${p.shed} · other ${p.other} · outstanding ${p.outstanding}`,
+        );
+      },
+    });
+    const cpu1 = await processCpuMs(server.pid);
+    const serverCpuMs = cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : undefined;
+    steps.step(`after the load (${o.afterMs / 1000} s, RSS)`);
+    await sleep(o.afterMs);
+    const afterMiB = (readRssBytes(server.pid) ?? NaN) / MiB;
+    return { open, serverCpuMs, afterMiB, openStart: open.startedAt, idleSamples, samples: sampler.samples };
+  } finally {
+    sampler.stop();
+  }
+}
+
+/** The open loop's outcomes: counts, goodput, latencies of accepted and refused requests. */
+function openSummary(
+  o: OverloadSuiteOptions,
+  phases: LoadPhases,
+  capacity: Capacity,
+  at: OverloadCapacityPoint,
+  connections: number,
+): NonNullable<OverloadRun['open']> {
+  const { open, serverCpuMs } = phases;
+  const best = capacity.throughput;
+  const n = open.scheduledMs.length;
+  const accepted: number[] = [];
+  const refusals: number[] = [];
+  const lag: number[] = [];
+  const counts: Record<string, number> = Object.fromEntries(OUTCOMES.map((k) => [k, 0]));
+  for (let i = 0; i < n; i++) {
+    const outcome = OUTCOMES[open.outcome[i]!]!;
+    counts[outcome]!++;
+    lag.push(open.sentMs[i]! - open.scheduledMs[i]!);
+    if (outcome === 'ok') accepted.push(open.doneMs[i]! - open.scheduledMs[i]!);
+    else if (outcome === 'shed' || outcome === 'shed-429') refusals.push(open.doneMs[i]! - open.sentMs[i]!);
+  }
+  const goodput = (counts.ok! * 1000) / o.durationMs;
+  const acceptedSummary = summarize(accepted);
+  return {
+    ratePerSecond: o.factor * best,
+    arrivals: o.arrivals,
+    durationMs: o.durationMs,
+    sent: n,
+    counts,
+    labels: open.labels,
+    messages: open.messages,
+    goodput,
+    goodputRatio: goodput / best,
+    accepted: acceptedSummary,
+    acceptedP99Ratio: acceptedSummary.p99 / capacity.p99,
+    rejection: summarize(refusals),
+    sendLag: summarize(lag),
+    peakOutstanding: open.peakOutstanding,
+    connections,
+    clientCpuMsPerRequest: n > 0 ? open.clientCpuMs / n : NaN,
+    ...(serverCpuMs !== undefined && n > 0 ? { serverCpuMsPerRequest: serverCpuMs / n } : {}),
+    ...(serverCpuMs !== undefined && at.serverCpuMsPerRequest !== undefined && n > counts.ok!
+      ? {
+          serverCpuMsPerRefusal: (serverCpuMs - counts.ok! * at.serverCpuMsPerRequest) / (n - counts.ok!),
+        }
+      : {}),
+    generatorLoopDelayP99Ms: open.loopDelayP99Ms,
+    generatorLoopDelayMaxMs: open.loopDelayMaxMs,
+    wallMs: open.wallMs,
+  };
+}
+
+/** RSS: the idle reference, the peak from the open loop on, the value after, one sample per second. */
+function rssSummary(
+  o: OverloadSuiteOptions,
+  phases: LoadPhases,
+  startMiB: number,
+): NonNullable<OverloadRun['rss']> {
+  const { openStart, afterMiB } = phases;
+  const during = phases.samples.filter((s) => s.atMs >= openStart);
+  const idleMiB = median(phases.idleSamples.map((s) => s.bytes)) / MiB;
+  const peakMiB = Math.max(afterMiB, ...during.map((s) => s.bytes / MiB));
+  const timeline: [number, number][] = [];
+  for (const s of during) {
+    const second = Math.floor((s.atMs - openStart) / 1000);
+    const mib = Math.round(s.bytes / MiB);
+    const last = timeline.at(-1);
+    if (last?.[0] === second) last[1] = Math.max(last[1], mib);
+    else timeline.push([second, mib]);
+  }
+  timeline.push([Math.round((performance.now() - openStart) / 100) / 10, Math.round(afterMiB)]);
+  return { startMiB, idleMiB, peakMiB, afterMiB, afterMs: o.afterMs, timeline };
+}
+
+/** The run against a started server: first request, capacity, load phases. */
+async function measureRun(
+  o: OverloadSuiteOptions,
+  server: ServerProcess,
+  shooter: Shooter,
+  base: OverloadRun,
+  steps: RunSteps,
+): Promise<OverloadRun> {
+  const startMiB = (readRssBytes(server.pid) ?? NaN) / MiB;
+  const first = await fireOnce(shooter);
+  if (first.outcome !== 'ok' || first.responseBytes < 1000) {
+    steps.skipRest('the first request failed');
+    return { ...base, skipped: `first request answered ${first.label} (${first.responseBytes} bytes)` };
+  }
+  const { capacity, at } = await measureCapacity(o, server, shooter, steps);
+  if (!(capacity.throughput > 0)) {
+    steps.skipRest('no capacity measured');
+    return { ...base, capacity, skipped: 'no request succeeded' };
+  }
+  const phases = await runLoadPhases(o, server, shooter, capacity.throughput, steps);
+  const run: OverloadRun = {
+    ...base,
+    capacity,
+    open: openSummary(o, phases, capacity, at, shooter.connections),
+    rss: rssSummary(o, phases, startMiB),
+    loadAverageAfter: round(loadavg()),
+  };
+  return { ...run, targets: evaluateOverloadTargets(run) };
+}
+
+async function runOne(
+  o: OverloadSuiteOptions,
+  c: BenchCase,
+  protocol: OverloadProtocol,
+): Promise<OverloadRun> {
+  const steps = runSteps(o, `overload · ${protocol} · ${c.id}`);
   const serverArgs = o.serverFlags.filter((f) => !f.startsWith('--model_config_file='));
   const base = { case: c.id, protocol, serverArgs, loadAverageBefore: round(loadavg()) };
-  step('starting server');
+  steps.step('starting server');
   let server: ServerProcess;
   try {
     server = await startServerProcess(o.serverFlags, {
@@ -177,186 +429,15 @@ async function runOne(
       ...(o.serverCpus !== undefined ? { prefix: pinnedCommand(o.serverCpus) } : {}),
     });
   } catch (error) {
-    skipRest('server did not start');
+    steps.skipRest('server did not start');
     return { ...base, skipped: `server did not start: ${errorText(error)}` };
   }
   const body = requestBody(c, protocol);
   const shooter = shooterFor(server, c, protocol, body, o.timeoutMs);
   try {
-    const startMiB = (readRssBytes(server.pid) ?? NaN) / MiB;
-    const first = await fireOnce(shooter);
-    if (first.outcome !== 'ok' || first.responseBytes < 1000) {
-      skipRest('the first request failed');
-      return {
-        ...base,
-        requestBytes: body.byteLength,
-        skipped: `first request answered ${first.label} (${first.responseBytes} bytes)`,
-      };
-    }
-
-    // Capacity: closed loops of rising concurrency until two points bring no gain.
-    const send = (): Promise<ShotResult> =>
-      new Promise((resolve, reject) => {
-        shooter.fire((r) => {
-          if (r.outcome === 'ok') resolve(r);
-          else reject(new Error(r.label));
-        });
-      });
-    const points: OverloadCapacityPoint[] = [];
-    let best = 0;
-    let stale = 0;
-    for (const concurrency of o.capacityConcurrencies) {
-      if (stale >= 2) {
-        step(`capacity c=${concurrency} · not needed (plateau reached)`);
-        continue;
-      }
-      step(`capacity c=${concurrency}`);
-      await closedLoop(send, concurrency, {
-        durationMs: Math.min(CAPACITY_WARMUP_MS, o.capacityDurationMs),
-        minRequests: concurrency,
-        maxRequests: Number.MAX_SAFE_INTEGER,
-      });
-      const cpuBefore = await processCpuMs(server.pid);
-      const clientBefore = ownCpuMs();
-      const r = await closedLoop(send, concurrency, {
-        durationMs: o.capacityDurationMs,
-        minRequests: concurrency,
-        maxRequests: Number.MAX_SAFE_INTEGER,
-        onProgress: (n) => {
-          o.progress.tick(`${label} · capacity c=${concurrency} · ${n} req`);
-        },
-      });
-      const cpuAfter = await processCpuMs(server.pid);
-      const clientCpuMs = ownCpuMs() - clientBefore;
-      const throughput = r.wallMs > 0 ? (r.latenciesMs.length * 1000) / r.wallMs : 0;
-      const done = r.latenciesMs.length + r.errors;
-      points.push({
-        concurrency,
-        throughput,
-        latency: summarize(r.latenciesMs),
-        errors: r.errors,
-        ...(cpuBefore !== undefined && cpuAfter !== undefined && done > 0
-          ? { serverCpuMsPerRequest: (cpuAfter - cpuBefore) / done }
-          : {}),
-        ...(done > 0 ? { clientCpuMsPerRequest: clientCpuMs / done } : {}),
-        ...(r.firstError !== undefined ? { firstError: r.firstError } : {}),
-      });
-      stale = throughput >= best * PLATEAU_GAIN ? 0 : stale + 1;
-      best = Math.max(best, throughput);
-    }
-    const at = points.find((p) => p.throughput >= best * AT_CAPACITY)!;
-    const capacity = {
-      points,
-      throughput: best,
-      concurrency: at.concurrency,
-      p50: at.latency.p50,
-      p99: at.latency.p99,
-    };
-    if (!(best > 0)) {
-      skipRest('no capacity measured');
-      return { ...base, requestBytes: body.byteLength, capacity, skipped: 'no request succeeded' };
-    }
-
-    // Idle reference, then the open loop, then the time after it; RSS sampled throughout.
-    step(`settle ${o.settleMs / 1000} s (idle RSS)`);
-    const sampler = startRssSampler(server.pid, RSS_INTERVAL_MS);
-    let open: OpenLoopResult;
-    let serverCpuMs: number | undefined;
-    let afterMiB: number;
-    let openStart: number;
-    let idleSamples: RssSample[];
-    try {
-      const settleStart = performance.now();
-      await sleep(o.settleMs);
-      idleSamples = sampler.since(settleStart + Math.max(0, o.settleMs - IDLE_WINDOW_MS));
-      const rate = o.factor * best;
-      step(
-        `open loop ${o.factor}× capacity = ${rate.toFixed(0)} req/s (${o.arrivals}) for ${o.durationMs / 1000} s`,
-      );
-      const cpu0 = await processCpuMs(server.pid);
-      open = await runOpenLoop(shooter, {
-        ratePerSecond: rate,
-        durationMs: o.durationMs,
-        arrivals: o.arrivals,
-        onProgress: (p) => {
-          o.progress.tick(
-            `${label} · open loop · sent ${p.sent}/${p.total} · ok ${p.ok} · shed ${p.shed} · other ${p.other} · outstanding ${p.outstanding}`,
-          );
-        },
-      });
-      openStart = open.startedAt;
-      const cpu1 = await processCpuMs(server.pid);
-      serverCpuMs = cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : undefined;
-      step(`after the load (${o.afterMs / 1000} s, RSS)`);
-      await sleep(o.afterMs);
-      afterMiB = (readRssBytes(server.pid) ?? NaN) / MiB;
-    } finally {
-      sampler.stop();
-    }
-
-    const n = open.scheduledMs.length;
-    const accepted: number[] = [];
-    const refusals: number[] = [];
-    const lag: number[] = [];
-    const counts: Record<string, number> = Object.fromEntries(OUTCOMES.map((k) => [k, 0]));
-    for (let i = 0; i < n; i++) {
-      const outcome = OUTCOMES[open.outcome[i]!]!;
-      counts[outcome]!++;
-      lag.push(open.sentMs[i]! - open.scheduledMs[i]!);
-      if (outcome === 'ok') accepted.push(open.doneMs[i]! - open.scheduledMs[i]!);
-      else if (outcome === 'shed' || outcome === 'shed-429') refusals.push(open.doneMs[i]! - open.sentMs[i]!);
-    }
-    const goodput = (counts.ok! * 1000) / o.durationMs;
-    const acceptedSummary = summarize(accepted);
-    const during = sampler.samples.filter((s) => s.atMs >= openStart);
-    const idleMiB = median(idleSamples.map((s) => s.bytes)) / MiB;
-    const peakMiB = Math.max(afterMiB, ...during.map((s) => s.bytes / MiB));
-    const timeline: [number, number][] = [];
-    for (const s of during) {
-      const second = Math.floor((s.atMs - openStart) / 1000);
-      const mib = Math.round(s.bytes / MiB);
-      const last = timeline.at(-1);
-      if (last?.[0] === second) last[1] = Math.max(last[1], mib);
-      else timeline.push([second, mib]);
-    }
-    timeline.push([Math.round((performance.now() - openStart) / 100) / 10, Math.round(afterMiB)]);
-    const run: OverloadRun = {
-      ...base,
-      requestBytes: body.byteLength,
-      capacity,
-      open: {
-        ratePerSecond: o.factor * best,
-        arrivals: o.arrivals,
-        durationMs: o.durationMs,
-        sent: n,
-        counts,
-        labels: open.labels,
-        messages: open.messages,
-        goodput,
-        goodputRatio: goodput / best,
-        accepted: acceptedSummary,
-        acceptedP99Ratio: acceptedSummary.p99 / capacity.p99,
-        rejection: summarize(refusals),
-        sendLag: summarize(lag),
-        peakOutstanding: open.peakOutstanding,
-        connections: shooter.connections,
-        clientCpuMsPerRequest: n > 0 ? open.clientCpuMs / n : NaN,
-        ...(serverCpuMs !== undefined && n > 0 ? { serverCpuMsPerRequest: serverCpuMs / n } : {}),
-        ...(serverCpuMs !== undefined && at.serverCpuMsPerRequest !== undefined && n > counts.ok!
-          ? {
-              serverCpuMsPerRefusal: (serverCpuMs - counts.ok! * at.serverCpuMsPerRequest) / (n - counts.ok!),
-            }
-          : {}),
-        generatorLoopDelayP99Ms: open.loopDelayP99Ms,
-        generatorLoopDelayMaxMs: open.loopDelayMaxMs,
-        wallMs: open.wallMs,
-      },
-      rss: { startMiB, idleMiB, peakMiB, afterMiB, afterMs: o.afterMs, timeline },
-      loadAverageAfter: round(loadavg()),
-    };
-    return { ...run, targets: evaluateOverloadTargets(run) };
+    return await measureRun(o, server, shooter, { ...base, requestBytes: body.byteLength }, steps);
   } catch (error) {
-    skipRest('failed');
+    steps.skipRest('failed');
     return { ...base, requestBytes: body.byteLength, skipped: `failed: ${errorText(error)}` };
   } finally {
     shooter.close();

@@ -164,8 +164,10 @@ export function planFor(options: BenchOptions): BenchPlan {
   });
 }
 
-export async function runBench(options: BenchOptions): Promise<BenchReport> {
-  const started = performance.now();
+type Suite = 'latency' | 'sweep' | 'cold-start' | 'overload';
+
+/** The suites asked for, in the order they run; the suites that start servers refuse --grpc/--rest/... */
+function selectedSuites(options: BenchOptions): Suite[] {
   const suites = (['latency', 'sweep', 'cold-start', 'overload'] as const).filter((s) =>
     (options.suites ?? ['latency']).includes(s),
   );
@@ -173,126 +175,164 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     throw new Error(
       'the sweep, cold-start and overload suites start their own servers: they cannot use --grpc/--rest/...',
     );
-  const log = options.log ?? (() => undefined);
-  const plan = planFor(options);
-  options.onPlan?.(plan);
-  const counter = createStepCounter(plan.steps, plan.estimateS);
-  const progress: BenchProgress = {
-    step: (text) => options.onStep?.(counter.next(text)),
-    tick: (text) => options.onProgress?.(counter.current(text)),
+  return suites;
+}
+
+/** What every suite of one run shares. */
+interface SuiteRun {
+  readonly options: BenchOptions;
+  readonly suites: readonly Suite[];
+  readonly temp: string;
+  readonly cleanup: ReturnType<typeof createExitCleanup>;
+  readonly log: (line: string) => void;
+  readonly progress: BenchProgress;
+  readonly floorSettings: { intraOpThreads: number; interOpThreads: number; allowSpinning: boolean };
+  readonly sweepOptions: SweepOptions;
+  readonly encoding: TensorEncoding;
+  readonly coldStartRequests: number;
+  readonly overloadSettings: OverloadOptions;
+}
+
+interface SuiteResults {
+  latency?: LatencySuiteResult;
+  sweep?: SweepReport;
+  coldStart?: ColdStartReport;
+  overload?: OverloadReport;
+}
+
+async function runLatency(
+  run: SuiteRun,
+  cases: BenchCase[],
+  repo: Awaited<ReturnType<typeof stageRepository>>,
+  serverFlags: string[],
+): Promise<LatencySuiteResult> {
+  const { options, temp, cleanup, log } = run;
+  const endpoints = await openLatencyEndpoints({
+    paths: options.paths,
+    targets: options.targets,
+    serverFlags,
+    concurrency: options.concurrency,
+    timeoutMs: options.timeoutMs,
+    workDir: temp,
+    cleanup,
     log,
-  };
-  const config = resolveServerConfig(parseFlags(options.serverArgs));
-  const floorSettings = {
-    intraOpThreads: config.intraOpThreads,
-    interOpThreads: config.interOpThreads,
-    allowSpinning: config.allowSpinning,
-  };
-  const sweepOptions = options.sweep ?? {};
-  const encoding = sweepOptions.encoding ?? 'tensor_content';
-  const coldStartRequests = options.coldStartRequests ?? 30;
-  const overloadSettings = overloadOptions(options);
-
-  const cleanup = createExitCleanup();
-  const tempRoot = options.tempRoot ?? tmpdir();
-  await mkdir(tempRoot, { recursive: true });
-  const temp = await mkdtemp(join(tempRoot, 'visionserve-bench-'));
-  const removeTempOnExit = cleanup.add(() => {
-    rmSync(temp, { recursive: true, force: true });
   });
-  let latency: LatencySuiteResult | undefined;
-  let sweep: SweepReport | undefined;
-  let coldStart: ColdStartReport | undefined;
-  let overload: OverloadReport | undefined;
   try {
-    const caseIds = [...new Set(suites.flatMap((s) => suiteCases(options, s)))];
-    const repo = await stageRepository(options.repoDir ?? join(temp, 'repo'), options.sharedDir, caseIds);
-    log(`model repository: ${repo.configFile}`);
-    const loaded = new Map<CaseId, BenchCase>();
-    for (const id of caseIds) loaded.set(id, await loadCase(id, options.sharedDir));
-    const casesOf = (s: SuiteId): BenchCase[] => suiteCases(options, s).map((id) => loaded.get(id)!);
-    const serverFlags = [`--model_config_file=${repo.configFile}`, ...options.serverArgs];
-
-    if (suites.includes('latency')) {
-      const endpoints = await openLatencyEndpoints({
-        paths: options.paths,
-        targets: options.targets,
-        serverFlags,
-        concurrency: options.concurrency,
-        timeoutMs: options.timeoutMs,
-        workDir: temp,
-        cleanup,
-        log,
-      });
-      try {
-        latency = await runLatencySuite({
-          cases: casesOf('latency'),
-          paths: options.paths,
-          modes: options.modes,
-          concurrency: options.concurrency,
-          ratePerSecond: options.ratePerSecond,
-          rateFraction: options.rateFraction,
-          durationMs: options.durationMs,
-          minRequests: options.minRequests,
-          maxRequests: options.maxRequests,
-          warmup: options.warmup,
-          warmupMs: options.warmupMs ?? 0,
-          repeat: options.repeat,
-          repo,
-          floorSettings,
-          endpoints,
-          progress,
-        });
-      } finally {
-        await endpoints.close();
-      }
-    }
-    if (suites.includes('sweep')) {
-      sweep = await runSweepSuite({
-        cases: casesOf('sweep'),
-        configs: sweepOptions.configs ?? DEFAULT_SWEEP_CONFIGS.map(parseSweepConfig),
-        concurrencies: sweepOptions.concurrencies ?? DEFAULT_SWEEP_CONCURRENCY,
-        durationMs: options.durationMs,
-        minRequests: options.minRequests,
-        maxRequests: options.maxRequests,
-        encoding,
-        serverFlags,
-        repo,
-        workDir: temp,
-        floorSettings,
-        timeoutMs: options.timeoutMs,
-        cleanup,
-        progress,
-      });
-    }
-    if (suites.includes('cold-start')) {
-      coldStart = await runColdStartSuite({
-        cases: casesOf('cold-start'),
-        requests: coldStartRequests,
-        encoding,
-        serverFlags,
-        timeoutMs: options.timeoutMs,
-        cleanup,
-        progress,
-      });
-    }
-    if (suites.includes('overload')) {
-      overload = await runOverloadSuite({
-        ...overloadSettings,
-        cases: casesOf('overload'),
-        serverFlags,
-        cleanup,
-        progress,
-      });
-    }
+    return await runLatencySuite({
+      cases,
+      paths: options.paths,
+      modes: options.modes,
+      concurrency: options.concurrency,
+      ratePerSecond: options.ratePerSecond,
+      rateFraction: options.rateFraction,
+      durationMs: options.durationMs,
+      minRequests: options.minRequests,
+      maxRequests: options.maxRequests,
+      warmup: options.warmup,
+      warmupMs: options.warmupMs ?? 0,
+      repeat: options.repeat,
+      repo,
+      floorSettings: run.floorSettings,
+      endpoints,
+      progress: run.progress,
+    });
   } finally {
-    options.onProgress?.('');
-    await rm(temp, { recursive: true, force: true });
-    removeTempOnExit();
-    cleanup.runAll();
-    cleanup.dispose();
+    await endpoints.close();
   }
+}
 
+/** Stages the models of every suite, then runs the suites one after another. */
+async function runSuites(run: SuiteRun): Promise<SuiteResults> {
+  const { options, suites, temp, cleanup, progress, encoding } = run;
+  const caseIds = [...new Set(suites.flatMap((s) => suiteCases(options, s)))];
+  const repo = await stageRepository(options.repoDir ?? join(temp, 'repo'), options.sharedDir, caseIds);
+  run.log(`model repository: ${repo.configFile}`);
+  const loaded = new Map<CaseId, BenchCase>();
+  for (const id of caseIds) loaded.set(id, await loadCase(id, options.sharedDir));
+  const casesOf = (s: SuiteId): BenchCase[] => suiteCases(options, s).map((id) => loaded.get(id)!);
+  const serverFlags = [`--model_config_file=${repo.configFile}`, ...options.serverArgs];
+  const results: SuiteResults = {};
+  if (suites.includes('latency'))
+    results.latency = await runLatency(run, casesOf('latency'), repo, serverFlags);
+  if (suites.includes('sweep')) {
+    results.sweep = await runSweepSuite({
+      cases: casesOf('sweep'),
+      configs: run.sweepOptions.configs ?? DEFAULT_SWEEP_CONFIGS.map(parseSweepConfig),
+      concurrencies: run.sweepOptions.concurrencies ?? DEFAULT_SWEEP_CONCURRENCY,
+      durationMs: options.durationMs,
+      minRequests: options.minRequests,
+      maxRequests: options.maxRequests,
+      encoding,
+      serverFlags,
+      repo,
+      workDir: temp,
+      floorSettings: run.floorSettings,
+      timeoutMs: options.timeoutMs,
+      cleanup,
+      progress,
+    });
+  }
+  if (suites.includes('cold-start')) {
+    results.coldStart = await runColdStartSuite({
+      cases: casesOf('cold-start'),
+      requests: run.coldStartRequests,
+      encoding,
+      serverFlags,
+      timeoutMs: options.timeoutMs,
+      cleanup,
+      progress,
+    });
+  }
+  if (suites.includes('overload')) {
+    results.overload = await runOverloadSuite({
+      ...run.overloadSettings,
+      cases: casesOf('overload'),
+      serverFlags,
+      cleanup,
+      progress,
+    });
+  }
+  return results;
+}
+
+/** The options of the run as the report records them. */
+function reportedOptions(run: SuiteRun): BenchReport['meta']['options'] {
+  const { options, suites, sweepOptions, encoding } = run;
+  return {
+    cases: options.cases,
+    paths: options.paths,
+    modes: options.modes,
+    concurrency: options.concurrency,
+    ratePerSecond: options.ratePerSecond,
+    rateFraction: options.rateFraction,
+    durationMs: options.durationMs,
+    minRequests: options.minRequests,
+    maxRequests: options.maxRequests,
+    warmup: options.warmup,
+    warmupMs: options.warmupMs ?? 0,
+    repeat: options.repeat,
+    sharedDir: options.sharedDir,
+    repoDir: options.repoDir,
+    serverArgs: options.serverArgs,
+    timeoutMs: options.timeoutMs,
+    ...(suites.includes('sweep')
+      ? {
+          sweep: {
+            configs: (sweepOptions.configs ?? DEFAULT_SWEEP_CONFIGS.map(parseSweepConfig)).map((c) => c.name),
+            concurrencies: sweepOptions.concurrencies ?? DEFAULT_SWEEP_CONCURRENCY,
+            encoding,
+          },
+        }
+      : {}),
+    ...(suites.includes('cold-start') ? { coldStartRequests: run.coldStartRequests } : {}),
+    ...(suites.includes('overload') ? { overload: run.overloadSettings } : {}),
+    ...(options.targets ? { targets: options.targets } : {}),
+  };
+}
+
+function benchReport(run: SuiteRun, results: SuiteResults, plan: BenchPlan, started: number): BenchReport {
+  const { options, suites } = run;
+  const { latency, sweep, coldStart, overload } = results;
   return {
     meta: {
       date: new Date().toISOString(),
@@ -304,38 +344,7 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
       serverArgs: options.serverArgs,
       malloc: describeMallocTuning(process.env),
       nodeFlags: process.execArgv,
-      options: {
-        cases: options.cases,
-        paths: options.paths,
-        modes: options.modes,
-        concurrency: options.concurrency,
-        ratePerSecond: options.ratePerSecond,
-        rateFraction: options.rateFraction,
-        durationMs: options.durationMs,
-        minRequests: options.minRequests,
-        maxRequests: options.maxRequests,
-        warmup: options.warmup,
-        warmupMs: options.warmupMs ?? 0,
-        repeat: options.repeat,
-        sharedDir: options.sharedDir,
-        repoDir: options.repoDir,
-        serverArgs: options.serverArgs,
-        timeoutMs: options.timeoutMs,
-        ...(suites.includes('sweep')
-          ? {
-              sweep: {
-                configs: (sweepOptions.configs ?? DEFAULT_SWEEP_CONFIGS.map(parseSweepConfig)).map(
-                  (c) => c.name,
-                ),
-                concurrencies: sweepOptions.concurrencies ?? DEFAULT_SWEEP_CONCURRENCY,
-                encoding,
-              },
-            }
-          : {}),
-        ...(suites.includes('cold-start') ? { coldStartRequests } : {}),
-        ...(suites.includes('overload') ? { overload: overloadSettings } : {}),
-        ...(options.targets ? { targets: options.targets } : {}),
-      },
+      options: reportedOptions(run),
       estimatedS: plan.estimateS,
       durationS: (performance.now() - started) / 1000,
     },
@@ -346,4 +355,56 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     ...(coldStart ? { coldStart } : {}),
     ...(overload ? { overload } : {}),
   };
+}
+
+export async function runBench(options: BenchOptions): Promise<BenchReport> {
+  const started = performance.now();
+  const suites = selectedSuites(options);
+  const log = options.log ?? (() => undefined);
+  const plan = planFor(options);
+  options.onPlan?.(plan);
+  const counter = createStepCounter(plan.steps, plan.estimateS);
+  const progress: BenchProgress = {
+    step: (text) => options.onStep?.(counter.next(text)),
+    tick: (text) => options.onProgress?.(counter.current(text)),
+    log,
+  };
+  const config = resolveServerConfig(parseFlags(options.serverArgs));
+  const sweepOptions = options.sweep ?? {};
+  const overloadSettings = overloadOptions(options);
+  const cleanup = createExitCleanup();
+  const tempRoot = options.tempRoot ?? tmpdir();
+  await mkdir(tempRoot, { recursive: true });
+  const temp = await mkdtemp(join(tempRoot, 'visionserve-bench-'));
+  const removeTempOnExit = cleanup.add(() => {
+    rmSync(temp, { recursive: true, force: true });
+  });
+  const run: SuiteRun = {
+    options,
+    suites,
+    temp,
+    cleanup,
+    log,
+    progress,
+    floorSettings: {
+      intraOpThreads: config.intraOpThreads,
+      interOpThreads: config.interOpThreads,
+      allowSpinning: config.allowSpinning,
+    },
+    sweepOptions,
+    encoding: sweepOptions.encoding ?? 'tensor_content',
+    coldStartRequests: options.coldStartRequests ?? 30,
+    overloadSettings,
+  };
+  let results: SuiteResults;
+  try {
+    results = await runSuites(run);
+  } finally {
+    options.onProgress?.('');
+    await rm(temp, { recursive: true, force: true });
+    removeTempOnExit();
+    cleanup.runAll();
+    cleanup.dispose();
+  }
+  return benchReport(run, results, plan, started);
 }

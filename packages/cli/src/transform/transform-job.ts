@@ -134,265 +134,293 @@ function errorLine(message: string): Uint8Array {
   return Buffer.from(JSON.stringify({ error: message }));
 }
 
-export async function runTransformJob(options: TransformJobOptions): Promise<TransformSummary> {
-  const { output, splitType, assembleWith, accept } = options;
-  const started = Date.now();
-  const attempts = Math.max(1, options.attempts ?? 3);
-  const finished = await output.finished();
-  await mkdir(output.stateDir, { recursive: true });
-  const failures: TransformFailure[] = [];
-  const totalBytes = options.inputs.reduce((n, f) => n + f.size, 0);
-  let bytesDone = 0;
-  let records = 0;
-  let recordsResumed = 0;
-  let recordsFailed = 0;
-  let requests = 0;
-  let filesSkipped = 0;
-  let filesWritten = 0;
-  let filesFailed = 0;
-  let lastProgress = 0;
+/** The state of one job run, shared by the module-level functions below. */
+interface Job {
+  readonly options: TransformJobOptions;
+  readonly started: number;
+  readonly attempts: number;
+  /** Outputs that exist already (resume). */
+  readonly finished: ReadonlySet<string>;
+  readonly failures: TransformFailure[];
+  readonly totalBytes: number;
+  bytesDone: number;
+  bytesDoneThisRun: number;
+  records: number;
+  recordsResumed: number;
+  recordsFailed: number;
+  requests: number;
+  filesSkipped: number;
+  filesWritten: number;
+  filesFailed: number;
+  lastProgress: number;
+  /** Inputs read ahead (as many as requests in flight), so that S3 downloads overlap the work. */
+  readonly reads: Map<number, Promise<Uint8Array>>;
+  /** Work items across files, in order; files are opened as the pool reaches them. */
+  fileIndex: number;
+  current: { job: FileJob; next: number } | undefined;
+  opening: Promise<void>;
+  readonly jobsOpen: Set<FileJob>;
+  fatal: Error | undefined;
+}
 
-  const progress = (force: boolean): void => {
-    const now = Date.now();
-    if (options.onProgress === undefined || (!force && now - lastProgress < (options.progressEveryMs ?? 500)))
-      return;
-    lastProgress = now;
-    const seconds = Math.max(0.001, (now - started) / 1000);
-    const byteRate = bytesDoneThisRun / seconds;
-    options.onProgress({
-      records,
-      recordsPerSecond: records / seconds,
-      bytesDone,
-      totalBytes,
-      etaSeconds: byteRate > 0 ? (totalBytes - bytesDone) / byteRate : undefined,
-      filesDone: filesSkipped + filesWritten + filesFailed,
-      files: options.inputs.length,
-    });
+function progress(j: Job, force: boolean): void {
+  const { options } = j;
+  const now = Date.now();
+  if (options.onProgress === undefined || (!force && now - j.lastProgress < (options.progressEveryMs ?? 500)))
+    return;
+  j.lastProgress = now;
+  const seconds = Math.max(0.001, (now - j.started) / 1000);
+  const byteRate = j.bytesDoneThisRun / seconds;
+  options.onProgress({
+    records: j.records,
+    recordsPerSecond: j.records / seconds,
+    bytesDone: j.bytesDone,
+    totalBytes: j.totalBytes,
+    etaSeconds: byteRate > 0 ? (j.totalBytes - j.bytesDone) / byteRate : undefined,
+    filesDone: j.filesSkipped + j.filesWritten + j.filesFailed,
+    files: options.inputs.length,
+  });
+}
+
+async function saveCheckpoint(job: FileJob): Promise<void> {
+  const checkpoint: Checkpoint = { records: job.resumedRecords + job.recordsWritten, bytes: job.bytes };
+  await writeFile(`${job.checkpointPath}.tmp`, JSON.stringify(checkpoint));
+  await rename(`${job.checkpointPath}.tmp`, job.checkpointPath);
+  job.lastCheckpoint = Date.now();
+}
+
+/** Reads input `index`, and starts reading the next ones not done yet. */
+function readInput(j: Job, index: number): Promise<Uint8Array> {
+  const { inputs } = j.options;
+  const readAhead = Math.max(1, j.options.concurrency);
+  for (let i = index; i < Math.min(inputs.length, index + readAhead); i++) {
+    const input = inputs[i]!;
+    if (j.reads.has(i) || j.finished.has(`${input.rel}.out`)) continue;
+    const pending = input.read();
+    pending.catch(() => undefined);
+    j.reads.set(i, pending);
+  }
+  const data = j.reads.get(index) ?? inputs[index]!.read();
+  j.reads.delete(index);
+  return data;
+}
+
+/** A partial output's checkpoint (its output cut back to it), or none. */
+async function readCheckpoint(partialPath: string, checkpointPath: string): Promise<Checkpoint> {
+  let checkpoint: Checkpoint = { records: 0, bytes: 0 };
+  try {
+    checkpoint = JSON.parse(await readFile(checkpointPath, 'utf8')) as Checkpoint;
+    // Output written after the last checkpoint is dropped: those records are sent again.
+    await truncate(partialPath, checkpoint.bytes);
+  } catch {
+    checkpoint = { records: 0, bytes: 0 };
+  }
+  if (checkpoint.records === 0) await rm(partialPath, { force: true });
+  return checkpoint;
+}
+
+/** Opens a file's job: its records, its batches from the checkpoint on, its partial output. */
+async function openJob(j: Job, input: InputFile, index: number): Promise<FileJob | undefined> {
+  const { options } = j;
+  const name = `${input.rel}.out`;
+  if (j.finished.has(name)) {
+    j.filesSkipped++;
+    j.bytesDone += input.size;
+    return undefined;
+  }
+  const data = await readInput(j, index);
+  const fileRecords = splitRecords(data, options.splitType);
+  const partialPath = join(options.output.stateDir, `${name}.partial`);
+  const checkpointPath = join(options.output.stateDir, `${name}.checkpoint`);
+  await mkdir(dirname(partialPath), { recursive: true });
+  const checkpoint = await readCheckpoint(partialPath, checkpointPath);
+  const batches = miniBatches(
+    fileRecords,
+    options.batchStrategy,
+    options.maxPayloadBytes,
+    checkpoint.records,
+  );
+  j.recordsResumed += checkpoint.records;
+  j.bytesDone +=
+    fileRecords.length === 0 ? 0 : Math.round((input.size * checkpoint.records) / fileRecords.length);
+  return {
+    input,
+    name,
+    contentType: options.contentType ?? contentTypeFor(input.rel),
+    records: fileRecords,
+    batches,
+    partialPath,
+    checkpointPath,
+    resumedRecords: checkpoint.records,
+    handle: undefined,
+    bytes: checkpoint.bytes,
+    recordsWritten: 0,
+    nextWrite: 0,
+    done: new Map(),
+    writing: Promise.resolve(),
+    lastCheckpoint: Date.now(),
+    failed: false,
+    finished: false,
   };
-  let bytesDoneThisRun = 0;
+}
 
-  const saveCheckpoint = async (job: FileJob): Promise<void> => {
-    const checkpoint: Checkpoint = { records: job.resumedRecords + job.recordsWritten, bytes: job.bytes };
-    await writeFile(`${job.checkpointPath}.tmp`, JSON.stringify(checkpoint));
-    await rename(`${job.checkpointPath}.tmp`, job.checkpointPath);
-    job.lastCheckpoint = Date.now();
-  };
+async function finishJob(j: Job, job: FileJob): Promise<void> {
+  await job.handle?.close();
+  job.handle = undefined;
+  if (job.failed) {
+    j.filesFailed++;
+    await rm(job.partialPath, { force: true });
+  } else {
+    if (job.batches.length === 0 && job.resumedRecords === 0) await writeFile(job.partialPath, '');
+    await j.options.output.commit(job.name, job.partialPath);
+    j.filesWritten++;
+    await rm(job.partialPath, { force: true });
+  }
+  await rm(job.checkpointPath, { force: true });
+}
 
-  // Inputs are read ahead (as many as requests in flight), so that S3 downloads overlap the work.
-  const reads = new Map<number, Promise<Uint8Array>>();
-  const readAhead = Math.max(1, options.concurrency);
-  const readInput = (index: number): Promise<Uint8Array> => {
-    for (let i = index; i < Math.min(options.inputs.length, index + readAhead); i++) {
-      const input = options.inputs[i]!;
-      if (reads.has(i) || finished.has(`${input.rel}.out`)) continue;
-      const pending = input.read();
-      pending.catch(() => undefined);
-      reads.set(i, pending);
+/** Writes the answered batches that are next in order. */
+async function writeAnswered(j: Job, job: FileJob): Promise<void> {
+  while (job.done.has(job.nextWrite)) {
+    const bytes = job.done.get(job.nextWrite)!;
+    const batch = job.batches[job.nextWrite]!;
+    job.done.delete(job.nextWrite);
+    if (bytes.byteLength > 0) {
+      job.handle ??= await open(job.partialPath, 'a');
+      await job.handle.write(bytes);
+      job.bytes += bytes.byteLength;
     }
-    const data = reads.get(index) ?? options.inputs[index]!.read();
-    reads.delete(index);
-    return data;
-  };
+    job.recordsWritten += batch.records.length;
+    job.nextWrite++;
+    const fraction = batch.records.length / Math.max(1, job.records.length);
+    j.bytesDone += job.input.size * fraction;
+    j.bytesDoneThisRun += job.input.size * fraction;
+  }
+}
 
-  /** Opens a file's job: its records, its batches from the checkpoint on, its partial output. */
-  const openJob = async (input: InputFile, index: number): Promise<FileJob | undefined> => {
-    const name = `${input.rel}.out`;
-    if (finished.has(name)) {
-      filesSkipped++;
-      bytesDone += input.size;
-      return undefined;
-    }
-    const data = await readInput(index);
-    const fileRecords = splitRecords(data, splitType);
-    const partialPath = join(output.stateDir, `${name}.partial`);
-    const checkpointPath = join(output.stateDir, `${name}.checkpoint`);
-    await mkdir(dirname(partialPath), { recursive: true });
-    let checkpoint: Checkpoint = { records: 0, bytes: 0 };
-    try {
-      checkpoint = JSON.parse(await readFile(checkpointPath, 'utf8')) as Checkpoint;
-      // Output written after the last checkpoint is dropped: those records are sent again.
-      await truncate(partialPath, checkpoint.bytes);
-    } catch {
-      checkpoint = { records: 0, bytes: 0 };
-    }
-    if (checkpoint.records === 0) await rm(partialPath, { force: true });
-    const batches = miniBatches(
-      fileRecords,
-      options.batchStrategy,
-      options.maxPayloadBytes,
-      checkpoint.records,
-    );
-    recordsResumed += checkpoint.records;
-    bytesDone +=
-      fileRecords.length === 0 ? 0 : Math.round((input.size * checkpoint.records) / fileRecords.length);
-    return {
-      input,
-      name,
-      contentType: options.contentType ?? contentTypeFor(input.rel),
-      records: fileRecords,
-      batches,
-      partialPath,
-      checkpointPath,
-      resumedRecords: checkpoint.records,
-      handle: undefined,
-      bytes: checkpoint.bytes,
-      recordsWritten: 0,
-      nextWrite: 0,
-      done: new Map(),
-      writing: Promise.resolve(),
-      lastCheckpoint: Date.now(),
-      failed: false,
-      finished: false,
-    };
-  };
-
-  const finishJob = async (job: FileJob): Promise<void> => {
-    await job.handle?.close();
-    job.handle = undefined;
-    if (job.failed) {
-      filesFailed++;
-      await rm(job.partialPath, { force: true });
-    } else {
-      if (job.batches.length === 0 && job.resumedRecords === 0) await writeFile(job.partialPath, '');
-      await output.commit(job.name, job.partialPath);
-      filesWritten++;
-      await rm(job.partialPath, { force: true });
-    }
-    await rm(job.checkpointPath, { force: true });
-  };
-
-  /** Appends answered batches in order; finishes the file after its last batch. */
-  const flush = (job: FileJob): Promise<void> => {
-    job.writing = job.writing.then(async () => {
-      while (job.done.has(job.nextWrite)) {
-        const bytes = job.done.get(job.nextWrite)!;
-        const batch = job.batches[job.nextWrite]!;
-        job.done.delete(job.nextWrite);
-        if (bytes.byteLength > 0) {
-          job.handle ??= await open(job.partialPath, 'a');
-          await job.handle.write(bytes);
-          job.bytes += bytes.byteLength;
-        }
-        job.recordsWritten += batch.records.length;
-        job.nextWrite++;
-        const fraction = batch.records.length / Math.max(1, job.records.length);
-        bytesDone += job.input.size * fraction;
-        bytesDoneThisRun += job.input.size * fraction;
+/** Appends answered batches in order; finishes the file after its last batch. */
+function flush(j: Job, job: FileJob): Promise<void> {
+  job.writing = job.writing.then(async () => {
+    await writeAnswered(j, job);
+    if (job.nextWrite === job.batches.length) {
+      if (!job.finished) {
+        job.finished = true;
+        await finishJob(j, job);
       }
-      if (job.nextWrite === job.batches.length) {
-        if (!job.finished) {
-          job.finished = true;
-          await finishJob(job);
-        }
-      } else if (job.batches.length > 1 && Date.now() - job.lastCheckpoint > 200) await saveCheckpoint(job);
-    });
-    return job.writing;
-  };
+    } else if (job.batches.length > 1 && Date.now() - job.lastCheckpoint > 200) await saveCheckpoint(job);
+  });
+  return job.writing;
+}
 
-  const send = async (body: Uint8Array, contentType: string | undefined): Promise<InvokeResult> => {
-    let result: InvokeResult = { ok: false, status: 0, error: 'not sent' };
-    for (let attempt = 0; attempt < attempts; attempt++) {
-      if (attempt > 0) await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
-      requests++;
-      result = await options.invoke(body, contentType, accept);
-      if (result.ok || !RETRY_STATUS.has(result.status)) return result;
-    }
-    if (!result.ok && result.status === 0) throw new Error(`the endpoint cannot be reached: ${result.error}`);
-    return result;
-  };
+async function send(j: Job, body: Uint8Array, contentType: string | undefined): Promise<InvokeResult> {
+  let result: InvokeResult = { ok: false, status: 0, error: 'not sent' };
+  for (let attempt = 0; attempt < j.attempts; attempt++) {
+    if (attempt > 0) await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
+    j.requests++;
+    result = await j.options.invoke(body, contentType, j.options.accept);
+    if (result.ok || !RETRY_STATUS.has(result.status)) return result;
+  }
+  if (!result.ok && result.status === 0) throw new Error(`the endpoint cannot be reached: ${result.error}`);
+  return result;
+}
 
-  /** Answers one batch; a failing multi-record batch is retried record by record to isolate bad records. */
-  const runBatch = async (job: FileJob, batch: MiniBatch): Promise<Uint8Array> => {
-    const whole = await send(batch.body, job.contentType);
-    if (whole.ok) {
-      records += batch.records.length;
-      return assemble(whole.body, assembleWith);
-    }
-    const singles =
-      batch.records.length === 1
-        ? [whole]
-        : await (async () => {
-            const out: InvokeResult[] = [];
-            for (const r of batch.records) out.push(await send(r.data, job.contentType));
-            return out;
-          })();
-    const parts: Uint8Array[] = [];
-    singles.forEach((result, i) => {
-      const record = batch.records[i]!;
-      records++;
-      if (result.ok) {
-        parts.push(assemble(result.body, assembleWith));
-        return;
-      }
-      recordsFailed++;
-      failures.push({
-        input: job.input.uri,
-        ...(splitType === 'Line' ? { line: record.line } : {}),
-        record: job.resumedRecords + batch.first + i,
-        status: result.status,
-        error: result.error,
-      });
-      if (splitType === 'None') job.failed = true;
-      else if (assembleWith === 'Line') parts.push(assemble(errorLine(result.error), 'Line'));
-    });
-    return Buffer.concat(parts);
-  };
+/** The output of one record's result: its answer, or (failed) an error line where lines are assembled. */
+function recordOutput(
+  j: Job,
+  job: FileJob,
+  batch: MiniBatch,
+  i: number,
+  result: InvokeResult,
+): Uint8Array | undefined {
+  const { splitType, assembleWith } = j.options;
+  const record = batch.records[i]!;
+  j.records++;
+  if (result.ok) return assemble(result.body, assembleWith);
+  j.recordsFailed++;
+  j.failures.push({
+    input: job.input.uri,
+    ...(splitType === 'Line' ? { line: record.line } : {}),
+    record: job.resumedRecords + batch.first + i,
+    status: result.status,
+    error: result.error,
+  });
+  if (splitType === 'None') job.failed = true;
+  else if (assembleWith === 'Line') return assemble(errorLine(result.error), 'Line');
+  return undefined;
+}
 
-  // Work items across files, in order; files are opened as the pool reaches them.
-  let fileIndex = 0;
-  let current: { job: FileJob; next: number } | undefined;
-  let opening: Promise<void> = Promise.resolve();
-  const jobsOpen = new Set<FileJob>();
-  const nextItem = async (): Promise<{ job: FileJob; batch: MiniBatch } | undefined> => {
-    const take = opening.then(async () => {
-      for (;;) {
-        if (options.signal?.aborted === true) return undefined;
-        if (current !== undefined && current.next < current.job.batches.length) {
-          const batch = current.job.batches[current.next++]!;
-          return { job: current.job, batch };
-        }
-        if (fileIndex >= options.inputs.length) return undefined;
-        const index = fileIndex++;
-        const job = await openJob(options.inputs[index]!, index);
-        progress(false);
-        if (job === undefined) continue;
-        jobsOpen.add(job);
-        if (job.batches.length === 0) {
-          await flush(job);
-          jobsOpen.delete(job);
-          continue;
-        }
-        current = { job, next: 0 };
-      }
-    });
-    opening = take.then(
-      () => undefined,
-      () => undefined,
-    );
-    return take;
-  };
+/** Answers one batch; a failing multi-record batch is retried record by record to isolate bad records. */
+async function runBatch(j: Job, job: FileJob, batch: MiniBatch): Promise<Uint8Array> {
+  const whole = await send(j, batch.body, job.contentType);
+  if (whole.ok) {
+    j.records += batch.records.length;
+    return assemble(whole.body, j.options.assembleWith);
+  }
+  const singles: InvokeResult[] = [];
+  if (batch.records.length === 1) singles.push(whole);
+  else for (const r of batch.records) singles.push(await send(j, r.data, job.contentType));
+  const parts: Uint8Array[] = [];
+  singles.forEach((result, i) => {
+    const part = recordOutput(j, job, batch, i, result);
+    if (part !== undefined) parts.push(part);
+  });
+  return Buffer.concat(parts);
+}
 
-  let fatal: Error | undefined;
-  const worker = async (): Promise<void> => {
+/** The next batch to send, opening files in order as they are reached; undefined when done or stopped. */
+function nextItem(j: Job): Promise<{ job: FileJob; batch: MiniBatch } | undefined> {
+  const { options } = j;
+  const take = j.opening.then(async () => {
     for (;;) {
-      if (fatal !== undefined) return;
-      const item = await nextItem();
-      if (item === undefined) return;
-      try {
-        const bytes = await runBatch(item.job, item.batch);
-        item.job.done.set(item.batch.index, bytes);
-        await flush(item.job);
-        if (item.job.nextWrite === item.job.batches.length) jobsOpen.delete(item.job);
-        progress(false);
-      } catch (error) {
-        fatal ??= error instanceof Error ? error : new Error(String(error));
-        return;
+      if (options.signal?.aborted === true) return undefined;
+      const current = j.current;
+      if (current !== undefined && current.next < current.job.batches.length) {
+        const batch = current.job.batches[current.next++]!;
+        return { job: current.job, batch };
       }
+      if (j.fileIndex >= options.inputs.length) return undefined;
+      const index = j.fileIndex++;
+      const job = await openJob(j, options.inputs[index]!, index);
+      progress(j, false);
+      if (job === undefined) continue;
+      j.jobsOpen.add(job);
+      if (job.batches.length === 0) {
+        await flush(j, job);
+        j.jobsOpen.delete(job);
+        continue;
+      }
+      j.current = { job, next: 0 };
     }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, () => worker()));
-  // Unfinished files (interrupted, or a fatal error): keep their partial output with a checkpoint.
-  for (const job of jobsOpen) {
+  });
+  j.opening = take.then(
+    () => undefined,
+    () => undefined,
+  );
+  return take;
+}
+
+/** One of the pool's request loops. */
+async function worker(j: Job): Promise<void> {
+  for (;;) {
+    if (j.fatal !== undefined) return;
+    const item = await nextItem(j);
+    if (item === undefined) return;
+    try {
+      const bytes = await runBatch(j, item.job, item.batch);
+      item.job.done.set(item.batch.index, bytes);
+      await flush(j, item.job);
+      if (item.job.nextWrite === item.job.batches.length) j.jobsOpen.delete(item.job);
+      progress(j, false);
+    } catch (error) {
+      j.fatal ??= error instanceof Error ? error : new Error(String(error));
+      return;
+    }
+  }
+}
+
+/** Unfinished files (interrupted, or a fatal error): keep their partial output with a checkpoint. */
+async function keepUnfinished(j: Job): Promise<void> {
+  for (const job of j.jobsOpen) {
     await job.writing;
     if (job.nextWrite < job.batches.length) {
       await job.handle?.close();
@@ -400,22 +428,59 @@ export async function runTransformJob(options: TransformJobOptions): Promise<Tra
       if (job.batches.length > 1 || job.recordsWritten > 0) await saveCheckpoint(job);
     }
   }
-  progress(true);
-  if (fatal !== undefined) throw fatal;
-  const wallMs = Date.now() - started;
+}
+
+function summary(j: Job): TransformSummary {
+  const { options } = j;
+  const wallMs = Date.now() - j.started;
+  const filesDone = j.filesSkipped + j.filesWritten + j.filesFailed;
   return {
     files: options.inputs.length,
-    filesSkipped,
-    filesWritten,
-    filesFailed,
-    records,
-    recordsResumed,
-    recordsFailed,
-    requests,
+    filesSkipped: j.filesSkipped,
+    filesWritten: j.filesWritten,
+    filesFailed: j.filesFailed,
+    records: j.records,
+    recordsResumed: j.recordsResumed,
+    recordsFailed: j.recordsFailed,
+    requests: j.requests,
     wallMs,
-    recordsPerSecond: records / Math.max(0.001, wallMs / 1000),
-    interrupted:
-      options.signal?.aborted === true && filesSkipped + filesWritten + filesFailed < options.inputs.length,
-    failures,
+    recordsPerSecond: j.records / Math.max(0.001, wallMs / 1000),
+    interrupted: options.signal?.aborted === true && filesDone < options.inputs.length,
+    failures: j.failures,
   };
+}
+
+export async function runTransformJob(options: TransformJobOptions): Promise<TransformSummary> {
+  const started = Date.now();
+  const finished = await options.output.finished();
+  await mkdir(options.output.stateDir, { recursive: true });
+  const j: Job = {
+    options,
+    started,
+    attempts: Math.max(1, options.attempts ?? 3),
+    finished,
+    failures: [],
+    totalBytes: options.inputs.reduce((n, f) => n + f.size, 0),
+    bytesDone: 0,
+    bytesDoneThisRun: 0,
+    records: 0,
+    recordsResumed: 0,
+    recordsFailed: 0,
+    requests: 0,
+    filesSkipped: 0,
+    filesWritten: 0,
+    filesFailed: 0,
+    lastProgress: 0,
+    reads: new Map(),
+    fileIndex: 0,
+    current: undefined,
+    opening: Promise.resolve(),
+    jobsOpen: new Set(),
+    fatal: undefined,
+  };
+  await Promise.all(Array.from({ length: Math.max(1, options.concurrency) }, () => worker(j)));
+  await keepUnfinished(j);
+  progress(j, true);
+  if (j.fatal !== undefined) throw j.fatal;
+  return summary(j);
 }

@@ -7,11 +7,14 @@ export async function tempRepo(prefix = 'vs-repo-'): Promise<string> {
   return mkdtemp(join(tmpdir(), prefix));
 }
 
-/** Places a model file as `<root>/<name>/<version>/model.onnx`; returns the base path. */
+/**
+ * Places a model file as `<root>/<name>/<version>/model.onnx` (`version` may be a directory
+ * name such as "00000123"); returns the base path.
+ */
 export async function placeModel(
   root: string,
   name: string,
-  version: number,
+  version: number | string,
   model: string | Uint8Array,
 ): Promise<string> {
   const dir = join(root, name, String(version));

@@ -2,3 +2,4 @@
 // label maps) as a generic tree, and typed readers with positioned errors.
 export * from './pbtxt.js';
 export * from './pbtxt-reader.js';
+export * from './text-message.js';

@@ -76,9 +76,21 @@ const IDENT_START = /[A-Za-z_]/;
 const IDENT_PART = /[A-Za-z0-9_]/;
 const PUNCT = new Set(['{', '}', '<', '>', '[', ']', ':', ',', ';', '-', '/', '.']);
 
-/** Error with position, as every pbtxt failure is reported. */
+/**
+ * Error with position, as every pbtxt failure is reported: `<source>:<line>:<column>: `, or
+ * with a textFormatSource `Error parsing text-format <type>: <line>:<column>: ` (protobuf's).
+ */
 export function pbtxtError(source: string, at: PbPosition, message: string): ServingError {
-  return invalidArgument(`${source}:${at.line}:${at.column}: ${message}`);
+  const prefix = source.endsWith(': ') ? source : `${source}:`;
+  return invalidArgument(`${prefix}${at.line}:${at.column}: ${message}`);
+}
+
+/**
+ * A source under which errors read as protobuf's text-format parser words them (and TF
+ * Serving logs them): `Error parsing text-format tensorflow.serving.ModelServerConfig: 3:5: ...`.
+ */
+export function textFormatSource(messageType: string): string {
+  return `Error parsing text-format ${messageType}: `;
 }
 
 class Lexer {

@@ -31,3 +31,6 @@ export * from '../gen/tensorflow_serving/config/model_server_config_pb.js';
 export * from '../gen/tensorflow_serving/util/status_pb.js';
 export * from '../gen/visionserve/predict_request_view_pb.js';
 export * from './predict-response-writer.js';
+export * from '../gen/tensorflow_serving/config/monitoring_config_pb.js';
+export * from '../gen/tensorflow_serving/config/ssl_config_pb.js';
+export * from '../gen/tensorflow_serving/servables/tensorflow/session_bundle_config_pb.js';

@@ -102,6 +102,216 @@ interface QueueState {
   readonly maxInFlight: number;
 }
 
+/** The scheduler's state, shared by the module-level functions below. */
+interface Scheduler {
+  readonly numThreads: number;
+  readonly logger: Logger;
+  readonly queues: QueueState[];
+  /** Round-robin position among the queues. */
+  next: number;
+  inFlight: number;
+  pumpPending: boolean;
+}
+
+/** The queue of the next schedulable batch, round-robin from `next`. */
+function pickQueue(sch: Scheduler): QueueState | undefined {
+  const { queues } = sch;
+  for (let i = 0; i < queues.length; i++) {
+    const q = queues[(sch.next + i) % queues.length]!;
+    if (q.inFlight < q.maxInFlight && q.schedulable()) {
+      sch.next = (sch.next + i + 1) % queues.length;
+      return q;
+    }
+  }
+  return undefined;
+}
+
+function pump(sch: Scheduler): void {
+  sch.pumpPending = false;
+  while (sch.inFlight < sch.numThreads && sch.queues.length > 0) {
+    const q = pickQueue(sch);
+    if (q === undefined) return;
+    sch.inFlight++;
+    q.inFlight++;
+    void q
+      .start()
+      .catch((error: unknown) => {
+        sch.logger.error('batch processing failed', { error });
+      })
+      .finally(() => {
+        sch.inFlight--;
+        q.inFlight--;
+        q.batchDone();
+        requestPump(sch);
+      });
+  }
+}
+
+function requestPump(sch: Scheduler): void {
+  if (sch.pumpPending) return;
+  sch.pumpPending = true;
+  setImmediate(() => {
+    pump(sch);
+  });
+}
+
+/** One queue's batches, shared by the module-level functions below. */
+interface Queue<T extends BatchTask> {
+  readonly sch: Scheduler;
+  readonly qo: BatchQueueOptions;
+  readonly process: (batch: Batch<T>) => Promise<void>;
+  readonly closedBatches: OpenBatch<T>[];
+  open: OpenBatch<T>;
+  closed: boolean;
+  onDrained: (() => void) | undefined;
+  drained: Promise<void> | undefined;
+  /** What the scheduler sees of this queue; set right after the queue is made. */
+  state: QueueState;
+}
+
+const freshBatch = <T>(): OpenBatch<T> => ({ tasks: [], size: 0, ready: false, timer: undefined });
+
+function closeOpen<T extends BatchTask>(q: Queue<T>): void {
+  if (q.open.timer) clearTimeout(q.open.timer);
+  q.open.timer = undefined;
+  q.open.ready = true;
+  q.closedBatches.push(q.open);
+  q.open = freshBatch();
+}
+
+function schedulable<T extends BatchTask>(q: Queue<T>): boolean {
+  const { open, qo } = q;
+  if (q.closedBatches.some((b) => b.size > 0)) return true;
+  return open.size > 0 && (open.ready || open.size >= qo.maxBatchSize || qo.batchTimeoutMicros === 0);
+}
+
+function startBatch<T extends BatchTask>(q: Queue<T>): Promise<void> {
+  let batch: OpenBatch<T> | undefined;
+  while (q.closedBatches.length > 0 && batch === undefined) {
+    const b = q.closedBatches.shift()!;
+    if (b.size > 0) batch = b;
+  }
+  if (batch === undefined) {
+    batch = q.open;
+    if (batch.timer) clearTimeout(batch.timer);
+    q.open = freshBatch();
+  }
+  return q.process({ tasks: batch.tasks, size: batch.size });
+}
+
+const queuedTasks = <T extends BatchTask>(q: Queue<T>): number =>
+  q.closedBatches.reduce((n, b) => n + b.tasks.length, q.open.tasks.length);
+const enqueuedBatches = <T extends BatchTask>(q: Queue<T>): number => q.closedBatches.length + 1;
+
+function schedule<T extends BatchTask>(q: Queue<T>, task: T): void {
+  const { qo } = q;
+  if (q.closed) throw unavailable('The batch queue is closed');
+  if (q.open.size > 0 && q.open.size + task.size > qo.maxBatchSize) {
+    if (enqueuedBatches(q) >= qo.maxEnqueuedBatches) throw unavailable(QUEUE_FULL_MESSAGE);
+    closeOpen(q);
+  }
+  const open = q.open;
+  open.tasks.push(task);
+  open.size += task.size;
+  if (open.tasks.length === 1 && qo.batchTimeoutMicros > 0 && open.size < qo.maxBatchSize) {
+    open.timer = setTimeout(() => {
+      open.timer = undefined;
+      open.ready = true;
+      requestPump(q.sch);
+    }, qo.batchTimeoutMicros / 1000);
+  }
+  requestPump(q.sch);
+}
+
+function capacity<T extends BatchTask>(q: Queue<T>): number {
+  const { qo } = q;
+  if (q.closed) return 0;
+  const newBatches = Math.max(0, qo.maxEnqueuedBatches - enqueuedBatches(q));
+  return newBatches * qo.maxBatchSize + Math.max(0, qo.maxBatchSize - q.open.size);
+}
+
+function removeTask<T extends BatchTask>(q: Queue<T>, task: T): boolean {
+  for (const b of [...q.closedBatches, q.open]) {
+    const i = b.tasks.indexOf(task);
+    if (i < 0) continue;
+    b.tasks.splice(i, 1);
+    b.size -= task.size;
+    if (b.tasks.length === 0) {
+      if (b.timer) clearTimeout(b.timer);
+      b.timer = undefined;
+      if (b === q.open) b.ready = false;
+      else q.closedBatches.splice(q.closedBatches.indexOf(b), 1);
+    }
+    return true;
+  }
+  return false;
+}
+
+function closeQueue<T extends BatchTask>(
+  q: Queue<T>,
+): { readonly dropped: readonly T[]; readonly drained: Promise<void> } {
+  const dropped: T[] = [];
+  if (!q.closed) {
+    q.closed = true;
+    for (const b of [...q.closedBatches, q.open]) {
+      if (b.timer) clearTimeout(b.timer);
+      dropped.push(...b.tasks);
+    }
+    q.closedBatches.length = 0;
+    q.open = freshBatch();
+    const { queues } = q.sch;
+    const i = queues.indexOf(q.state);
+    if (i >= 0) queues.splice(i, 1);
+    if (q.sch.next >= queues.length) q.sch.next = 0;
+  }
+  q.drained ??=
+    q.state.inFlight === 0
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => {
+          q.onDrained = resolve;
+        });
+  return { dropped, drained: q.drained };
+}
+
+function addQueue<T extends BatchTask>(
+  sch: Scheduler,
+  qo: BatchQueueOptions,
+  process: (batch: Batch<T>) => Promise<void>,
+): BatchQueue<T> {
+  const q: Queue<T> = {
+    sch,
+    qo,
+    process,
+    closedBatches: [],
+    open: freshBatch(),
+    closed: false,
+    onDrained: undefined,
+    drained: undefined,
+    state: undefined as unknown as QueueState,
+  };
+  q.state = {
+    inFlight: 0,
+    maxInFlight: Math.max(1, qo.maxInFlightBatches),
+    schedulable: () => schedulable(q),
+    start: () => startBatch(q),
+    batchDone: () => {
+      if (q.closed && q.state.inFlight === 0) q.onDrained?.();
+    },
+  };
+  sch.queues.push(q.state);
+  return {
+    schedule: (task) => {
+      schedule(q, task);
+    },
+    capacity: () => capacity(q),
+    openBatchRoom: () => (q.closed ? 0 : Math.max(0, qo.maxBatchSize - q.open.size)),
+    remove: (task) => removeTask(q, task),
+    queuedTasks: () => queuedTasks(q),
+    idle: () => q.state.inFlight === 0 && queuedTasks(q) === 0,
+    close: () => closeQueue(q),
+  };
+}
+
 /**
  * A shared batch scheduler (TF Serving's SharedBatchScheduler, written from
  * its documented semantics): each queue keeps closed batches and one open
@@ -112,171 +322,16 @@ interface QueueState {
  * the same I/O turn can share a batch even with a zero timeout.
  */
 export function createBatchScheduler(options: BatchSchedulerOptions): BatchScheduler {
-  const numThreads = Math.max(1, options.numBatchThreads ?? 1);
-  const queues: QueueState[] = [];
-  let next = 0;
-  let inFlight = 0;
-  let pumpPending = false;
-
-  const pump = (): void => {
-    pumpPending = false;
-    while (inFlight < numThreads && queues.length > 0) {
-      let picked: QueueState | undefined;
-      for (let i = 0; i < queues.length; i++) {
-        const q = queues[(next + i) % queues.length]!;
-        if (q.inFlight < q.maxInFlight && q.schedulable()) {
-          picked = q;
-          next = (next + i + 1) % queues.length;
-          break;
-        }
-      }
-      if (picked === undefined) return;
-      inFlight++;
-      picked.inFlight++;
-      const q = picked;
-      void q
-        .start()
-        .catch((error: unknown) => {
-          options.logger.error('batch processing failed', { error });
-        })
-        .finally(() => {
-          inFlight--;
-          q.inFlight--;
-          q.batchDone();
-          requestPump();
-        });
-    }
+  const sch: Scheduler = {
+    numThreads: Math.max(1, options.numBatchThreads ?? 1),
+    logger: options.logger,
+    queues: [],
+    next: 0,
+    inFlight: 0,
+    pumpPending: false,
   };
-
-  const requestPump = (): void => {
-    if (pumpPending) return;
-    pumpPending = true;
-    setImmediate(pump);
-  };
-
-  function addQueue<T extends BatchTask>(
-    qo: BatchQueueOptions,
-    process: (batch: Batch<T>) => Promise<void>,
-  ): BatchQueue<T> {
-    const closedBatches: OpenBatch<T>[] = [];
-    const fresh = (): OpenBatch<T> => ({ tasks: [], size: 0, ready: false, timer: undefined });
-    let open = fresh();
-    let closed = false;
-    let onDrained: (() => void) | undefined;
-    let drained: Promise<void> | undefined;
-    const timeoutMs = qo.batchTimeoutMicros / 1000;
-
-    const closeOpen = (): void => {
-      if (open.timer) clearTimeout(open.timer);
-      open.timer = undefined;
-      open.ready = true;
-      closedBatches.push(open);
-      open = fresh();
-    };
-
-    const state: QueueState = {
-      inFlight: 0,
-      maxInFlight: Math.max(1, qo.maxInFlightBatches),
-      schedulable() {
-        if (closedBatches.some((b) => b.size > 0)) return true;
-        return open.size > 0 && (open.ready || open.size >= qo.maxBatchSize || qo.batchTimeoutMicros === 0);
-      },
-      start() {
-        let batch: OpenBatch<T> | undefined;
-        while (closedBatches.length > 0 && batch === undefined) {
-          const b = closedBatches.shift()!;
-          if (b.size > 0) batch = b;
-        }
-        if (batch === undefined) {
-          batch = open;
-          if (batch.timer) clearTimeout(batch.timer);
-          open = fresh();
-        }
-        return process({ tasks: batch.tasks, size: batch.size });
-      },
-      batchDone() {
-        if (closed && state.inFlight === 0) onDrained?.();
-      },
-    };
-
-    queues.push(state);
-    const queuedTasks = (): number => closedBatches.reduce((n, b) => n + b.tasks.length, open.tasks.length);
-    const enqueuedBatches = (): number => closedBatches.length + 1;
-
-    return {
-      schedule(task) {
-        if (closed) throw unavailable('The batch queue is closed');
-        if (open.size > 0 && open.size + task.size > qo.maxBatchSize) {
-          if (enqueuedBatches() >= qo.maxEnqueuedBatches) throw unavailable(QUEUE_FULL_MESSAGE);
-          closeOpen();
-        }
-        open.tasks.push(task);
-        open.size += task.size;
-        if (open.tasks.length === 1 && qo.batchTimeoutMicros > 0 && open.size < qo.maxBatchSize) {
-          const batch = open;
-          batch.timer = setTimeout(() => {
-            batch.timer = undefined;
-            batch.ready = true;
-            requestPump();
-          }, timeoutMs);
-        }
-        requestPump();
-      },
-      capacity() {
-        if (closed) return 0;
-        const newBatches = Math.max(0, qo.maxEnqueuedBatches - enqueuedBatches());
-        return newBatches * qo.maxBatchSize + Math.max(0, qo.maxBatchSize - open.size);
-      },
-      openBatchRoom() {
-        return closed ? 0 : Math.max(0, qo.maxBatchSize - open.size);
-      },
-      remove(task) {
-        for (const b of [...closedBatches, open]) {
-          const i = b.tasks.indexOf(task);
-          if (i < 0) continue;
-          b.tasks.splice(i, 1);
-          b.size -= task.size;
-          if (b.tasks.length === 0) {
-            if (b.timer) clearTimeout(b.timer);
-            b.timer = undefined;
-            if (b === open) b.ready = false;
-            else closedBatches.splice(closedBatches.indexOf(b), 1);
-          }
-          return true;
-        }
-        return false;
-      },
-      queuedTasks,
-      idle() {
-        return state.inFlight === 0 && queuedTasks() === 0;
-      },
-      close() {
-        const dropped: T[] = [];
-        if (!closed) {
-          closed = true;
-          for (const b of [...closedBatches, open]) {
-            if (b.timer) clearTimeout(b.timer);
-            dropped.push(...b.tasks);
-          }
-          closedBatches.length = 0;
-          open = fresh();
-          const i = queues.indexOf(state);
-          if (i >= 0) queues.splice(i, 1);
-          if (next >= queues.length) next = 0;
-        }
-        drained ??=
-          state.inFlight === 0
-            ? Promise.resolve()
-            : new Promise<void>((resolve) => {
-                onDrained = resolve;
-              });
-        return { dropped, drained };
-      },
-    };
-  }
-
   return {
-    addQueue,
-    inFlightBatches: () => inFlight,
+    addQueue: (qo, process) => addQueue(sch, qo, process),
+    inFlightBatches: () => sch.inFlight,
   };
 }

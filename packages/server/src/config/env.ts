@@ -52,7 +52,7 @@ export function configFromEnv(
 }
 
 /**
- * The SageMaker TFS container variables (docs/protocols.md). Variables that only make sense
+ * The SageMaker TFS container variables (docs/sagemaker-endpoint.md). Variables that only make sense
  * for the container's nginx/gunicorn/TFS processes are mapped onto the nearest equivalent
  * here, or ignored (see docs/sagemaker-endpoint.md).
  */

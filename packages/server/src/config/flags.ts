@@ -6,22 +6,27 @@ export interface FlagSpec {
   readonly key: keyof ServerConfig;
   readonly type: 'int' | 'float' | 'bool' | 'string' | 'loglevel' | 'paths' | 'list';
   readonly help: string;
+  /** The default where it is not one value of DEFAULTS (it depends on the machine or other flags). */
+  readonly defaultText?: string;
+  /** The environment variable that sets it too (flags win), as the SageMaker container names it. */
+  readonly env?: string;
 }
 
 /** Command-line flags, TF Serving spelling. */
 export const FLAGS: Readonly<Record<string, FlagSpec>> = {
-  port: { key: 'grpcPort', type: 'int', help: 'gRPC port (default 8500)' },
-  rest_api_port: { key: 'restPort', type: 'int', help: 'REST port (default 8501; -1 disables)' },
+  port: { key: 'grpcPort', type: 'int', help: 'gRPC port' },
+  rest_api_port: { key: 'restPort', type: 'int', help: 'REST port (-1 disables)' },
   sagemaker_port: {
     key: 'sagemakerPort',
+    env: 'SAGEMAKER_BIND_TO_PORT',
     type: 'int',
-    help: 'SageMaker-style endpoint port (default 8080; -1 disables)',
+    help: 'SageMaker-style endpoint port (-1 disables)',
   },
-  host: { key: 'host', type: 'string', help: 'bind address (default 0.0.0.0)' },
+  host: { key: 'host', type: 'string', help: 'bind address' },
   model_name: {
     key: 'modelName',
     type: 'string',
-    help: 'model name in single-model mode (default "default")',
+    help: 'model name in single-model mode',
   },
   model_base_path: { key: 'modelBasePath', type: 'string', help: 'directory of numeric version directories' },
   model_config_file: {
@@ -37,80 +42,90 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   file_system_poll_wait_seconds: {
     key: 'fileSystemPollSeconds',
     type: 'int',
-    help: 'scan for new/removed versions every N s (default 1; 0: never)',
+    help: 'scan for new/removed versions every N s (0: never)',
   },
   tensorflow_intra_op_parallelism: {
     key: 'intraOpThreads',
+    defaultText: '1',
+    env: 'SAGEMAKER_TFS_INTRA_OP_PARALLELISM',
     type: 'int',
     help: 'onnxruntime intra-op threads (0: 1)',
   },
   tensorflow_inter_op_parallelism: {
     key: 'interOpThreads',
+    env: 'SAGEMAKER_TFS_INTER_OP_PARALLELISM',
     type: 'int',
     help: 'onnxruntime inter-op threads (0: 1)',
   },
   model_instances: {
     key: 'instances',
+    defaultText: 'cores / intra-op threads',
+    env: 'SAGEMAKER_TFS_INSTANCE_COUNT',
     type: 'int',
-    help: 'worker instances per model version (default: cores/intra)',
+    help: 'worker instances per model version',
   },
   ort_allow_spinning: {
     key: 'allowSpinning',
     type: 'bool',
-    help: 'let onnxruntime threads spin (default false)',
+    help: 'let onnxruntime threads spin',
   },
   worker_thread_nice: {
     key: 'workerThreadNice',
     type: 'int',
-    help: 'nice value of inference and JSON decode threads, so the event loop gets the CPU first (Linux; default 10; 0: off)',
+    help: 'nice value of inference and JSON decode threads, so the event loop gets the CPU first (Linux; 0: off)',
   },
   gc_headroom_mb: {
     key: 'gcHeadroomMb',
     type: 'int',
-    help: 'old-generation growth allowed past the live heap before a full GC, in MiB (default 64; 0: V8 default)',
+    help: 'old-generation growth allowed past the live heap before a full GC, in MiB (0: V8 default)',
   },
   enable_serialization_as_tensor_content: {
     key: 'serializeAsTensorContent',
     type: 'bool',
-    help: 'gRPC outputs as tensor_content (default false)',
+    help: 'gRPC outputs as tensor_content',
   },
-  rest_api_timeout_in_ms: { key: 'restTimeoutMs', type: 'int', help: 'REST request timeout (default 30000)' },
+  rest_api_timeout_in_ms: { key: 'restTimeoutMs', type: 'int', help: 'REST request timeout' },
   rest_api_max_body_bytes: {
     key: 'restMaxBodyBytes',
     type: 'int',
-    help: 'largest REST body (default 256 MiB)',
+    help: 'largest REST body',
   },
   rest_api_num_threads: {
     key: 'restApiNumThreads',
     type: 'int',
-    help: 'threads reading JSON tensor bodies off the event loop, one body each at a time (default 2; 0: on the event loop)',
+    help: 'threads reading JSON tensor bodies off the event loop, one body each at a time (0: on the event loop)',
   },
   json_max_depth: {
     key: 'jsonMaxDepth',
     type: 'int',
-    help: 'deepest nesting of lists and objects in a JSON tensor body (REST, KServe, /invocations), else 400 (default 100)',
+    help: 'deepest nesting of lists and objects in a JSON tensor body (REST, KServe, /invocations); deeper: 400',
   },
   json_max_object_keys: {
     key: 'jsonMaxObjectKeys',
     type: 'int',
-    help: 'most keys in one object of a JSON tensor body, else 400 (default 1000)',
-  },
-  access_log_max_failures_per_second: {
-    key: 'accessLogMaxFailuresPerSecond',
-    type: 'int',
-    help: 'failed requests access-logged per second at most, at any sampling rate; the rest counted in one line (default 100; 0: none)',
+    help: 'most keys in one object of a JSON tensor body; more: 400',
   },
   json_max_values: {
     key: 'jsonMaxValues',
     type: 'int',
-    help: 'most JSON values (numbers, strings, lists, objects) in a JSON tensor body, else 400 (default 67108864)',
+    help: 'most JSON values (numbers, strings, lists, objects) in a JSON tensor body; more: 400',
+  },
+  access_log_max_failures_per_second: {
+    key: 'accessLogMaxFailuresPerSecond',
+    type: 'int',
+    help: 'failed requests access-logged per second at most, at any sampling rate; the rest counted in one line (0: none)',
   },
   allow_version_labels_for_unavailable_models: {
     key: 'allowVersionLabelsForUnavailableModels',
     type: 'bool',
     help: 'labels may name versions not loaded yet',
   },
-  enable_batching: { key: 'enableBatching', type: 'bool', help: 'server-side batching' },
+  enable_batching: {
+    key: 'enableBatching',
+    env: 'SAGEMAKER_TFS_ENABLE_BATCHING',
+    type: 'bool',
+    help: 'server-side batching',
+  },
   batching_parameters_file: {
     key: 'batchingParametersFile',
     type: 'string',
@@ -124,50 +139,50 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   enable_model_warmup: {
     key: 'enableModelWarmup',
     type: 'bool',
-    help: 'warm up versions before they are AVAILABLE (default true)',
+    help: 'warm up versions before they are AVAILABLE',
   },
   num_request_iterations_for_warmup: {
     key: 'numRequestIterationsForWarmup',
     type: 'int',
-    help: 'replays of each warmup record (default 1)',
+    help: 'replays of each warmup record',
   },
   shutdown_grace_ms: {
     key: 'shutdownGraceMs',
     type: 'int',
-    help: 'graceful shutdown budget (default 10000)',
+    help: 'graceful shutdown budget',
   },
-  log_level: { key: 'logLevel', type: 'loglevel', help: 'debug|info|warn|error|silent (default info)' },
+  log_level: { key: 'logLevel', type: 'loglevel', help: 'debug|info|warn|error|silent' },
   // --- admission control and connection hygiene ---
   max_queue_wait_ms: {
     key: 'maxQueueWaitMs',
     type: 'int',
-    help: 'refuse requests facing more queued work than this, per model, in ms (default 100; 0: off)',
+    help: 'refuse requests facing more queued work than this, per model, in ms (0: off)',
   },
   max_queued_requests: {
     key: 'maxQueuedRequests',
     type: 'int',
-    help: 'runs a model version queues at most (default 1000)',
+    help: 'runs a model version queues at most',
   },
   max_inflight_request_bytes: {
     key: 'maxInflightRequestBytes',
     type: 'int',
-    help: 'request bodies held at once, all listeners (default 512 MiB)',
+    help: 'request bodies held at once, all listeners',
   },
   max_inflight_requests: {
     key: 'maxInflightRequests',
     type: 'int',
-    help: 'requests read or served at once, all listeners (default 4096)',
+    help: 'requests read or served at once, all listeners',
   },
-  max_connections: { key: 'maxConnections', type: 'int', help: 'connections per listener (default 4096)' },
+  max_connections: { key: 'maxConnections', type: 'int', help: 'connections per listener' },
   http_headers_timeout_ms: {
     key: 'httpHeadersTimeoutMs',
     type: 'int',
-    help: 'time to send HTTP request headers (default 20000)',
+    help: 'time to send HTTP request headers',
   },
   request_body_timeout_ms: {
     key: 'requestBodyTimeoutMs',
     type: 'int',
-    help: 'time to send a request body / gRPC message (default 60000)',
+    help: 'time to send a request body / gRPC message',
   },
   grpc_channel_arguments: {
     key: 'grpcChannelArguments',
@@ -176,37 +191,43 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   },
   grpc_transport: {
     key: 'grpcTransport',
+    env: 'VISIONSERVE_GRPC_TRANSPORT',
     type: 'string',
-    help: 'lean|node: HTTP/2 under the gRPC port, our own or node:http2 (default lean; env VISIONSERVE_GRPC_TRANSPORT)',
+    help: 'lean|node: HTTP/2 under the gRPC port, our own or node:http2',
   },
   wait_for_models: {
     key: 'waitForModels',
     type: 'bool',
-    help: 'start even if a base path is missing or empty, and poll for it (default false)',
+    help: 'start even if a base path is missing or empty, and poll for it',
   },
   // --- TensorFlow SavedModels and the response cache ---
   saved_model_converter_python: {
     key: 'savedModelConverterPython',
+    defaultText: 'the Python that `visionserve convert --setup` made',
+    env: 'VISIONSERVE_CONVERTER_PYTHON',
     type: 'string',
-    help: 'Python with tensorflow + tf2onnx for SavedModels (default: the one `visionserve convert --setup` made)',
+    help: 'Python with tensorflow + tf2onnx for SavedModels',
   },
   saved_model_cache_dir: {
     key: 'savedModelCacheDir',
+    defaultText: '~/.cache/visionserve',
+    env: 'VISIONSERVE_CACHE_DIR',
     type: 'string',
-    help: 'SavedModel conversion cache (default ~/.cache/visionserve)',
+    help: 'SavedModel conversion cache',
   },
   saved_model_conversion_timeout_seconds: {
     key: 'savedModelConversionTimeoutSeconds',
     type: 'int',
-    help: 'longest SavedModel conversion (default 600)',
+    help: 'longest SavedModel conversion',
   },
   response_cache_bytes: {
     key: 'responseCacheBytes',
     type: 'int',
-    help: 'response cache size for models with "responseCache": true in visionserve.json (default 0: off)',
+    help: 'response cache size for models with "responseCache": true in visionserve.json',
   },
   model_roots: {
     key: 'modelRoots',
+    defaultText: '/opt/ml/models and the config file’s directory',
     type: 'paths',
     help: "':'-separated dirs whose subdirs clients may load as models",
   },
@@ -214,22 +235,22 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   kserve_rest: {
     key: 'kserveRest',
     type: 'bool',
-    help: 'KServe v2 HTTP API (/v2) on the REST port (default true)',
+    help: 'KServe v2 HTTP API (/v2) on the REST port',
   },
   kserve_grpc: {
     key: 'kserveGrpc',
     type: 'bool',
-    help: 'KServe v2 gRPC API (inference.GRPCInferenceService) on the gRPC port (default true)',
+    help: 'KServe v2 gRPC API (inference.GRPCInferenceService) on the gRPC port',
   },
   kserve_sagemaker_port: {
     key: 'kserveSagemakerPort',
     type: 'bool',
-    help: 'KServe v2 HTTP API on the SageMaker port too (default false)',
+    help: 'KServe v2 HTTP API on the SageMaker port too',
   },
   kserve_model_control_mode: {
     key: 'kserveModelControlMode',
     type: 'string',
-    help: 'none|explicit: KServe repository load/unload (default none)',
+    help: 'none|explicit: KServe repository load/unload',
   },
   // --- operations ---
   monitoring_config_file: {
@@ -240,17 +261,18 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   access_log_sampling_rate: {
     key: 'accessLogSamplingRate',
     type: 'float',
-    help: 'share of successful requests access-logged, 0..1; failed ones up to --access_log_max_failures_per_second (default 0)',
+    help: 'share of successful requests access-logged, 0..1; failed ones up to --access_log_max_failures_per_second',
   },
   otlp_traces_endpoint: {
     key: 'otlpTracesEndpoint',
+    defaultText: 'none: no tracing',
     type: 'string',
-    help: 'OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces (default: no tracing)',
+    help: 'OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces',
   },
   trace_sampling_rate: {
     key: 'traceSamplingRate',
     type: 'float',
-    help: 'share of requests without a sampled traceparent traced (default 0.01)',
+    help: 'share of requests without a sampled traceparent traced',
   },
   ssl_config_file: {
     key: 'sslConfigFile',
@@ -260,17 +282,18 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   ssl_config_poll_seconds: {
     key: 'sslConfigPollSeconds',
     type: 'int',
-    help: 're-read certificates every N s (default 10; 0: never)',
+    help: 're-read certificates every N s (0: never)',
   },
   rest_api_enable_cors_support: {
     key: 'enableCors',
     type: 'bool',
-    help: 'CORS headers and OPTIONS preflight on the HTTP APIs (default false)',
+    help: 'CORS headers and OPTIONS preflight on the HTTP APIs',
   },
   admin_token_file: {
     key: 'adminTokenFile',
+    defaultText: 'none: management is open',
     type: 'string',
-    help: 'model management needs "Authorization: Bearer <token>" (default: open)',
+    help: 'model management needs "Authorization: Bearer <token>"',
   },
   admin_client_names: {
     key: 'adminClientNames',
@@ -280,28 +303,31 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   disable_model_management: {
     key: 'disableModelManagement',
     type: 'bool',
-    help: 'refuse reload config and multi-model load/unload (default false)',
+    help: 'refuse reload config and multi-model load/unload',
   },
   shutdown_readiness_delay_ms: {
     key: 'shutdownReadinessDelayMs',
     type: 'int',
-    help: 'on shutdown, /readyz answers 503 this long before listeners stop (default 0)',
+    help: 'on shutdown, /readyz answers 503 this long before listeners stop',
   },
   // --- SageMaker endpoint ---
   sagemaker_default_model_name: {
     key: 'sagemakerDefaultModelName',
+    env: 'SAGEMAKER_TFS_DEFAULT_MODEL_NAME',
     type: 'string',
     help: 'model used by /invocations without tfs-model-name',
   },
   sagemaker_multi_model: {
     key: 'sagemakerMultiModel',
+    env: 'SAGEMAKER_MULTI_MODEL',
     type: 'bool',
-    help: 'multi-model API on the SageMaker port (default false)',
+    help: 'multi-model API on the SageMaker port',
   },
   sagemaker_model_roots: {
     key: 'sagemakerModelRoots',
+    defaultText: '--model_roots',
     type: 'paths',
-    help: "':'-separated dirs POST /models urls must lie in (default: --model_roots)",
+    help: "':'-separated dirs POST /models urls must lie in",
   },
   sagemaker_max_models: {
     key: 'sagemakerMaxModels',
@@ -316,80 +342,152 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   sagemaker_max_body_bytes: {
     key: 'sagemakerMaxBodyBytes',
     type: 'int',
-    help: 'largest /invocations body (default 100 MiB)',
+    help: 'largest /invocations body',
   },
   sagemaker_request_timeout_ms: {
     key: 'sagemakerRequestTimeoutMs',
+    env: 'SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS',
     type: 'int',
-    help: '/invocations deadline (default 60000; 0: none)',
+    help: '/invocations deadline (0: none)',
   },
   sagemaker_handler_workers: {
     key: 'sagemakerHandlerWorkers',
+    env: 'SAGEMAKER_GUNICORN_WORKERS',
     type: 'int',
-    help: 'worker threads for code/inference.js (default 2)',
+    help: 'worker threads for code/inference.js',
   },
   sagemaker_model_load_timeout_ms: {
     key: 'sagemakerModelLoadTimeoutMs',
+    env: 'SAGEMAKER_TFS_WAIT_TIME_SECONDS',
     type: 'int',
-    help: 'POST /models load timeout (default 300000)',
+    help: 'POST /models load timeout',
   },
   // --- SageMaker deployment ---
   sagemaker_model_dir: {
     key: 'sagemakerModelDir',
+    defaultText: '/opt/ml/model if it holds anything',
     type: 'string',
-    help: 'SageMaker model dir / model.tar.gz / s3:// (default /opt/ml/model if present)',
+    help: 'SageMaker model dir / model.tar.gz / s3://',
   },
   model_cache_dir: {
     key: 'modelCacheDir',
+    defaultText: '$TMPDIR/visionserve-cache',
     type: 'string',
     help: 'cache for s3:// models, unpacked archives, handler installs',
   },
   model_archive_max_bytes: {
     key: 'modelArchiveMaxBytes',
     type: 'int',
-    help: 'largest unpacked model.tar.gz (default 16 GiB)',
+    help: 'largest unpacked model.tar.gz',
   },
   sagemaker_install_handler_dependencies: {
     key: 'sagemakerInstallHandlerDependencies',
     type: 'bool',
-    help: 'npm-install code/package.json before a handler loads (default true)',
+    help: 'npm-install code/package.json before a handler loads',
   },
   sagemaker_max_concurrent_transforms: {
     key: 'sagemakerMaxConcurrentTransforms',
+    defaultText: '2 × instances',
+    env: 'SAGEMAKER_MAX_CONCURRENT_TRANSFORMS',
     type: 'int',
     help: 'MaxConcurrentTransforms in /execution-parameters (0: 2 x instances)',
   },
   sagemaker_max_payload_mb: {
     key: 'sagemakerMaxPayloadMb',
+    env: 'SAGEMAKER_MAX_PAYLOAD_IN_MB',
     type: 'int',
-    help: 'MaxPayloadInMB in /execution-parameters (default 6)',
+    help: 'MaxPayloadInMB in /execution-parameters',
   },
   // --- browser: gRPC-web, OpenAPI, console ---
   enable_grpc_web: {
     key: 'enableGrpcWeb',
     type: 'bool',
-    help: 'gRPC-web (PredictionService, ModelService) on the REST port (default true)',
+    help: 'gRPC-web (PredictionService, ModelService) on the REST port',
   },
   grpc_web_cors_origins: {
     key: 'grpcWebCorsOrigins',
+    defaultText: 'none, or any with --rest_api_enable_cors_support',
     type: 'list',
-    help: 'comma-separated origins allowed to call gRPC-web cross-origin ("*": any; default none, or any with --rest_api_enable_cors_support)',
+    help: 'comma-separated origins allowed to call gRPC-web cross-origin ("*": any)',
   },
   enable_openapi: {
     key: 'enableOpenapi',
     type: 'bool',
-    help: 'serve the OpenAPI 3.1 document at /openapi.json and its docs UI at /docs (default true)',
+    help: 'serve the OpenAPI 3.1 document at /openapi.json and its docs UI at /docs',
   },
   enable_console: {
     key: 'enableConsole',
     type: 'bool',
-    help: 'serve the web console on the REST port (default true)',
+    help: 'serve the web console on the REST port',
   },
   console_path: {
     key: 'consolePath',
     type: 'string',
-    help: 'URL path of the web console (default /console)',
+    help: 'URL path of the web console',
   },
+  // --- TF Serving start-up and main.cc flags ---
+  open_ports_before_models_load: {
+    key: 'openPortsBeforeModelsLoad',
+    type: 'bool',
+    help: 'open the ports before the initial models load: /healthz, metrics and /ping answer during the load, /readyz 503 until it is done, model requests NOT_FOUND meanwhile (false: ports open once the models are in, as TF Serving)',
+  },
+  grpc_socket_path: {
+    key: 'grpcSocketPath',
+    type: 'string',
+    help: 'also serve the gRPC APIs on this Unix domain socket, beside --port',
+  },
+  max_num_load_retries: {
+    key: 'maxNumLoadRetries',
+    type: 'int',
+    help: 'retries of a failed version load before giving up',
+  },
+  load_retry_interval_micros: {
+    key: 'loadRetryIntervalMicros',
+    type: 'int',
+    help: 'wait between load retries in microseconds, negative: none',
+  },
+};
+
+/**
+ * TF Serving's main.cc flags that have no meaning here, with why: accepted (so that a
+ * `tensorflow_model_server` command line works unchanged), warned about once, ignored.
+ * `bool` ones may be given bare (`--enable_profiler`).
+ */
+export const IGNORED_TF_SERVING_FLAGS: Readonly<Record<string, { bool: boolean; why: string }>> = {
+  num_load_threads: { bool: false, why: 'versions load concurrently, each in its own inference workers' },
+  num_unload_threads: { bool: false, why: 'unloads run concurrently' },
+  flush_filesystem_caches: { bool: true, why: 'no TensorFlow filesystem caches here' },
+  tensorflow_session_parallelism: {
+    bool: false,
+    why: 'use --tensorflow_intra_op_parallelism and --tensorflow_inter_op_parallelism',
+  },
+  tensorflow_session_config_file: { bool: false, why: 'no TensorFlow session: models run in onnxruntime' },
+  use_alts_credentials: { bool: true, why: 'Google ALTS is not supported; use --ssl_config_file' },
+  platform_config_file: {
+    bool: false,
+    why: 'the platform is chosen per version directory (ONNX or SavedModel)',
+  },
+  per_process_gpu_memory_fraction: { bool: false, why: 'CPU inference' },
+  saved_model_tags: { bool: false, why: 'SavedModels are converted from their "serve" MetaGraph' },
+  grpc_max_threads: {
+    bool: false,
+    why: 'gRPC runs on the event loop; inference on --model_instances workers',
+  },
+  remove_unused_fields_from_bundle_metagraph: { bool: true, why: 'no MetaGraph is kept in memory' },
+  prefer_tflite_model: { bool: true, why: 'TensorFlow Lite models are not served' },
+  num_tflite_pools: { bool: false, why: 'TensorFlow Lite models are not served' },
+  num_tflite_interpreters_per_pool: { bool: false, why: 'TensorFlow Lite models are not served' },
+  enable_signature_method_name_check: {
+    bool: true,
+    why: 'Classify and Regress always check what the signature offers, as TF Serving does without it',
+  },
+  xla_cpu_compilation_enabled: { bool: true, why: 'no XLA: models run in onnxruntime' },
+  xla_gpu_compilation_enabled: { bool: true, why: 'no XLA: models run in onnxruntime' },
+  enable_profiler: { bool: true, why: 'no TensorFlow profiler service; see --otlp_traces_endpoint' },
+  thread_pool_factory_config_file: { bool: false, why: 'no TensorFlow thread pools' },
+  mixed_precision: { bool: false, why: 'models run at the precision they were exported in' },
+  skip_initialize_tpu: { bool: true, why: 'no TPU' },
+  enable_grpc_healthcheck_service: { bool: true, why: 'health is served over HTTP (/healthz, /readyz)' },
 };
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
@@ -437,6 +535,13 @@ export function parseFlags(argv: readonly string[]): Partial<ServerConfig> {
     if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument "${arg}"`);
     const eq = arg.indexOf('=');
     const name = (eq >= 0 ? arg.slice(2, eq) : arg.slice(2)).replaceAll('-', '_');
+    const ignored = IGNORED_TF_SERVING_FLAGS[name];
+    if (ignored !== undefined) {
+      const bare = eq < 0 && (ignored.bool || argv[i + 1] === undefined || argv[i + 1]!.startsWith('--'));
+      const value = eq >= 0 ? arg.slice(eq + 1) : bare ? 'true' : argv[++i]!;
+      out.ignoredFlags = [...(out.ignoredFlags ?? []), `${name}=${value}`];
+      continue;
+    }
     const spec = FLAGS[name];
     if (!spec) {
       const near = closestFlag(name);

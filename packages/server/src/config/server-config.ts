@@ -275,6 +275,27 @@ export interface ServerConfig {
   readonly sagemakerMaxConcurrentTransforms: number;
   /** `MaxPayloadInMB` of `GET /execution-parameters` (`SAGEMAKER_MAX_PAYLOAD_IN_MB`). Default 6 (SageMaker's). */
   readonly sagemakerMaxPayloadMb: number;
+
+  // --- TF Serving start-up and main.cc flags ---
+  /**
+   * Open the listeners before the initial models load (`--open_ports_before_models_load`):
+   * /healthz, metrics and SageMaker /ping answer during a long load, /readyz answers 503
+   * until it settled, and requests for a configured model still loading get NOT_FOUND.
+   * Default false: TF Serving's order, ports open once the initial models are in.
+   */
+  readonly openPortsBeforeModelsLoad: boolean;
+  /**
+   * Also serve the gRPC APIs (TF Serving and KServe) on this Unix domain socket, beside the
+   * TCP port (`--grpc_socket_path`, TF Serving's; relative paths are relative to the working
+   * directory). A stale socket file there is replaced. Default none.
+   */
+  readonly grpcSocketPath: string | undefined;
+  /** Retries of a failed version load before giving up (`--max_num_load_retries`). Default 5 (TF Serving's). */
+  readonly maxNumLoadRetries: number;
+  /** Wait between load retries, µs; negative: no wait (`--load_retry_interval_micros`). Default 60 s (TF Serving's). */
+  readonly loadRetryIntervalMicros: number;
+  /** TF Serving flags given that mean nothing here (`name=value`): warned about once at start, ignored. */
+  readonly ignoredFlags: readonly string[];
 }
 
 /** Batching fields that the SageMaker container sets from its environment. */
@@ -364,6 +385,11 @@ export const DEFAULTS = {
   sagemakerInstallHandlerDependencies: true,
   sagemakerMaxConcurrentTransforms: 0,
   sagemakerMaxPayloadMb: 6,
+  openPortsBeforeModelsLoad: false,
+  grpcSocketPath: undefined,
+  maxNumLoadRetries: 5,
+  loadRetryIntervalMicros: 60_000_000,
+  ignoredFlags: [],
 } as const satisfies Omit<
   ServerConfig,
   'intraOpThreads' | 'instances' | 'modelRoots' | 'sagemakerModelRoots' | 'modelCacheDir'
@@ -407,6 +433,9 @@ export function resolveServerConfig(
     ['sagemaker_port', config.sagemakerPort],
   ] as const) {
     if (value < -1 || value > 65535) throw new ConfigError(`--${key} must be a port number, got ${value}`);
+  }
+  if (config.grpcSocketPath !== undefined && config.grpcPort < 0) {
+    throw new ConfigError('--grpc_socket_path serves beside the gRPC port: it needs --port >= 0');
   }
   if (config.restPort > 0 && config.restPort === config.grpcPort) {
     throw new ConfigError('--rest_api_port must differ from --port');

@@ -25,6 +25,11 @@ export interface ModelManagerOptions<A> {
    * A rejection is logged as a warning and the model keeps what it serves.
    */
   readonly listVersions: (basePath: string) => Promise<number[]>;
+  /**
+   * The directory of a version that listVersions just found (the repository's index maps
+   * version 123 back to `<base>/00000123`). Default `<basePath>/<version>`.
+   */
+  readonly versionPath?: ((basePath: string, version: number) => string) | undefined;
   readonly logger: Logger;
   /** Told of every load, failed load, unload and asset refresh (metrics, caches keyed by version). */
   readonly onVersionEvent?: ((event: VersionEvent) => void) | undefined;
@@ -131,361 +136,432 @@ interface ModelEntry<A> {
   replaced: ModelEntry<A> | undefined;
 }
 
-export function createModelManager<A = undefined>(options: ModelManagerOptions<A>): ModelManager<A> {
-  const { sessionFactory, logger } = options;
-  const loadAssets = options.loadAssets ?? (() => Promise.resolve(undefined as A));
-  const loader: VersionLoader<A> = async (source) => {
-    const assets = await loadAssets(source);
-    return { session: await sessionFactory.load(source), assets };
-  };
-  const emit = (event: VersionEvent): void => {
-    options.onVersionEvent?.(event);
-  };
-  const allowUnavailableLabels = options.allowVersionLabelsForUnavailableModels ?? false;
-  const maxLoadRetries = options.maxLoadRetries ?? 5;
-  const loadRetryIntervalMs = options.loadRetryIntervalMs ?? 60_000;
+/** The state of one manager, shared by the module-level functions below. */
+function defaultVersionPath(basePath: string, version: number): string {
+  return join(basePath, String(version));
+}
 
-  let state: ManagerState = 'open';
+/** The state of one manager, shared by the module-level functions below. */
+interface Manager<A> {
+  readonly options: ModelManagerOptions<A>;
+  readonly logger: Logger;
+  readonly loadAssets: (source: ModelSource) => Promise<A>;
+  readonly loader: VersionLoader<A>;
+  readonly emit: (event: VersionEvent) => void;
+  state: ManagerState;
   /** In config order. */
-  let models = new Map<string, ModelEntry<A>>();
+  models: Map<string, ModelEntry<A>>;
   /** Tail of the reconciliation queue; never rejects. */
-  let tail: Promise<void> = Promise.resolve();
+  tail: Promise<void>;
   /** A poll queued but not started yet; later polls join it. */
-  let queuedPoll: Promise<void> | undefined;
-  const unloads = new Set<Promise<void>>();
-  let closing: Promise<void> | undefined;
+  queuedPoll: Promise<void> | undefined;
+  readonly unloads: Set<Promise<void>>;
+  closing: Promise<void> | undefined;
+}
 
-  function serialize<T>(task: () => Promise<T>): Promise<T> {
-    const run = tail.then(task);
-    tail = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run;
+function serialize<A, T>(m: Manager<A>, task: () => Promise<T>): Promise<T> {
+  const run = m.tail.then(task);
+  m.tail = run.then(
+    () => undefined,
+    () => undefined,
+  );
+  return run;
+}
+
+function track<A>(m: Manager<A>, unload: Promise<void>): Promise<void> {
+  m.unloads.add(unload);
+  void unload.then(() => m.unloads.delete(unload));
+  return unload;
+}
+
+function newEntry<A>(
+  m: Manager<A>,
+  model: ModelEntry<A>,
+  version: number,
+  attempts: number,
+): VersionEntry<A> {
+  const { name, basePath, confined } = model.config;
+  const entry = new VersionEntry<A>(
+    {
+      modelName: name,
+      version,
+      path: (m.options.versionPath ?? defaultVersionPath)(basePath, version),
+      basePath,
+      confined,
+    },
+    attempts,
+    m.logger.child({ model: name, version }),
+    m.emit,
+  );
+  model.versions.set(version, entry);
+  return entry;
+}
+
+function retryDue<A>(m: Manager<A>, entry: VersionEntry<A>): boolean {
+  const maxLoadRetries = m.options.maxLoadRetries ?? 5;
+  const loadRetryIntervalMs = m.options.loadRetryIntervalMs ?? 60_000;
+  return entry.attempts <= maxLoadRetries && Date.now() - entry.failedAt >= loadRetryIntervalMs;
+}
+
+function unloadModel<A>(m: Manager<A>, model: ModelEntry<A>): Promise<void> {
+  const all = [...model.versions.values()].map((v) => track(m, v.unload()));
+  if (model.replaced !== undefined) all.push(unloadModel(m, model.replaced));
+  return Promise.all(all).then(() => undefined);
+}
+
+/** The versions on disk, or undefined (logged) when they cannot be listed. */
+async function versionsOnDisk<A>(m: Manager<A>, model: ModelEntry<A>): Promise<number[] | undefined> {
+  const { name, basePath } = model.config;
+  let onDisk: number[];
+  try {
+    onDisk = await m.options.listVersions(basePath);
+  } catch (error) {
+    m.logger.warn('Cannot list versions; keeping the versions already served', {
+      model: name,
+      basePath,
+      error,
+    });
+    return undefined;
   }
-
-  function track(unload: Promise<void>): Promise<void> {
-    unloads.add(unload);
-    void unload.then(() => unloads.delete(unload));
-    return unload;
+  if (onDisk.length === 0) {
+    m.logger.warn('No versions of servable found under base path', { model: name, basePath });
   }
+  return onDisk;
+}
 
-  function newEntry(model: ModelEntry<A>, version: number, attempts: number): VersionEntry<A> {
-    const { name, basePath, confined } = model.config;
-    const entry = new VersionEntry<A>(
-      { modelName: name, version, path: join(basePath, String(version)), basePath, confined },
-      attempts,
-      logger.child({ model: name, version }),
-      emit,
-    );
-    model.versions.set(version, entry);
-    return entry;
+/** Loads the aspired versions not loaded yet (and failed ones whose retry is due). */
+async function loadAspired<A>(
+  m: Manager<A>,
+  model: ModelEntry<A>,
+  aspired: readonly number[],
+): Promise<void> {
+  const loads: Promise<void>[] = [];
+  for (const v of aspired) {
+    const entry = model.versions.get(v);
+    if (entry === undefined || (entry.state === 'END' && !entry.loadFailed)) {
+      loads.push(newEntry(m, model, v, 1).load(m.loader));
+    } else if (entry.state === 'END' && retryDue(m, entry)) {
+      loads.push(newEntry(m, model, v, entry.attempts + 1).load(m.loader));
+    }
+    // An UNLOADING version that is aspired again is reloaded by a later poll.
   }
+  await Promise.all(loads);
+}
 
-  function retryDue(entry: VersionEntry<A>): boolean {
-    return entry.attempts <= maxLoadRetries && Date.now() - entry.failedAt >= loadRetryIntervalMs;
+/** Unloads what is no longer aspired, once an aspired version serves (or none is aspired). */
+function unloadUnaspired<A>(m: Manager<A>, model: ModelEntry<A>, aspired: readonly number[]): void {
+  const { name } = model.config;
+  const aspiredSet = new Set(aspired);
+  const serving = [...model.versions.values()].filter((e) => e.available);
+  const aspiredServing = serving.some((e) => aspiredSet.has(e.version));
+  if (model.replaced !== undefined && (aspiredServing || aspired.length === 0)) {
+    m.logger.info('Base path changed; unloading the versions of the previous path', { model: name });
+    void unloadModel(m, model.replaced);
+    model.replaced = undefined;
   }
-
-  function unloadModel(model: ModelEntry<A>): Promise<void> {
-    const all = [...model.versions.values()].map((v) => track(v.unload()));
-    if (model.replaced !== undefined) all.push(unloadModel(model.replaced));
-    return Promise.all(all).then(() => undefined);
+  const stale = serving.filter((e) => !aspiredSet.has(e.version));
+  if (stale.length === 0) return;
+  if (aspired.length > 0 && !aspiredServing) {
+    m.logger.warn('No aspired version is available; the previous versions keep serving', {
+      model: name,
+      aspired,
+      serving: stale.map((e) => e.version),
+    });
+    return;
   }
+  for (const e of stale) void track(m, e.unload());
+}
 
-  /** Brings one model in line with its policy and what is on disk. Never rejects. */
-  async function reconcileModel(model: ModelEntry<A>): Promise<void> {
-    const { name, basePath, versionPolicy } = model.config;
-    let onDisk: number[];
+/** Brings one model in line with its policy and what is on disk. Never rejects. */
+async function reconcileModel<A>(m: Manager<A>, model: ModelEntry<A>): Promise<void> {
+  const onDisk = await versionsOnDisk(m, model);
+  if (onDisk === undefined) return;
+  const present = new Set(onDisk);
+  // A failed version whose directory vanished starts afresh if it comes back.
+  for (const [v, entry] of model.versions) {
+    if (entry.loadFailed && !present.has(v)) model.versions.delete(v);
+  }
+  const aspired = selectAspiredVersions(model.config.versionPolicy, onDisk);
+  await loadAspired(m, model, aspired);
+  unloadUnaspired(m, model, aspired);
+}
+
+/** Re-reads the assets of every AVAILABLE version of a kept model; the old ones stay on failure. */
+async function refreshAssets<A>(m: Manager<A>, model: ModelEntry<A>): Promise<string[]> {
+  const problems: string[] = [];
+  for (const entry of model.versions.values()) {
+    if (!entry.available) continue;
     try {
-      onDisk = await options.listVersions(basePath);
+      entry.replaceAssets(await m.loadAssets(entry.source));
     } catch (error) {
-      logger.warn('Cannot list versions; keeping the versions already served', {
-        model: name,
-        basePath,
+      const message = error instanceof Error ? error.message : String(error);
+      m.logger.error('Cannot re-read model assets; keeping the previous ones', {
+        model: model.config.name,
+        version: entry.version,
         error,
       });
-      return;
+      problems.push(`Model ${model.config.name} version ${entry.version}: ${message}`);
     }
-    if (onDisk.length === 0) {
-      logger.warn('No versions of servable found under base path', { model: name, basePath });
-    }
-    const present = new Set(onDisk);
-    // A failed version whose directory vanished starts afresh if it comes back.
-    for (const [v, entry] of model.versions) {
-      if (entry.loadFailed && !present.has(v)) model.versions.delete(v);
-    }
-    const aspired = selectAspiredVersions(versionPolicy, onDisk);
-    const loads: Promise<void>[] = [];
-    for (const v of aspired) {
-      const entry = model.versions.get(v);
-      if (entry === undefined || (entry.state === 'END' && !entry.loadFailed)) {
-        loads.push(newEntry(model, v, 1).load(loader));
-      } else if (entry.state === 'END' && retryDue(entry)) {
-        loads.push(newEntry(model, v, entry.attempts + 1).load(loader));
-      }
-      // An UNLOADING version that is aspired again is reloaded by a later poll.
-    }
-    await Promise.all(loads);
+  }
+  return problems;
+}
 
-    const aspiredSet = new Set(aspired);
-    const serving = [...model.versions.values()].filter((e) => e.available);
-    const aspiredServing = serving.some((e) => aspiredSet.has(e.version));
-    if (model.replaced !== undefined && (aspiredServing || aspired.length === 0)) {
-      logger.info('Base path changed; unloading the versions of the previous path', { model: name });
-      void unloadModel(model.replaced);
-      model.replaced = undefined;
-    }
-    const stale = serving.filter((e) => !aspiredSet.has(e.version));
-    if (stale.length === 0) return;
-    if (aspired.length > 0 && !aspiredServing) {
-      logger.warn('No aspired version is available; the previous versions keep serving', {
-        model: name,
-        aspired,
-        serving: stale.map((e) => e.version),
+/**
+ * The entries of a new model set: kept models keep their entry (and get the new config),
+ * new or moved ones get a fresh entry that replaces the old one once it serves. Models left
+ * out start unloading.
+ */
+function nextModels<A>(
+  m: Manager<A>,
+  configs: readonly ModelConfig[],
+): { next: Map<string, ModelEntry<A>>; kept: ModelEntry<A>[]; awaited: string[] } {
+  const next = new Map<string, ModelEntry<A>>();
+  const kept: ModelEntry<A>[] = [];
+  const awaited: string[] = [];
+  for (const config of configs) {
+    const existing = m.models.get(config.name);
+    if (existing !== undefined && existing.config.basePath === config.basePath) {
+      existing.config = config;
+      next.set(config.name, existing);
+      kept.push(existing);
+    } else {
+      // A new model, or its base path moved: the new path loads while the old one serves.
+      awaited.push(config.name);
+      next.set(config.name, {
+        config,
+        versions: new Map(),
+        labels: existing?.labels ?? {},
+        replaced: existing,
       });
-      return;
     }
-    for (const e of stale) void track(e.unload());
   }
+  for (const [name, model] of m.models) {
+    if (!next.has(name)) {
+      m.logger.info('Model removed from config; unloading', { model: name });
+      void unloadModel(m, model);
+    }
+  }
+  return { next, kept, awaited };
+}
 
-  /** Re-reads the assets of every AVAILABLE version of a kept model; the old ones stay on failure. */
-  async function refreshAssets(model: ModelEntry<A>): Promise<string[]> {
-    const problems: string[] = [];
-    for (const entry of model.versions.values()) {
-      if (!entry.available) continue;
-      try {
-        entry.replaceAssets(await loadAssets(entry.source));
-      } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
-        logger.error('Cannot re-read model assets; keeping the previous ones', {
-          model: model.config.name,
-          version: entry.version,
-          error,
-        });
-        problems.push(`Model ${model.config.name} version ${entry.version}: ${message}`);
+/** Labels of the configs that point at versions that are not AVAILABLE, as TF Serving words it. */
+function labelProblems<A>(m: Manager<A>, configs: readonly ModelConfig[]): string[] {
+  const allowUnavailableLabels = m.options.allowVersionLabelsForUnavailableModels ?? false;
+  const problems: string[] = [];
+  for (const config of configs) {
+    const model = m.models.get(config.name)!;
+    for (const [label, version] of Object.entries(config.versionLabels)) {
+      const available = findVersion(model, version)?.available ?? false;
+      const isNew = !Object.hasOwn(model.labels, label);
+      if (!available && !(allowUnavailableLabels && isNew)) {
+        problems.push(
+          `Request to assign label ${label} to version ${version} of model ${config.name}, which is not currently available for inference`,
+        );
       }
     }
-    return problems;
   }
+  return problems;
+}
 
-  /** Installs a model set; returns why each new or moved model has no AVAILABLE version. */
-  async function applyModels(configs: readonly ModelConfig[]): Promise<string[]> {
-    if (state !== 'open') throw unavailable('Model manager is closed');
-    const next = new Map<string, ModelEntry<A>>();
-    const kept: ModelEntry<A>[] = [];
-    const awaited: string[] = [];
-    for (const config of configs) {
-      const existing = models.get(config.name);
-      if (existing !== undefined && existing.config.basePath === config.basePath) {
-        existing.config = config;
-        next.set(config.name, existing);
-        kept.push(existing);
-      } else {
-        // A new model, or its base path moved: the new path loads while the old one serves.
-        awaited.push(config.name);
-        next.set(config.name, {
-          config,
-          versions: new Map(),
-          labels: existing?.labels ?? {},
-          replaced: existing,
-        });
-      }
+/** Installs a model set; returns why each new or moved model has no AVAILABLE version. */
+async function applyModels<A>(m: Manager<A>, configs: readonly ModelConfig[]): Promise<string[]> {
+  if (m.state !== 'open') throw unavailable('Model manager is closed');
+  const { next, kept, awaited } = nextModels(m, configs);
+  m.models = next;
+  const [, refreshProblems] = await Promise.all([
+    Promise.all([...m.models.values()].map((model) => reconcileModel(m, model))),
+    Promise.all(kept.map((model) => refreshAssets(m, model))).then((lists) => lists.flat()),
+  ]);
+  const problems: string[] = [...refreshProblems, ...labelProblems(m, configs)];
+  if (problems.length > 0) throw invalidArgument(problems.join('; '));
+  for (const config of configs) m.models.get(config.name)!.labels = { ...config.versionLabels };
+  // New models, and moved ones whose new path serves nothing (the old path may still
+  // serve), for setModels to report.
+  return awaited.flatMap((name) => {
+    const model = m.models.get(name);
+    const serving = [...(model?.versions.values() ?? [])].some((e) => e.available);
+    return model === undefined || serving ? [] : [unavailableReason(model)];
+  });
+}
+
+/** Why a model has no AVAILABLE version, in TF Serving's words. */
+function unavailableReason<A>(model: ModelEntry<A>): string {
+  const { name, basePath } = model.config;
+  let latest: VersionEntry<A> | undefined;
+  for (const entry of model.versions.values()) {
+    if (latest === undefined || entry.version > latest.version) latest = entry;
+  }
+  if (latest === undefined) {
+    return `{name: ${name}} due to error: No versions of servable ${name} found under base path ${basePath}`;
+  }
+  const error = latest.error === undefined ? '' : ` due to error: ${latest.error.message}`;
+  return `{name: ${name} version: ${latest.version}}${error}`;
+}
+
+/** A version of the model, preferring the current base path over the one being replaced. */
+function findVersion<A>(model: ModelEntry<A>, version: number): VersionEntry<A> | undefined {
+  const current = model.versions.get(version);
+  if (current?.available) return current;
+  return model.replaced?.versions.get(version) ?? current;
+}
+
+function latestAvailable<A>(model: ModelEntry<A> | undefined): VersionEntry<A> | undefined {
+  let best: VersionEntry<A> | undefined;
+  for (const entry of model?.versions.values() ?? []) {
+    if (entry.available && (best === undefined || entry.version > best.version)) best = entry;
+  }
+  return best ?? (model?.replaced === undefined ? undefined : latestAvailable(model.replaced));
+}
+
+function resolveVersionLabel<A>(m: Manager<A>, name: string, label: string): number {
+  const labels = m.models.get(name)?.labels;
+  if (labels !== undefined && Object.hasOwn(labels, label)) return labels[label]!;
+  throw invalidArgument(`Unrecognized servable version label: ${label}`);
+}
+
+function handleFor<A>(name: string, entry: VersionEntry<A>): ServableHandle<A> {
+  const { session, assets, release } = entry.acquire();
+  return { name, version: entry.version, session, assets, release };
+}
+
+async function setModels<A>(m: Manager<A>, configs: readonly ModelConfig[]): Promise<void> {
+  if (m.state !== 'open') throw unavailable('Model manager is closed');
+  validateConfigs(configs);
+  const snapshot = [...configs];
+  const failed = await serialize(m, () => applyModels(m, snapshot));
+  // As TF Serving's reload: the new set is in place (later polls keep retrying), but the
+  // caller learns which new or moved models did not become available, and why.
+  if (failed.length > 0) {
+    throw new ServingError(
+      Code.UNKNOWN,
+      `${failed.length} model(s) did not become available: {${failed.map((u) => `{${u}}, `).join('')}}`,
+    );
+  }
+}
+
+async function addModel<A>(m: Manager<A>, config: ModelConfig): Promise<void> {
+  if (m.state !== 'open') throw unavailable('Model manager is closed');
+  validateConfigs([config]);
+  await serialize(m, async () => {
+    if (m.models.has(config.name)) {
+      throw new ServingError(Code.ALREADY_EXISTS, `Model ${config.name} is already loaded`);
     }
-    for (const [name, model] of models) {
-      if (!next.has(name)) {
-        logger.info('Model removed from config; unloading', { model: name });
-        void unloadModel(model);
-      }
+    // The caller reads the new model's status (a failed load is not an error here).
+    await applyModels(m, [...[...m.models.values()].map((model) => model.config), config]);
+  });
+}
+
+async function removeModel<A>(m: Manager<A>, name: string): Promise<void> {
+  if (m.state !== 'open') throw unavailable('Model manager is closed');
+  // The queue only waits for the removal itself, not for in-flight requests to drain.
+  const { drained } = await serialize(m, () => {
+    const model = m.models.get(name);
+    if (model === undefined) return Promise.reject(notFound(`Model ${name} is not loaded`));
+    m.models.delete(name);
+    m.logger.info('Model removed; unloading', { model: name });
+    return Promise.resolve({ drained: unloadModel(m, model) });
+  });
+  await drained;
+}
+
+function poll<A>(m: Manager<A>): Promise<void> {
+  if (m.state !== 'open') return Promise.resolve();
+  if (m.queuedPoll !== undefined) return m.queuedPoll;
+  const run = serialize(m, async () => {
+    m.queuedPoll = undefined;
+    if (m.state !== 'open') return;
+    await Promise.all([...m.models.values()].map((model) => reconcileModel(m, model)));
+  });
+  m.queuedPoll = run;
+  return run;
+}
+
+function acquire<A>(m: Manager<A>, spec: ModelSpec): ServableHandle<A> {
+  if (m.state !== 'open') throw unavailable('Server is shutting down');
+  const { name } = spec;
+  if (spec.version !== undefined && spec.label !== undefined) {
+    throw invalidArgument(
+      `Both model version (${spec.version}) and model version label (${spec.label}) cannot be supplied.`,
+    );
+  }
+  const version = spec.label !== undefined ? resolveVersionLabel(m, name, spec.label) : spec.version;
+  const model = m.models.get(name);
+  if (version !== undefined) {
+    const entry = model === undefined ? undefined : findVersion(model, version);
+    if (entry === undefined || !entry.available) {
+      throw notFound(`Servable not found for request: Specific(${name}, ${version})`);
     }
-    models = next;
-    const [, refreshProblems] = await Promise.all([
-      Promise.all([...models.values()].map(reconcileModel)),
-      Promise.all(kept.map(refreshAssets)).then((lists) => lists.flat()),
-    ]);
-
-    const problems: string[] = [...refreshProblems];
-    for (const config of configs) {
-      const model = models.get(config.name)!;
-      for (const [label, version] of Object.entries(config.versionLabels)) {
-        const available = findVersion(model, version)?.available ?? false;
-        const isNew = !Object.hasOwn(model.labels, label);
-        if (!available && !(allowUnavailableLabels && isNew)) {
-          problems.push(
-            `Request to assign label ${label} to version ${version} of model ${config.name}, which is not currently available for inference`,
-          );
-        }
-      }
-    }
-    if (problems.length > 0) throw invalidArgument(problems.join('; '));
-    for (const config of configs) models.get(config.name)!.labels = { ...config.versionLabels };
-    // New models, and moved ones whose new path serves nothing (the old path may still
-    // serve), for setModels to report.
-    return awaited.flatMap((name) => {
-      const model = models.get(name);
-      const serving = [...(model?.versions.values() ?? [])].some((e) => e.available);
-      return model === undefined || serving ? [] : [unavailableReason(model)];
-    });
+    return handleFor(name, entry);
   }
+  const best = latestAvailable(model);
+  if (best === undefined) throw notFound(`Servable not found for request: Latest(${name})`);
+  return handleFor(name, best);
+}
 
-  /** Why a model has no AVAILABLE version, in TF Serving's words. */
-  function unavailableReason(model: ModelEntry<A>): string {
-    const { name, basePath } = model.config;
-    let latest: VersionEntry<A> | undefined;
-    for (const entry of model.versions.values()) {
-      if (latest === undefined || entry.version > latest.version) latest = entry;
-    }
-    if (latest === undefined) {
-      return `{name: ${name}} due to error: No versions of servable ${name} found under base path ${basePath}`;
-    }
-    const error = latest.error === undefined ? '' : ` due to error: ${latest.error.message}`;
-    return `{name: ${name} version: ${latest.version}}${error}`;
+function status<A>(m: Manager<A>, name: string, version: number | undefined): VersionStatus[] {
+  const model = m.models.get(name);
+  if (model === undefined) throw notFound(`Could not find any versions of model ${name}`);
+  const byVersion = new Map<number, VersionEntry<A>>();
+  for (const e of model.replaced?.versions.values() ?? []) byVersion.set(e.version, e);
+  for (const e of model.versions.values()) {
+    if (e.available || !(byVersion.get(e.version)?.available ?? false)) byVersion.set(e.version, e);
   }
-
-  /** A version of the model, preferring the current base path over the one being replaced. */
-  function findVersion(model: ModelEntry<A>, version: number): VersionEntry<A> | undefined {
-    const current = model.versions.get(version);
-    if (current?.available) return current;
-    return model.replaced?.versions.get(version) ?? current;
+  const entries = [...byVersion.values()]
+    .filter((e) => version === undefined || e.version === version)
+    .sort((a, b) => b.version - a.version);
+  if (entries.length === 0) {
+    throw notFound(
+      version === undefined
+        ? `Could not find any versions of model ${name}`
+        : `Could not find version ${version} of model ${name}`,
+    );
   }
+  return entries.map((e) => e.status());
+}
 
-  function latestAvailable(model: ModelEntry<A> | undefined): VersionEntry<A> | undefined {
-    let best: VersionEntry<A> | undefined;
-    for (const entry of model?.versions.values() ?? []) {
-      if (entry.available && (best === undefined || entry.version > best.version)) best = entry;
-    }
-    return best ?? (model?.replaced === undefined ? undefined : latestAvailable(model.replaced));
-  }
+function close<A>(m: Manager<A>): Promise<void> {
+  m.closing ??= (async () => {
+    m.state = 'closing';
+    await m.tail;
+    for (const model of m.models.values()) void unloadModel(m, model);
+    while (m.unloads.size > 0) await Promise.all([...m.unloads]);
+    m.state = 'closed';
+  })();
+  return m.closing;
+}
 
-  function resolveVersionLabel(name: string, label: string): number {
-    const labels = models.get(name)?.labels;
-    if (labels !== undefined && Object.hasOwn(labels, label)) return labels[label]!;
-    throw invalidArgument(`Unrecognized servable version label: ${label}`);
-  }
-
-  function handleFor(name: string, entry: VersionEntry<A>): ServableHandle<A> {
-    const { session, assets, release } = entry.acquire();
-    return { name, version: entry.version, session, assets, release };
-  }
-
+export function createModelManager<A = undefined>(options: ModelManagerOptions<A>): ModelManager<A> {
+  const { sessionFactory } = options;
+  const loadAssets = options.loadAssets ?? (() => Promise.resolve(undefined as A));
+  const m: Manager<A> = {
+    options,
+    logger: options.logger,
+    loadAssets,
+    loader: async (source) => {
+      const assets = await loadAssets(source);
+      return { session: await sessionFactory.load(source), assets };
+    },
+    emit: (event) => {
+      options.onVersionEvent?.(event);
+    },
+    state: 'open',
+    models: new Map(),
+    tail: Promise.resolve(),
+    queuedPoll: undefined,
+    unloads: new Set(),
+    closing: undefined,
+  };
   return {
-    async setModels(configs) {
-      if (state !== 'open') throw unavailable('Model manager is closed');
-      validateConfigs(configs);
-      const snapshot = [...configs];
-      const failed = await serialize(() => applyModels(snapshot));
-      // As TF Serving's reload: the new set is in place (later polls keep retrying), but the
-      // caller learns which new or moved models did not become available, and why.
-      if (failed.length > 0) {
-        throw new ServingError(
-          Code.UNKNOWN,
-          `${failed.length} model(s) did not become available: {${failed.map((u) => `{${u}}, `).join('')}}`,
-        );
-      }
-    },
-
-    modelConfig(name) {
-      return models.get(name)?.config;
-    },
-
-    async addModel(config) {
-      if (state !== 'open') throw unavailable('Model manager is closed');
-      validateConfigs([config]);
-      await serialize(async () => {
-        if (models.has(config.name)) {
-          throw new ServingError(Code.ALREADY_EXISTS, `Model ${config.name} is already loaded`);
-        }
-        // The caller reads the new model's status (a failed load is not an error here).
-        await applyModels([...[...models.values()].map((m) => m.config), config]);
-      });
-    },
-
-    async removeModel(name) {
-      if (state !== 'open') throw unavailable('Model manager is closed');
-      // The queue only waits for the removal itself, not for in-flight requests to drain.
-      const { drained } = await serialize(() => {
-        const model = models.get(name);
-        if (model === undefined) return Promise.reject(notFound(`Model ${name} is not loaded`));
-        models.delete(name);
-        logger.info('Model removed; unloading', { model: name });
-        return Promise.resolve({ drained: unloadModel(model) });
-      });
-      await drained;
-    },
-
-    poll() {
-      if (state !== 'open') return Promise.resolve();
-      if (queuedPoll !== undefined) return queuedPoll;
-      const run = serialize(async () => {
-        queuedPoll = undefined;
-        if (state !== 'open') return;
-        await Promise.all([...models.values()].map(reconcileModel));
-      });
-      queuedPoll = run;
-      return run;
-    },
-
-    acquire(spec) {
-      if (state !== 'open') throw unavailable('Server is shutting down');
-      const { name } = spec;
-      if (spec.version !== undefined && spec.label !== undefined) {
-        throw invalidArgument(
-          `Both model version (${spec.version}) and model version label (${spec.label}) cannot be supplied.`,
-        );
-      }
-      const version = spec.label !== undefined ? resolveVersionLabel(name, spec.label) : spec.version;
-      const model = models.get(name);
-      if (version !== undefined) {
-        const entry = model === undefined ? undefined : findVersion(model, version);
-        if (entry === undefined || !entry.available) {
-          throw notFound(`Servable not found for request: Specific(${name}, ${version})`);
-        }
-        return handleFor(name, entry);
-      }
-      const best = latestAvailable(model);
-      if (best === undefined) throw notFound(`Servable not found for request: Latest(${name})`);
-      return handleFor(name, best);
-    },
-
-    resolveVersionLabel,
-
-    status(name, version) {
-      const model = models.get(name);
-      if (model === undefined) throw notFound(`Could not find any versions of model ${name}`);
-      const byVersion = new Map<number, VersionEntry<A>>();
-      for (const e of model.replaced?.versions.values() ?? []) byVersion.set(e.version, e);
-      for (const e of model.versions.values()) {
-        if (e.available || !(byVersion.get(e.version)?.available ?? false)) byVersion.set(e.version, e);
-      }
-      const entries = [...byVersion.values()]
-        .filter((e) => version === undefined || e.version === version)
-        .sort((a, b) => b.version - a.version);
-      if (entries.length === 0) {
-        throw notFound(
-          version === undefined
-            ? `Could not find any versions of model ${name}`
-            : `Could not find version ${version} of model ${name}`,
-        );
-      }
-      return entries.map((e) => e.status());
-    },
-
-    modelNames() {
-      return [...models.keys()];
-    },
-
-    ready() {
-      return tail;
-    },
-
-    close() {
-      closing ??= (async () => {
-        state = 'closing';
-        await tail;
-        for (const model of models.values()) void unloadModel(model);
-        while (unloads.size > 0) await Promise.all([...unloads]);
-        state = 'closed';
-      })();
-      return closing;
-    },
+    setModels: (configs) => setModels(m, configs),
+    modelConfig: (name) => m.models.get(name)?.config,
+    addModel: (config) => addModel(m, config),
+    removeModel: (name) => removeModel(m, name),
+    poll: () => poll(m),
+    acquire: (spec) => acquire(m, spec),
+    resolveVersionLabel: (name, label) => resolveVersionLabel(m, name, label),
+    status: (name, version) => status(m, name, version),
+    modelNames: () => [...m.models.keys()],
+    ready: () => m.tail,
+    close: () => close(m),
   };
 }

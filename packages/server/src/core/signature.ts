@@ -45,6 +45,11 @@ export interface Signature {
   readonly adapter?: SignatureAdapter | undefined;
   /** The model's own inputs when `adapter` is set (alias -> spec). Default: `inputs`. */
   readonly modelInputs?: Readonly<Record<string, TensorSpec>> | undefined;
+  /**
+   * Declared by a TensorFlow SavedModel's SignatureDef (not a plain ONNX file's or derived):
+   * Classify and Regress hold it to TF Serving's structure checks. Default false.
+   */
+  readonly savedModel?: boolean | undefined;
 }
 
 /** The signature every ONNX model exposes. */

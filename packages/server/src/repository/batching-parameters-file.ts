@@ -1,55 +1,9 @@
-import { parsePbtxt } from '@visionserve/protocol/pbtxt';
-import {
-  type PbMessageReader,
-  fieldBool,
-  fieldInt,
-  fieldString,
-  readMessage,
-} from '@visionserve/protocol/pbtxt';
-import type { PbField } from '@visionserve/protocol/pbtxt';
+import { parseTextMessage } from '@visionserve/protocol/pbtxt';
+import { BatchingParametersSchema } from '@visionserve/protocol/tfs-proto';
 
 export interface ParseBatchingParametersOptions {
   /** Name used in error messages (e.g. the file name). Default "batching parameters". */
   readonly source?: string;
-}
-
-/** Text-format field name -> key and scalar kind (all are protobuf wrapper messages except two). */
-const WRAPPED = {
-  max_batch_size: ['maxBatchSize', 'int'],
-  batch_timeout_micros: ['batchTimeoutMicros', 'int'],
-  max_enqueued_batches: ['maxEnqueuedBatches', 'int'],
-  num_batch_threads: ['numBatchThreads', 'int'],
-  thread_pool_name: ['threadPoolName', 'string'],
-  enable_large_batch_splitting: ['enableLargeBatchSplitting', 'bool'],
-  max_execution_batch_size: ['maxExecutionBatchSize', 'int'],
-} as const;
-
-function scalar(field: PbField, kind: 'int' | 'string' | 'bool', source: string): number | string | boolean {
-  switch (kind) {
-    case 'int':
-      return fieldInt(field, source);
-    case 'string':
-      return fieldString(field, source);
-    case 'bool':
-      return fieldBool(field, source);
-  }
-}
-
-/** A wrapper message `{ value: x }` (an empty `{}` is the default value), or a bare scalar. */
-function wrapped(
-  reader: PbMessageReader,
-  name: string,
-  kind: 'int' | 'string' | 'bool',
-  source: string,
-): number | string | boolean | undefined {
-  const field = reader.one(name);
-  if (field === undefined) return undefined;
-  if (field.value.kind !== 'message') return scalar(field, kind, source);
-  const inner = readMessage(field.value, source);
-  inner.checkKnown(['value'], name);
-  const value = inner.one('value');
-  if (value === undefined) return kind === 'int' ? 0 : kind === 'string' ? '' : false;
-  return scalar(value, kind, source);
 }
 
 /**
@@ -87,20 +41,30 @@ export function parseBatchingParameters(
   text: string,
   options: ParseBatchingParametersOptions = {},
 ): BatchingParametersFileFields {
-  const source = options.source ?? 'batching parameters';
-  const root = readMessage(parsePbtxt(text, { source }), source);
-  root.checkKnown(
-    [...Object.keys(WRAPPED), 'allowed_batch_sizes', 'pad_variable_length_inputs'],
-    'BatchingParameters',
-  );
-  const out: Record<string, unknown> = {};
-  for (const [name, [key, kind]] of Object.entries(WRAPPED)) {
-    const value = wrapped(root, name, kind, source);
-    if (value !== undefined) out[key] = value;
-  }
-  const allowed = root.all('allowed_batch_sizes');
-  if (allowed.length > 0) out['allowedBatchSizes'] = allowed.map((f) => fieldInt(f, source));
-  const pad = root.bool('pad_variable_length_inputs');
-  if (pad !== undefined) out['padVariableLengthInputs'] = pad;
+  const parsed = parseTextMessage(BatchingParametersSchema, text, {
+    source: options.source ?? 'batching parameters',
+  });
+  const m = parsed.message;
+  const int = (value: bigint, field: string): number => {
+    if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < BigInt(Number.MIN_SAFE_INTEGER)) {
+      throw parsed.error(`field "${field}": ${value.toString()} is too large`, m, field);
+    }
+    return Number(value);
+  };
+  const out: BatchingParametersFileFields = {};
+  if (m.maxBatchSize !== undefined) out.maxBatchSize = int(m.maxBatchSize, 'max_batch_size');
+  if (m.batchTimeoutMicros !== undefined)
+    out.batchTimeoutMicros = int(m.batchTimeoutMicros, 'batch_timeout_micros');
+  if (m.maxEnqueuedBatches !== undefined)
+    out.maxEnqueuedBatches = int(m.maxEnqueuedBatches, 'max_enqueued_batches');
+  if (m.numBatchThreads !== undefined) out.numBatchThreads = int(m.numBatchThreads, 'num_batch_threads');
+  if (m.threadPoolName !== undefined) out.threadPoolName = m.threadPoolName;
+  if (m.allowedBatchSizes.length > 0)
+    out.allowedBatchSizes = m.allowedBatchSizes.map((v) => int(v, 'allowed_batch_sizes'));
+  if (parsed.written(m, 'pad_variable_length_inputs'))
+    out.padVariableLengthInputs = m.padVariableLengthInputs;
+  if (m.enableLargeBatchSplitting !== undefined) out.enableLargeBatchSplitting = m.enableLargeBatchSplitting;
+  if (m.maxExecutionBatchSize !== undefined)
+    out.maxExecutionBatchSize = int(m.maxExecutionBatchSize, 'max_execution_batch_size');
   return out;
 }

@@ -23,24 +23,40 @@ export async function isVersionDirectory(dir: string): Promise<boolean> {
   return false;
 }
 
-/** Canonical decimal (no leading zeros), so `<basePath>/<String(version)>` is the directory. */
-const VERSION_DIR = /^(0|[1-9]\d*)$/;
+/**
+ * A base path child's version as TF Serving reads it: decimal digits, leading zeros
+ * allowed (`00000123` is version 123); anything else (signs, spaces, letters, numbers
+ * beyond Number.MAX_SAFE_INTEGER) is no version and is ignored.
+ */
+export function parseVersionDirName(name: string): number | undefined {
+  if (!/^\d+$/.test(name)) return undefined;
+  const version = Number(name);
+  return Number.isSafeInteger(version) ? version : undefined;
+}
 
 /**
- * Versions found under a model's base path, ascending: the names of numeric
- * subdirectories (digits only, no leading zeros, symlinks followed) that hold a
- * regular file `model.onnx` or `saved_model.pb(txt)`; version N lives in `<basePath>/N`.
- * Other entries (non-numeric names, "007", files, dirs without a model, numbers beyond
- * Number.MAX_SAFE_INTEGER) are ignored.
- *
- * A missing base path (or one that is not a directory) rejects with NOT_FOUND;
- * other fs failures reject with UNAVAILABLE. The caller (the model manager)
- * logs these as warnings and keeps serving what it has; it never crashes.
+ * Version -> directory name among `names`. Two names for one version (`1` and `001`):
+ * the last in byte order wins, as in TF Serving (which warns the same way); `onDuplicate`
+ * is told of the name left out.
  */
-export async function listVersions(basePath: string): Promise<number[]> {
-  let names: string[];
+export function indexVersionNames(
+  names: readonly string[],
+  onDuplicate?: (version: number, kept: string, ignored: string) => void,
+): Map<number, string> {
+  const byVersion = new Map<number, string>();
+  for (const name of [...names].sort()) {
+    const version = parseVersionDirName(name);
+    if (version === undefined) continue;
+    const previous = byVersion.get(version);
+    if (previous !== undefined) onDuplicate?.(version, name, previous);
+    byVersion.set(version, name);
+  }
+  return byVersion;
+}
+
+async function readBasePath(basePath: string): Promise<string[]> {
   try {
-    names = await readdir(basePath);
+    return await readdir(basePath);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') {
@@ -50,11 +66,66 @@ export async function listVersions(basePath: string): Promise<number[]> {
       cause: error,
     });
   }
-  const candidates = names.filter((n) => VERSION_DIR.test(n) && Number.isSafeInteger(Number(n)));
+}
+
+/**
+ * The version directories under a model's base path: version -> directory name, for the
+ * subdirectories whose names are versions (parseVersionDirName; symlinks followed) and
+ * that hold a regular file `model.onnx` or `saved_model.pb(txt)`. Of two names for one
+ * version, the one TF Serving would load (indexVersionNames) is kept if it holds a model.
+ *
+ * A missing base path (or one that is not a directory) rejects with NOT_FOUND;
+ * other fs failures reject with UNAVAILABLE. The caller (the model manager)
+ * logs these as warnings and keeps serving what it has; it never crashes.
+ */
+export async function listVersionDirectories(
+  basePath: string,
+  onDuplicate?: (version: number, kept: string, ignored: string) => void,
+): Promise<Map<number, string>> {
+  const byVersion = indexVersionNames(await readBasePath(basePath), onDuplicate);
   const found = await Promise.all(
-    candidates.map(async (name) =>
-      (await isVersionDirectory(join(basePath, name))) ? Number(name) : undefined,
+    [...byVersion].map(async ([version, name]) =>
+      (await isVersionDirectory(join(basePath, name))) ? ([version, name] as const) : undefined,
     ),
   );
-  return found.filter((v): v is number => v !== undefined).sort((a, b) => a - b);
+  const present = found.filter((e) => e !== undefined).sort((a, b) => a[0] - b[0]);
+  return new Map(present);
+}
+
+/** The versions of listVersionDirectories, ascending. */
+export async function listVersions(basePath: string): Promise<number[]> {
+  return [...(await listVersionDirectories(basePath)).keys()];
+}
+
+/**
+ * Lists versions for the model manager and remembers each base path's directory names,
+ * so that a version maps back to its real directory (`<base>/00000123` for version 123).
+ * Duplicate names are reported once per base path and pair.
+ */
+export interface VersionDirectoryIndex {
+  list(basePath: string): Promise<number[]>;
+  /** `<basePath>/<name>` of the version's directory at the last listing; `<basePath>/<version>` if never listed. */
+  path(basePath: string, version: number): string;
+}
+
+export function createVersionDirectoryIndex(
+  onDuplicate: (basePath: string, version: number, kept: string, ignored: string) => void,
+): VersionDirectoryIndex {
+  const names = new Map<string, Map<number, string>>();
+  const reported = new Set<string>();
+  return {
+    async list(basePath) {
+      const dirs = await listVersionDirectories(basePath, (version, kept, ignored) => {
+        const key = `${basePath}\u0000${kept}\u0000${ignored}`;
+        if (reported.has(key)) return;
+        reported.add(key);
+        onDuplicate(basePath, version, kept, ignored);
+      });
+      names.set(basePath, dirs);
+      return [...dirs.keys()];
+    },
+    path(basePath, version) {
+      return join(basePath, names.get(basePath)?.get(version) ?? String(version));
+    },
+  };
 }

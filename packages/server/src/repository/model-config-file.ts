@@ -1,6 +1,12 @@
 import { isAbsolute, resolve } from 'node:path';
-import { parsePbtxt } from '@visionserve/protocol/pbtxt';
-import { type PbMessageReader, fieldInt, fieldMessage, readMessage } from '@visionserve/protocol/pbtxt';
+import { type ServingError, invalidArgument, unimplemented } from '@visionserve/protocol';
+import { parseTextMessage } from '@visionserve/protocol/pbtxt';
+import {
+  type LoggingConfig,
+  type ModelConfig as ModelConfigMessage,
+  type ModelServerConfig,
+  ModelServerConfigSchema,
+} from '@visionserve/protocol/tfs-proto';
 
 /** A version policy as the file states it (core's VersionPolicy has this shape). */
 export type VersionPolicy =
@@ -35,56 +41,64 @@ export interface ParseModelConfigOptions {
   readonly source?: string;
 }
 
-const CONFIG_FIELDS = [
-  'name',
-  'base_path',
-  'model_type',
-  'model_platform',
-  'model_version_policy',
-  'version_labels',
-  'logging_config',
-] as const;
+/**
+ * Where a ModelServerConfig message came from, for the one mapping: a file's directory (relative
+ * paths resolve against it; a gRPC reload has none and keeps paths as sent) and, for a file,
+ * errors positioned at the line of the offending message.
+ */
+export interface ModelServerConfigOrigin {
+  readonly configDir?: string | undefined;
+  readonly error?: ((text: string, message: object, field?: string) => ServingError) | undefined;
+}
 
 /**
- * Parses TF Serving's `ModelServerConfig` text format (`--model_config_file`):
+ * Parses TF Serving's `ModelServerConfig` text format (`--model_config_file`) into the generated
+ * message, as TF Serving does, then maps it like a gRPC reload (`modelConfigsFromMessage`):
  *
  *     model_config_list { config { name: 'm' base_path: 'm' model_platform: 'onnx'
  *       model_version_policy { latest { num_versions: 2 } }   # or all {} / specific { versions: 1 }
  *       version_labels { key: 'stable' value: 1 } } }
  *
- * A relative `base_path` is resolved against `configDir` (the directory of the
- * config file). `model_type` and `model_platform` are accepted and ignored;
- * `logging_config { sampling_config { sampling_rate } log_collector_config { type
- * filename_prefix } }` is read (a relative prefix resolves against `configDir`). An empty document is an empty model list.
- *
- * Throws INVALID_ARGUMENT (with line:column) for syntax errors, unknown fields,
- * missing name/base_path, duplicate model names or labels, bad versions, and
- * `custom_model_config` (not supported).
+ * Throws INVALID_ARGUMENT at `<file>:<line>:<column>` for syntax errors, unknown fields, missing
+ * name/base_path, duplicate model names, bad versions; `custom_model_config` is UNIMPLEMENTED.
  */
 export function parseModelConfigFile(
   text: string,
   configDir: string,
   options: ParseModelConfigOptions = {},
 ): ModelConfig[] {
-  const source = options.source ?? 'model config';
-  const root = readMessage(parsePbtxt(text, { source }), source);
-  for (const f of root.message.fields) {
-    if (f.name === 'custom_model_config') {
-      throw root.error('custom_model_config is not supported; use model_config_list', f);
-    }
-  }
-  root.checkKnown(['model_config_list'], 'ModelServerConfig');
-  const list = root.messageField('model_config_list');
-  if (list === undefined) return [];
-  list.checkKnown(['config'], 'model_config_list');
+  const parsed = parseTextMessage(ModelServerConfigSchema, text, {
+    source: options.source ?? 'model config',
+  });
+  if (parsed.message.config.case === undefined) return []; // an empty file: no models
+  return modelConfigsFromMessage(parsed.message, { configDir, error: parsed.error });
+}
 
+/**
+ * The one mapping from a `ModelServerConfig` message to the served model set, for the config
+ * file and for gRPC HandleReloadConfigRequest alike. Only model_config_list is served:
+ * custom_model_config is UNIMPLEMENTED, a message without config INVALID_ARGUMENT.
+ * model_type and model_platform are not checked (every model is ONNX here).
+ */
+export function modelConfigsFromMessage(
+  config: ModelServerConfig | undefined,
+  origin: ModelServerConfigOrigin = {},
+): ModelConfig[] {
+  const choice = config?.config;
+  if (choice?.case === 'customModelConfig') {
+    throw unimplemented('custom_model_config is not supported; use model_config_list');
+  }
+  if (choice?.case !== 'modelConfigList') {
+    throw invalidArgument('ModelServerConfig must hold a model_config_list');
+  }
+  const fail = (text: string, message: object, field?: string): ServingError =>
+    origin.error?.(text, message, field) ?? invalidArgument(text);
   const configs: ModelConfig[] = [];
   const seen = new Set<string>();
-  for (const field of list.all('config')) {
-    const config = readMessage(fieldMessage(field, source), source);
-    const parsed = parseOneConfig(config, configDir, source);
+  for (const entry of choice.value.config) {
+    const parsed = modelConfigFromMessage(entry, origin.configDir, fail);
     if (seen.has(parsed.name)) {
-      throw config.error(`Illegal to list model ${parsed.name} multiple times in config list`, field);
+      throw fail(`Illegal to list model ${parsed.name} multiple times in config list`, entry);
     }
     seen.add(parsed.name);
     configs.push(parsed);
@@ -92,109 +106,93 @@ export function parseModelConfigFile(
   return configs;
 }
 
-function parseOneConfig(config: PbMessageReader, configDir: string, source: string): ModelConfig {
-  config.checkKnown(CONFIG_FIELDS, 'model config');
-  const name = config.string('name');
-  if (name === undefined || name === '') throw config.error('model config is missing "name"');
-  const basePath = config.string('base_path');
-  if (basePath === undefined || basePath === '') {
-    throw config.error(`model config "${name}" is missing "base_path"`);
-  }
-  config.string('model_platform');
-  const policyReader = config.messageField('model_version_policy');
-  const versionPolicy =
-    policyReader === undefined ? DEFAULT_VERSION_POLICY : parsePolicy(policyReader, name, source);
+type Fail = (text: string, message: object, field?: string) => ServingError;
 
-  const versionLabels: Record<string, number> = {};
-  for (const f of config.all('version_labels')) {
-    const entry = readMessage(fieldMessage(f, source), source);
-    entry.checkKnown(['key', 'value'], 'version_labels');
-    const key = entry.string('key');
-    if (key === undefined || key === '') throw entry.error(`model "${name}": version label has no key`);
-    const valueField = entry.one('value');
-    if (valueField === undefined) throw entry.error(`model "${name}": version label "${key}" has no value`);
-    const value = fieldInt(valueField, source);
-    if (value < 0) throw entry.error(`model "${name}": version label "${key}" has a negative version`);
-    if (Object.hasOwn(versionLabels, key)) {
-      throw entry.error(`model "${name}": version label "${key}" given more than once`);
-    }
+function modelConfigFromMessage(
+  entry: ModelConfigMessage,
+  configDir: string | undefined,
+  fail: Fail,
+): ModelConfig {
+  const name = entry.name;
+  if (name === '') throw fail('model config is missing "name"', entry);
+  if (entry.basePath === '') throw fail(`model config "${name}" is missing "base_path"`, entry);
+  const logging =
+    entry.loggingConfig === undefined
+      ? undefined
+      : loggingFromMessage(entry.loggingConfig, name, configDir, fail);
+  return {
+    name,
+    basePath: resolvePath(entry.basePath, configDir),
+    versionPolicy: versionPolicyFromMessage(entry, fail),
+    versionLabels: versionLabelsFromMessage(entry, fail),
+    ...(logging === undefined ? {} : { logging }),
+  };
+}
+
+/** URIs (s3://...) and absolute paths are kept; a relative path resolves against the file's directory. */
+function resolvePath(path: string, configDir: string | undefined): string {
+  if (configDir === undefined || isAbsolute(path) || /^[a-z][a-z0-9+.-]*:\/\//i.test(path)) return path;
+  return resolve(configDir, path);
+}
+
+function versionLabelsFromMessage(entry: ModelConfigMessage, fail: Fail): Record<string, number> {
+  const labels: Record<string, number> = {};
+  for (const [label, version] of Object.entries(entry.versionLabels)) {
+    if (label === '') throw fail(`model "${entry.name}": version label has no key`, entry, 'version_labels');
     // defineProperty: a label named "__proto__" must be kept, not set the prototype.
-    Object.defineProperty(versionLabels, key, {
-      value,
+    Object.defineProperty(labels, label, {
+      value: safeVersion(version, `model "${entry.name}": version label "${label}"`, entry, fail),
       enumerable: true,
       writable: true,
       configurable: true,
     });
   }
-
-  const loggingReader = config.messageField('logging_config');
-  const logging = loggingReader === undefined ? undefined : parseLogging(loggingReader, name, configDir);
-  return {
-    name,
-    // URIs (s3://...) are kept as they are; the storage layer reads them.
-    basePath:
-      isAbsolute(basePath) || /^[a-z][a-z0-9+.-]*:\/\//i.test(basePath)
-        ? basePath
-        : resolve(configDir, basePath),
-    versionPolicy,
-    versionLabels,
-    ...(logging === undefined ? {} : { logging }),
-  };
+  return labels;
 }
 
-function parseLogging(
-  reader: PbMessageReader,
-  model: string,
-  configDir: string,
-): RequestLoggingConfig | undefined {
-  reader.checkKnown(['sampling_config', 'log_collector_config'], 'logging_config');
-  const sampling = reader.messageField('sampling_config');
-  sampling?.checkKnown(['sampling_rate'], 'sampling_config');
-  const rate = sampling?.float('sampling_rate') ?? 0;
-  if (!(rate >= 0 && rate <= 1)) {
-    throw reader.error(`model "${model}": sampling_rate must be between 0 and 1, got ${rate}`);
+function versionPolicyFromMessage(entry: ModelConfigMessage, fail: Fail): VersionPolicy {
+  const choice = entry.modelVersionPolicy?.policyChoice;
+  const model = `model "${entry.name}"`;
+  switch (choice?.case) {
+    case 'latest':
+      // proto3 cannot tell an unset num_versions from 0; both mean TF Serving's default of 1.
+      return { kind: 'latest', numVersions: Math.max(choice.value.numVersions, 1) };
+    case 'all':
+      return { kind: 'all' };
+    case 'specific': {
+      const versions = [
+        ...new Set(choice.value.versions.map((v) => safeVersion(v, `${model}: version`, choice.value, fail))),
+      ];
+      if (versions.length === 0) throw fail(`${model}: specific policy lists no versions`, choice.value);
+      return { kind: 'specific', versions };
+    }
+    default:
+      return DEFAULT_VERSION_POLICY;
   }
-  const collector = reader.messageField('log_collector_config');
-  collector?.checkKnown(['type', 'filename_prefix'], 'log_collector_config');
-  const type = collector?.string('type') ?? '';
-  const prefix = collector?.string('filename_prefix') ?? '';
-  // Another collector type (TF Serving's are plug-ins) is accepted and ignored, as before.
+}
+
+function safeVersion(value: bigint, what: string, at: object, fail: Fail): number {
+  if (value < 0n) throw fail(`${what}: version ${value.toString()} is negative`, at);
+  if (value > BigInt(Number.MAX_SAFE_INTEGER))
+    throw fail(`${what}: version ${value.toString()} is out of range`, at);
+  return Number(value);
+}
+
+function loggingFromMessage(
+  config: LoggingConfig,
+  model: string,
+  configDir: string | undefined,
+  fail: Fail,
+): RequestLoggingConfig | undefined {
+  const rate = config.samplingConfig?.samplingRate ?? 0;
+  if (!(rate >= 0 && rate <= 1)) {
+    throw fail(`model "${model}": sampling_rate must be between 0 and 1, got ${rate}`, config);
+  }
+  const type = config.logCollectorConfig?.type ?? '';
+  const prefix = config.logCollectorConfig?.filenamePrefix ?? '';
+  // Another collector type (TF Serving's are plug-ins) is accepted and ignored.
   if (type !== '' && type !== 'file') return undefined;
   // Without a file prefix there is nowhere to write: accepted and ignored (TF Serving compatible).
   if (prefix === '') return undefined;
-  return {
-    samplingRate: rate,
-    filenamePrefix: isAbsolute(prefix) ? prefix : resolve(configDir, prefix),
-    type,
-  };
-}
-
-function parsePolicy(policy: PbMessageReader, model: string, source: string): VersionPolicy {
-  policy.checkKnown(['latest', 'all', 'specific'], 'model_version_policy');
-  if (policy.message.fields.length !== 1) {
-    throw policy.error(`model "${model}": model_version_policy needs exactly one of latest, all, specific`);
-  }
-  const latest = policy.messageField('latest');
-  if (latest !== undefined) {
-    latest.checkKnown(['num_versions'], 'latest');
-    const n = latest.int('num_versions') ?? 0;
-    if (n < 0) throw latest.error(`model "${model}": num_versions must not be negative`);
-    // proto3 default 0 means "unset": serve the newest version, as TF Serving does.
-    return { kind: 'latest', numVersions: Math.max(n, 1) };
-  }
-  const all = policy.messageField('all');
-  if (all !== undefined) {
-    all.checkKnown([], 'all');
-    return { kind: 'all' };
-  }
-  const specific = policy.messageField('specific')!;
-  specific.checkKnown(['versions'], 'specific');
-  const versions: number[] = [];
-  for (const f of specific.all('versions')) {
-    const v = fieldInt(f, source);
-    if (v < 0) throw specific.error(`model "${model}": version ${v} is negative`, f);
-    if (!versions.includes(v)) versions.push(v);
-  }
-  if (versions.length === 0) throw specific.error(`model "${model}": specific policy lists no versions`);
-  return { kind: 'specific', versions };
+  return { samplingRate: rate, filenamePrefix: resolvePath(prefix, configDir), type };
 }

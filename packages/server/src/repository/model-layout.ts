@@ -1,8 +1,6 @@
 import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { MODEL_FILE_NAME, isVersionDirectory } from './list-versions.js';
-
-const VERSION_DIR = /^(0|[1-9]\d*)$/;
+import { MODEL_FILE_NAME, isVersionDirectory, parseVersionDirName } from './list-versions.js';
 
 /**
  * Why a base path serves nothing, in words a user can act on (what was found and what
@@ -25,7 +23,7 @@ export async function describeModelLayoutProblem(basePath: string): Promise<stri
     if (code === 'ENOTDIR') return `${basePath} is not a directory`;
     return `${basePath} cannot be read (${code ?? 'error'})`;
   }
-  const versions = entries.filter((e) => VERSION_DIR.test(e));
+  const versions = entries.filter((e) => parseVersionDirName(e) !== undefined);
   for (const v of versions) {
     if (await isVersionDirectory(join(basePath, v))) return undefined;
   }

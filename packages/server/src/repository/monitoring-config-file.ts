@@ -1,4 +1,5 @@
-import { parsePbtxt, readMessage } from '@visionserve/protocol/pbtxt';
+import { parseTextMessage } from '@visionserve/protocol/pbtxt';
+import { MonitoringConfigSchema } from '@visionserve/protocol/tfs-proto';
 
 /** TF Serving's `MonitoringConfig` (`--monitoring_config_file`). */
 export interface MonitoringConfig {
@@ -19,17 +20,12 @@ export function parseMonitoringConfig(
   text: string,
   options: { readonly source?: string } = {},
 ): MonitoringConfig {
-  const source = options.source ?? 'monitoring config';
-  const root = readMessage(parsePbtxt(text, { source }), source);
-  root.checkKnown(['prometheus_config'], 'MonitoringConfig');
-  const prometheus = root.messageField('prometheus_config');
+  const parsed = parseTextMessage(MonitoringConfigSchema, text, {
+    source: options.source ?? 'monitoring config',
+  });
+  const prometheus = parsed.message.prometheusConfig;
   if (prometheus === undefined) return { prometheusEnabled: false, prometheusPath: DEFAULT_PROMETHEUS_PATH };
-  prometheus.checkKnown(['enable', 'path'], 'prometheus_config');
-  const path = prometheus.string('path') ?? '';
-  if (path !== '' && !path.startsWith('/'))
-    throw prometheus.error(`prometheus_config.path must start with "/"`);
-  return {
-    prometheusEnabled: prometheus.bool('enable') ?? false,
-    prometheusPath: path || DEFAULT_PROMETHEUS_PATH,
-  };
+  if (prometheus.path !== '' && !prometheus.path.startsWith('/'))
+    throw parsed.error(`prometheus_config.path must start with "/"`, prometheus, 'path');
+  return { prometheusEnabled: prometheus.enable, prometheusPath: prometheus.path || DEFAULT_PROMETHEUS_PATH };
 }

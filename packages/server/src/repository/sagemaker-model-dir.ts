@@ -1,6 +1,6 @@
 import { readdir, stat } from 'node:fs/promises';
 import { basename, join, relative } from 'node:path';
-import { isVersionDirectory } from './list-versions.js';
+import { isVersionDirectory, parseVersionDirName } from './list-versions.js';
 
 /** One model found in a SageMaker model directory. */
 export interface FoundModel {
@@ -18,7 +18,6 @@ export interface SageMakerModelDir {
   readonly codeDir: string | undefined;
 }
 
-const VERSION_DIR = /^(0|[1-9]\d*)$/;
 /** How deep models are looked for below the directory (the container searches the whole tree). */
 const MAX_DEPTH = 4;
 
@@ -32,7 +31,7 @@ async function isDir(path: string): Promise<boolean> {
 
 async function hasVersion(dir: string, entries: readonly string[]): Promise<boolean> {
   for (const e of entries) {
-    if (VERSION_DIR.test(e) && (await isVersionDirectory(join(dir, e)))) return true;
+    if (parseVersionDirName(e) !== undefined && (await isVersionDirectory(join(dir, e)))) return true;
   }
   return false;
 }
@@ -62,7 +61,8 @@ export async function findSageMakerModels(dir: string, singleModelName?: string)
     }
     if (depth >= MAX_DEPTH) return;
     for (const e of entries) {
-      if (e.startsWith('.') || (depth === 0 && e === 'code') || VERSION_DIR.test(e)) continue;
+      if (e.startsWith('.') || (depth === 0 && e === 'code') || parseVersionDirName(e) !== undefined)
+        continue;
       const child = join(path, e);
       if (await isDir(child)) await walk(child, depth + 1);
     }

@@ -1,4 +1,5 @@
-import { parsePbtxt, readMessage } from '@visionserve/protocol/pbtxt';
+import { parseTextMessage } from '@visionserve/protocol/pbtxt';
+import { SSLConfigSchema } from '@visionserve/protocol/tfs-proto';
 
 /**
  * TF Serving's `SSLConfig` (`--ssl_config_file`). In TF Serving the three PEM fields hold
@@ -32,17 +33,16 @@ export interface ParseSslConfigOptions {
  * certificate, and `client_verify` without `custom_ca`.
  */
 export function parseSslConfig(text: string, options: ParseSslConfigOptions = {}): SslConfig {
-  const source = options.source ?? 'ssl config';
-  const root = readMessage(parsePbtxt(text, { source }), source);
-  root.checkKnown(['server_key', 'server_cert', 'custom_ca', 'client_verify'], 'SSLConfig');
-  const serverKey = root.string('server_key') ?? '';
-  const serverCert = root.string('server_cert') ?? '';
-  const customCa = root.string('custom_ca') ?? '';
-  const clientVerify = root.bool('client_verify') ?? false;
-  if (serverKey === '') throw root.error('SSLConfig needs server_key');
-  if (serverCert === '') throw root.error('SSLConfig needs server_cert');
+  const parsed = parseTextMessage(SSLConfigSchema, text, { source: options.source ?? 'ssl config' });
+  const { serverKey, serverCert, customCa, clientVerify } = parsed.message;
+  const root = parsed.message;
+  if (serverKey === '') throw parsed.error('SSLConfig needs server_key', root);
+  if (serverCert === '') throw parsed.error('SSLConfig needs server_cert', root);
   if (clientVerify && customCa === '') {
-    throw root.error('SSLConfig client_verify needs custom_ca (the CA that signs client certificates)');
+    throw parsed.error(
+      'SSLConfig client_verify needs custom_ca (the CA that signs client certificates)',
+      root,
+    );
   }
   return { serverKey, serverCert, customCa, clientVerify };
 }

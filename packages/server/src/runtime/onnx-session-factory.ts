@@ -17,6 +17,7 @@ import { abortError } from '../core/abort-error.js';
 import { createWorkerPool } from './worker-pool.js';
 import { startWithoutMemoryReducer } from './worker-memory-reducer.js';
 import { checkOnnxStringInput } from './onnx-string-check.js';
+import { createNativeCallState, guardTerminate, inNativeCall } from './native-call-guard.js';
 import type { SpareInferenceWorkers } from './spare-inference-workers.js';
 
 export interface OnnxRuntimeOptions {
@@ -162,22 +163,26 @@ function signatureOfFile(name: string, file: SignatureFile, model: WireModel): S
       methodName,
       adapter: { kind: 'tf-example', inputKey, features },
       modelInputs,
+      savedModel: true,
     };
   }
-  const inputs =
-    file.inputs === undefined
-      ? onnx.inputs
-      : declaredSpecs(`Signature ${name} input`, file.inputs, onnx.inputs);
-  return { inputs, outputs, methodName };
+  if (file.inputs === undefined) return { inputs: onnx.inputs, outputs, methodName };
+  // Declared tensors come from a SavedModel's SignatureDef.
+  const inputs = declaredSpecs(`Signature ${name} input`, file.inputs, onnx.inputs);
+  return { inputs, outputs, methodName, savedModel: true };
 }
 
 function startWorker(
-  init: WorkerInit,
+  shared: WorkerInit,
   spares: SpareInferenceWorkers | undefined,
 ): Promise<{ worker: Worker; models: readonly WireModel[] }> {
   return new Promise((resolve, reject) => {
+    const nativeState = createNativeCallState();
+    const init: WorkerInit = { ...shared, nativeState };
     const spare = spares?.take();
     const worker = spare ?? startWithoutMemoryReducer(() => new Worker(WORKER_URL, { workerData: init }));
+    // Whoever stops this worker (the pool, a failed load, a test), never inside session.run.
+    guardTerminate(worker, nativeState);
     const onMessage = (message: FromWorker): void => {
       cleanup();
       if (message.type === 'ready') resolve({ worker, models: message.models });
@@ -309,10 +314,16 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
 }
 
 /**
- * Test hook: `session[WORKER_FAULTS].kill(i)` terminates instance i's worker as a
- * crash would. Not part of the Session interface; only tests use it.
+ * Test hook: `session[WORKER_FAULTS].kill(i)` terminates instance i's worker (Worker.terminate,
+ * as guarded by native-call-guard.ts) as a crash would; `.inRun(i)` tells whether it is inside a
+ * native onnxruntime call now. Not part of the Session interface; only tests use it.
  */
 export const WORKER_FAULTS = Symbol('visionserve.workerFaults');
+
+export interface WorkerFaults {
+  kill(index: number): Promise<number>;
+  inRun(index: number): boolean;
+}
 
 /** Default bound of the per-version run queue. */
 const DEFAULT_MAX_QUEUED_RUNS = 1000;
@@ -431,9 +442,10 @@ function createPoolSession(pool: PoolOptions): Session {
   const checkInputs = (inputs: Readonly<Record<string, Tensor>>): void => {
     for (const [name, t] of Object.entries(inputs)) checkOnnxStringInput(name, t);
   };
-  const session: Session & { [WORKER_FAULTS]: { kill(index: number): Promise<number> } } = {
+  const session: Session & { [WORKER_FAULTS]: WorkerFaults } = {
     [WORKER_FAULTS]: {
       kill: (index: number) => terminate(pool.workers[index]!),
+      inRun: (index: number) => inNativeCall(pool.workers[index]!),
     },
     signature,
     checkInputs,

@@ -20,6 +20,7 @@ import { discardNow, spentBuffers } from './discard-buffers.js';
 import { createOutputSlotPool } from './output-slot-pool.js';
 import { ortSessionOptions } from './session-options.js';
 import { lowerThreadPriority } from './thread-priority.js';
+import { createNativeCallState, nativeCall } from './native-call-guard.js';
 
 const port = parentPort;
 if (!port) throw new Error('onnx-worker must run in a worker thread');
@@ -154,13 +155,22 @@ function fromOrt(
 async function main(init: WorkerInit): Promise<void> {
   // Before the sessions exist: onnxruntime's own threads inherit it.
   lowerThreadPriority(init.threadNice ?? 0);
+  // Every onnxruntime call that runs native code goes through `native`: a stop asked meanwhile
+  // waits for it to return (terminating the thread inside one aborts the whole process).
+  const state = init.nativeState ?? createNativeCallState();
+  const native = <T>(call: () => Promise<T>): Promise<T> => nativeCall(state, call);
   const sessions = new Map<string, ort.InferenceSession>();
+  /** One at a time: native calls never overlap (nativeCall refuses a second one). */
+  const releaseAll = async (): Promise<void> => {
+    for (const s of sessions.values()) await native(() => s.release());
+  };
   try {
     for (const model of init.models) {
-      sessions.set(model.key, await ort.InferenceSession.create(model.path, ortSessionOptions(init)));
+      const options = ortSessionOptions(init);
+      sessions.set(model.key, await native(() => ort.InferenceSession.create(model.path, options)));
     }
   } catch (error) {
-    await Promise.all([...sessions.values()].map((s) => s.release()));
+    await releaseAll();
     post({ type: 'load-failed', message: error instanceof Error ? error.message : String(error) });
     return;
   }
@@ -188,7 +198,7 @@ async function main(init: WorkerInit): Promise<void> {
     if (message.type === 'close') {
       chain = chain
         .then(async () => {
-          await Promise.all([...sessions.values()].map((s) => s.release()));
+          await releaseAll();
         })
         .finally(() => {
           port!.close();
@@ -210,10 +220,10 @@ async function main(init: WorkerInit): Promise<void> {
         const feeds: Record<string, ort.Tensor> = {};
         for (const t of message.inputs) feeds[t.name] = toOrt(t);
         const started = performance.now();
-        const results =
-          message.outputNames === undefined
-            ? await session.run(feeds)
-            : await session.run(feeds, [...message.outputNames]);
+        const { outputNames } = message;
+        const results = await native(() =>
+          outputNames === undefined ? session.run(feeds) : session.run(feeds, [...outputNames]),
+        );
         const computeMs = performance.now() - started;
         const transfer: ArrayBuffer[] = [];
         const outputs = Object.entries(results).map(([name, t]) =>

@@ -43,6 +43,11 @@ export interface WorkerInit {
   readonly allowSpinning: boolean;
   /** Nice value of the worker thread (thread-priority.ts); 0 leaves it as the event loop's. */
   readonly threadNice?: number | undefined;
+  /**
+   * The word shared with the main thread that keeps a stop out of native onnxruntime calls
+   * (native-call-guard.ts). Absent: the worker keeps one of its own (nothing guards it).
+   */
+  readonly nativeState?: Int32Array | undefined;
 }
 
 export type ToWorker =

@@ -2,6 +2,7 @@ import type { Worker } from 'node:worker_threads';
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortError } from '../core/abort-error.js';
 import type { Logger } from '../util/logger.js';
+import { STOP_PENDING_EVENT } from './native-call-guard.js';
 
 /** A job's settlement, posted back by the protocol layer that owns the messages. */
 export type JobOutcome<R> = { readonly value: R } | { readonly error: ServingError };
@@ -112,12 +113,282 @@ function wakeIdle<J>(instance: Instance<J>): void {
 const RESPAWN_FIRST_DELAY_MS = 100;
 const RESPAWN_MAX_DELAY_MS = 30_000;
 
+/** The state of one pool, shared by the module-level functions below. */
+interface Pool<J> {
+  readonly options: WorkerPoolOptions<J>;
+  readonly log: Logger;
+  readonly instances: Instance<J>[];
+  readonly queue: Entry<J>[];
+  spawning: number;
+  nextId: number;
+  closed: boolean;
+}
+
+/** Gives the caller its answer once; the job may still occupy its worker (see release). */
+function answer<J>(entry: Entry<J>, outcome: JobOutcome<unknown>): void {
+  if (entry.answered) return;
+  entry.answered = true;
+  entry.options.signal?.removeEventListener('abort', entry.onAbort);
+  if ('value' in outcome) entry.resolve(outcome.value);
+  else entry.reject(outcome.error);
+}
+
+/** The worker is done with the job: its slot is free again. */
+function release<J>(pool: Pool<J>, entry: Entry<J>): void {
+  const instance = entry.instance;
+  if (instance === undefined || !instance.active.delete(entry.id)) return;
+  if (instance.retiring && instance.active.size === 0) void stopInstance(pool, instance);
+  wakeIdle(instance);
+  dispatch(pool);
+}
+
+function settle<J>(pool: Pool<J>, entry: Entry<J>, outcome: JobOutcome<unknown>): void {
+  answer(entry, outcome);
+  release(pool, entry);
+}
+
+function failAll<J>(pool: Pool<J>, instance: Instance<J>, error: ServingError): void {
+  for (const entry of [...instance.active.values()]) settle(pool, entry, { error });
+}
+
+function failQueued<J>(pool: Pool<J>, error: ServingError): void {
+  for (const entry of pool.queue.splice(0)) settle(pool, entry, { error });
+}
+
+function remove<J>(pool: Pool<J>, instance: Instance<J>): void {
+  const index = pool.instances.indexOf(instance);
+  if (index >= 0) pool.instances.splice(index, 1);
+}
+
+async function stopInstance<J>(pool: Pool<J>, instance: Instance<J>): Promise<void> {
+  instance.retiring = true;
+  remove(pool, instance);
+  if (instance.alive) await pool.options.stop(instance.worker);
+}
+
+/**
+ * The worker is gone for the pool: it exited, or it was asked to stop inside a native call
+ * (STOP_PENDING_EVENT: it exits once the call returns and answers nothing before). Its jobs
+ * fail, and a keepAlive pool replaces it at once.
+ */
+function lose<J>(pool: Pool<J>, instance: Instance<J>, how: { code?: number; pending?: true }): void {
+  if (!instance.alive) return;
+  instance.alive = false;
+  remove(pool, instance);
+  wakeIdle(instance);
+  if (instance.active.size > 0) {
+    const message = how.pending
+      ? 'The worker running this request was stopped during its run'
+      : 'Worker stopped';
+    failAll(pool, instance, new ServingError(Code.INTERNAL, message));
+  }
+  if (pool.closed || instance.retiring) return;
+  const { options } = pool;
+  pool.log.error(how.pending ? 'worker stopped during a run' : 'worker exited', {
+    ...(how.code === undefined ? {} : { code: how.code }),
+    replacing: options.keepAlive,
+  });
+  options.onUnexpectedExit?.();
+  if (!options.keepAlive) {
+    dispatch(pool);
+    return;
+  }
+  if (pool.instances.length === 0 && pool.spawning === 0) {
+    failQueued(pool, new ServingError(Code.UNAVAILABLE, 'No worker available'));
+  }
+  void replace(pool, RESPAWN_FIRST_DELAY_MS);
+}
+
+function attach<J>(pool: Pool<J>, worker: Worker): Instance<J> {
+  const instance: Instance<J> = {
+    worker,
+    active: new Map(),
+    tags: new Set(),
+    idleWaiters: [],
+    alive: true,
+    retiring: false,
+  };
+  const view: PoolWorker<J> = {
+    worker,
+    job: (id) => instance.active.get(id)?.job,
+    settle: (id, outcome) => {
+      const entry = instance.active.get(id);
+      if (entry !== undefined) settle(pool, entry, outcome);
+    },
+  };
+  worker.on('message', (message: unknown) => {
+    pool.options.onMessage(view, message);
+  });
+  worker.on('error', (error) => {
+    pool.log.error('worker failed', { error });
+  });
+  worker.on(STOP_PENDING_EVENT, () => {
+    lose(pool, instance, { pending: true });
+  });
+  worker.on('exit', (code: number) => {
+    lose(pool, instance, { code });
+  });
+  pool.instances.push(instance);
+  return instance;
+}
+
+async function replace<J>(pool: Pool<J>, delayMs: number): Promise<void> {
+  pool.spawning++;
+  await new Promise((resolve) => setTimeout(resolve, delayMs).unref());
+  try {
+    if (pool.closed) return;
+    const worker = await pool.options.spawn();
+    if (pool.closed) {
+      await pool.options.stop(worker);
+      return;
+    }
+    attach(pool, worker);
+    pool.log.info('worker replaced');
+    dispatch(pool);
+  } catch (error) {
+    pool.log.error('replacing a worker failed; retrying', { error, delayMs });
+    void replace(pool, Math.min(delayMs * 2, RESPAWN_MAX_DELAY_MS));
+  } finally {
+    pool.spawning--;
+  }
+}
+
+function startOnDemand<J>(pool: Pool<J>): void {
+  pool.spawning++;
+  pool.options.spawn().then(
+    (worker) => {
+      pool.spawning--;
+      if (pool.closed) {
+        void pool.options.stop(worker);
+        return;
+      }
+      attach(pool, worker);
+      dispatch(pool);
+    },
+    (error: unknown) => {
+      pool.spawning--;
+      pool.log.error('starting a worker failed', { error });
+      if (pool.instances.length === 0 && pool.spawning === 0) {
+        failQueued(pool, new ServingError(Code.UNAVAILABLE, 'Cannot start a worker'));
+      }
+    },
+  );
+}
+
+/** The least busy live worker with room for one more job, if any. */
+function leastBusy<J>(pool: Pool<J>): Instance<J> | undefined {
+  let target: Instance<J> | undefined;
+  for (const i of pool.instances) {
+    if (!i.alive || i.retiring || i.active.size >= pool.options.concurrencyPerWorker) continue;
+    if (target === undefined || i.active.size < target.active.size) target = i;
+  }
+  return target;
+}
+
+function dispatch<J>(pool: Pool<J>): void {
+  const { options, queue } = pool;
+  while (queue.length > 0 && !pool.closed) {
+    const target = leastBusy(pool);
+    if (target === undefined) {
+      const starting = pool.instances.filter((i) => !i.retiring).length + pool.spawning;
+      if (!options.keepAlive && starting < options.size) startOnDemand(pool);
+      return;
+    }
+    const entry = queue.shift()!;
+    entry.instance = target;
+    target.active.set(entry.id, entry);
+    if (entry.options.tag !== undefined) target.tags.add(entry.options.tag);
+    entry.options.onDispatch?.();
+    options.post(target.worker, entry.id, entry.job);
+  }
+}
+
+/** The caller gave up: dropped from the queue, or answered while its worker finishes. */
+function abortEntry<J>(pool: Pool<J>, entry: Entry<J>, signal: AbortSignal): void {
+  const reason = abortError(signal);
+  const index = pool.queue.indexOf(entry);
+  if (index >= 0) pool.queue.splice(index, 1);
+  const instance = entry.instance;
+  // A running job keeps its worker until the worker answers; its result is dropped.
+  answer(entry, { error: reason });
+  if (instance?.alive === true && pool.options.stopOnAbort?.(reason) === true) {
+    pool.log.warn('a job was aborted while running; stopping its worker', { code: Code[reason.code] });
+    failAll(
+      pool,
+      instance,
+      new ServingError(Code.INTERNAL, 'Worker restarted after another request timed out'),
+    );
+    void stopInstance(pool, instance);
+  }
+}
+
+function submit<J, R>(pool: Pool<J>, job: J, submitOptions: SubmitOptions): Promise<R> {
+  if (pool.closed) return Promise.reject(new ServingError(Code.UNAVAILABLE, 'Worker pool is closed'));
+  const { signal } = submitOptions;
+  if (signal?.aborted) return Promise.reject(abortError(signal));
+  if (pool.options.keepAlive && pool.instances.length === 0) {
+    return Promise.reject(new ServingError(Code.UNAVAILABLE, 'No worker available'));
+  }
+  if (pool.queue.length >= pool.options.maxQueued) {
+    return Promise.reject(
+      new ServingError(Code.UNAVAILABLE, `Queue is full (${pool.queue.length} requests waiting)`, {
+        reason: 'overloaded',
+      }),
+    );
+  }
+  return new Promise<R>((resolve, reject) => {
+    const entry: Entry<J> = {
+      id: pool.nextId++,
+      job,
+      options: submitOptions,
+      resolve: resolve as (value: unknown) => void,
+      reject,
+      instance: undefined,
+      answered: false,
+      onAbort: () => {
+        abortEntry(pool, entry, signal!);
+      },
+    };
+    signal?.addEventListener('abort', entry.onAbort, { once: true });
+    pool.queue.push(entry);
+    dispatch(pool);
+  });
+}
+
+function retire<J>(pool: Pool<J>, matches: (tag: string) => boolean): void {
+  for (const instance of [...pool.instances]) {
+    if (![...instance.tags].some(matches)) continue;
+    instance.retiring = true;
+    if (instance.active.size === 0) void stopInstance(pool, instance);
+  }
+}
+
+async function close<J>(pool: Pool<J>, graceMs: number): Promise<void> {
+  if (pool.closed) return;
+  pool.closed = true;
+  failQueued(pool, new ServingError(Code.UNAVAILABLE, 'Server is shutting down'));
+  const busy = pool.instances.filter((i) => i.active.size > 0);
+  if (busy.length > 0) {
+    const drained = Promise.all(busy.map(whenIdle));
+    let timer: NodeJS.Timeout | undefined;
+    const grace = Number.isFinite(graceMs)
+      ? new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, graceMs);
+        })
+      : new Promise<void>(() => undefined);
+    await Promise.race([drained, grace]);
+    clearTimeout(timer);
+    for (const i of busy) failAll(pool, i, new ServingError(Code.UNAVAILABLE, 'Server is shutting down'));
+  }
+  await Promise.all([...pool.instances].map((i) => stopInstance(pool, i)));
+}
+
 /**
  * A pool of worker threads with a bounded FIFO queue, shared by the inference runtime
  * (one onnxruntime session per worker) and the user-handler host. Jobs are dispatched
  * to the least busy live worker; an aborted job is dropped from the queue or, when
  * running, answered at once while its worker finishes (or is stopped, see stopOnAbort);
- * a worker that dies fails only its own jobs.
+ * a worker that dies, or is stopped inside a native call, fails only its own jobs.
  *
  * `initial` are workers already started (loaded models); more are spawned on demand up to
  * `size`, or as replacements in keepAlive pools.
@@ -126,250 +397,32 @@ export function createWorkerPool<J>(
   options: WorkerPoolOptions<J>,
   initial: readonly Worker[] = [],
 ): WorkerPool<J> {
-  const { logger: log } = options;
-  const instances: Instance<J>[] = [];
-  const queue: Entry<J>[] = [];
-  let spawning = 0;
-  let nextId = 1;
-  let closed = false;
-
-  /** Gives the caller its answer once; the job may still occupy its worker (see release). */
-  const answer = (entry: Entry<J>, outcome: JobOutcome<unknown>): void => {
-    if (entry.answered) return;
-    entry.answered = true;
-    entry.options.signal?.removeEventListener('abort', entry.onAbort);
-    if ('value' in outcome) entry.resolve(outcome.value);
-    else entry.reject(outcome.error);
+  const pool: Pool<J> = {
+    options,
+    log: options.logger,
+    instances: [],
+    queue: [],
+    spawning: 0,
+    nextId: 1,
+    closed: false,
   };
-
-  /** The worker is done with the job: its slot is free again. */
-  const release = (entry: Entry<J>): void => {
-    const instance = entry.instance;
-    if (instance === undefined || !instance.active.delete(entry.id)) return;
-    if (instance.retiring && instance.active.size === 0) void stopInstance(instance);
-    wakeIdle(instance);
-    dispatch();
-  };
-
-  const settle = (entry: Entry<J>, outcome: JobOutcome<unknown>): void => {
-    answer(entry, outcome);
-    release(entry);
-  };
-
-  const failAll = (instance: Instance<J>, error: ServingError): void => {
-    for (const entry of [...instance.active.values()]) settle(entry, { error });
-  };
-
-  const remove = (instance: Instance<J>): void => {
-    const index = instances.indexOf(instance);
-    if (index >= 0) instances.splice(index, 1);
-  };
-
-  const stopInstance = async (instance: Instance<J>): Promise<void> => {
-    instance.retiring = true;
-    remove(instance);
-    if (instance.alive) await options.stop(instance.worker);
-  };
-
-  const attach = (worker: Worker): Instance<J> => {
-    const instance: Instance<J> = {
-      worker,
-      active: new Map(),
-      tags: new Set(),
-      idleWaiters: [],
-      alive: true,
-      retiring: false,
-    };
-    const view: PoolWorker<J> = {
-      worker,
-      job: (id) => instance.active.get(id)?.job,
-      settle: (id, outcome) => {
-        const entry = instance.active.get(id);
-        if (entry !== undefined) settle(entry, outcome);
-      },
-    };
-    worker.on('message', (message: unknown) => {
-      options.onMessage(view, message);
-    });
-    worker.on('error', (error) => {
-      log.error('worker failed', { error });
-    });
-    worker.on('exit', (code) => {
-      instance.alive = false;
-      remove(instance);
-      wakeIdle(instance);
-      if (instance.active.size > 0) {
-        failAll(instance, new ServingError(Code.INTERNAL, 'Worker stopped'));
-      }
-      if (closed || instance.retiring) return;
-      log.error('worker exited', { code, replacing: options.keepAlive });
-      options.onUnexpectedExit?.();
-      if (options.keepAlive) {
-        if (instances.length === 0 && spawning === 0) {
-          for (const entry of queue.splice(0)) {
-            settle(entry, { error: new ServingError(Code.UNAVAILABLE, 'No worker available') });
-          }
-        }
-        void replace(RESPAWN_FIRST_DELAY_MS);
-      } else {
-        dispatch();
-      }
-    });
-    instances.push(instance);
-    return instance;
-  };
-
-  const replace = async (delayMs: number): Promise<void> => {
-    spawning++;
-    await new Promise((resolve) => setTimeout(resolve, delayMs).unref());
-    try {
-      if (closed) return;
-      const worker = await options.spawn();
-      if (closed) {
-        await options.stop(worker);
-        return;
-      }
-      attach(worker);
-      log.info('worker replaced');
-      dispatch();
-    } catch (error) {
-      log.error('replacing a worker failed; retrying', { error, delayMs });
-      void replace(Math.min(delayMs * 2, RESPAWN_MAX_DELAY_MS));
-    } finally {
-      spawning--;
-    }
-  };
-
-  const startOnDemand = (): void => {
-    spawning++;
-    options.spawn().then(
-      (worker) => {
-        spawning--;
-        if (closed) {
-          void options.stop(worker);
-          return;
-        }
-        attach(worker);
-        dispatch();
-      },
-      (error: unknown) => {
-        spawning--;
-        log.error('starting a worker failed', { error });
-        const failure = new ServingError(Code.UNAVAILABLE, 'Cannot start a worker');
-        if (instances.length === 0 && spawning === 0)
-          for (const entry of queue.splice(0)) settle(entry, { error: failure });
-      },
-    );
-  };
-
-  const dispatch = (): void => {
-    while (queue.length > 0 && !closed) {
-      let target: Instance<J> | undefined;
-      for (const i of instances) {
-        if (!i.alive || i.retiring || i.active.size >= options.concurrencyPerWorker) continue;
-        if (target === undefined || i.active.size < target.active.size) target = i;
-      }
-      if (target === undefined) {
-        if (!options.keepAlive && instances.filter((i) => !i.retiring).length + spawning < options.size) {
-          startOnDemand();
-        }
-        return;
-      }
-      const entry = queue.shift()!;
-      entry.instance = target;
-      target.active.set(entry.id, entry);
-      if (entry.options.tag !== undefined) target.tags.add(entry.options.tag);
-      entry.options.onDispatch?.();
-      options.post(target.worker, entry.id, entry.job);
-    }
-  };
-
-  for (const worker of initial) attach(worker);
-
+  for (const worker of initial) attach(pool, worker);
   return {
-    submit<R>(job: J, submitOptions: SubmitOptions = {}): Promise<R> {
-      if (closed) return Promise.reject(new ServingError(Code.UNAVAILABLE, 'Worker pool is closed'));
-      const { signal } = submitOptions;
-      if (signal?.aborted) return Promise.reject(abortError(signal));
-      if (options.keepAlive && instances.length === 0) {
-        return Promise.reject(new ServingError(Code.UNAVAILABLE, 'No worker available'));
-      }
-      if (queue.length >= options.maxQueued) {
-        return Promise.reject(
-          new ServingError(Code.UNAVAILABLE, `Queue is full (${queue.length} requests waiting)`, {
-            reason: 'overloaded',
-          }),
-        );
-      }
-      return new Promise<R>((resolve, reject) => {
-        const entry: Entry<J> = {
-          id: nextId++,
-          job,
-          options: submitOptions,
-          resolve: resolve as (value: unknown) => void,
-          reject,
-          instance: undefined,
-          answered: false,
-          onAbort: () => {
-            const reason = abortError(signal!);
-            const index = queue.indexOf(entry);
-            if (index >= 0) queue.splice(index, 1);
-            const instance = entry.instance;
-            // A running job keeps its worker until the worker answers; its result is dropped.
-            answer(entry, { error: reason });
-            if (instance?.alive === true && options.stopOnAbort?.(reason) === true) {
-              log.warn('a job was aborted while running; stopping its worker', { code: Code[reason.code] });
-              failAll(
-                instance,
-                new ServingError(Code.INTERNAL, 'Worker restarted after another request timed out'),
-              );
-              void stopInstance(instance);
-            }
-          },
-        };
-        signal?.addEventListener('abort', entry.onAbort, { once: true });
-        queue.push(entry);
-        dispatch();
-      });
-    },
+    submit: <R>(job: J, submitOptions: SubmitOptions = {}) => submit<J, R>(pool, job, submitOptions),
     get alive() {
-      return instances.filter((i) => i.alive).length;
+      return pool.instances.filter((i) => i.alive).length;
     },
     get queued() {
-      return queue.length;
+      return pool.queue.length;
     },
     get running() {
       let n = 0;
-      for (const i of instances) n += i.active.size;
+      for (const i of pool.instances) n += i.active.size;
       return n;
     },
-    retire(matches) {
-      for (const instance of [...instances]) {
-        if (![...instance.tags].some(matches)) continue;
-        instance.retiring = true;
-        if (instance.active.size === 0) void stopInstance(instance);
-      }
+    retire: (matches) => {
+      retire(pool, matches);
     },
-    async close(graceMs = Infinity) {
-      if (closed) return;
-      closed = true;
-      for (const entry of queue.splice(0)) {
-        settle(entry, { error: new ServingError(Code.UNAVAILABLE, 'Server is shutting down') });
-      }
-      const busy = instances.filter((i) => i.active.size > 0);
-      if (busy.length > 0) {
-        const drained = Promise.all(busy.map(whenIdle));
-        let timer: NodeJS.Timeout | undefined;
-        const grace = Number.isFinite(graceMs)
-          ? new Promise<void>((resolve) => {
-              timer = setTimeout(resolve, graceMs);
-            })
-          : new Promise<void>(() => undefined);
-        await Promise.race([drained, grace]);
-        clearTimeout(timer);
-        for (const i of busy) failAll(i, new ServingError(Code.UNAVAILABLE, 'Server is shutting down'));
-      }
-      await Promise.all([...instances].map((i) => stopInstance(i)));
-    },
+    close: (graceMs = Infinity) => close(pool, graceMs),
   };
 }

@@ -1,6 +1,6 @@
 import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { VERSION_MARKER_FILES } from '../repository/list-versions.js';
+import { VERSION_MARKER_FILES, indexVersionNames, parseVersionDirName } from '../repository/list-versions.js';
 import type { Logger } from '../util/logger.js';
 import { type S3Location, type S3Object, type S3Store, formatS3Uri } from './s3-store.js';
 
@@ -25,7 +25,6 @@ export interface SyncReport {
   readonly filesUpdated: number;
 }
 
-const VERSION_DIR = /^(0|[1-9]\d*)$/;
 const MANIFEST = '.s3-manifest.json';
 
 interface Manifest {
@@ -71,46 +70,57 @@ export function createS3Mirror(options: S3MirrorOptions): S3Mirror {
     }
   };
 
-  const downloadVersion = async (version: number, objects: readonly S3Object[]): Promise<void> => {
-    const tmp = join(localPath, `.tmp-v${version}-${process.pid}-${Math.random().toString(36).slice(2)}`);
+  /** Downloads version directory `name` (its S3 name, zero padding kept) whole. */
+  const downloadVersion = async (name: string, objects: readonly S3Object[]): Promise<void> => {
+    const tmp = join(localPath, `.tmp-v${name}-${process.pid}-${Math.random().toString(36).slice(2)}`);
     try {
       for (const o of objects) {
-        const rel = relativeKey(`${prefix}${version}/`, o.key);
+        const rel = relativeKey(`${prefix}${name}/`, o.key);
         if (rel === undefined) continue;
         const target = join(tmp, rel);
         await mkdir(dirname(target), { recursive: true });
         await store.download(at(o.key), target);
       }
-      await rename(tmp, join(localPath, String(version)));
+      await rename(tmp, join(localPath, name));
     } catch (error) {
       await rm(tmp, { recursive: true, force: true });
       throw error;
     }
   };
 
-  const syncOnce = async (): Promise<SyncReport> => {
-    const objects = await store.list(at(prefix));
-    await mkdir(localPath, { recursive: true });
-    const versions = new Map<number, S3Object[]>();
+  /** Version directory name -> its objects, for the names that are versions and hold a model file. */
+  const remoteVersions = (
+    objects: readonly S3Object[],
+  ): { dirs: Map<string, S3Object[]>; files: Map<string, S3Object> } => {
+    const dirs = new Map<string, S3Object[]>();
     const files = new Map<string, S3Object>();
     for (const o of objects) {
       const rel = relativeKey(prefix, o.key);
       if (rel === undefined) continue;
       const first = rel.split('/', 1)[0]!;
-      if (VERSION_DIR.test(first) && Number.isSafeInteger(Number(first))) {
+      if (parseVersionDirName(first) !== undefined) {
         if (rel === first) continue;
-        const list = versions.get(Number(first)) ?? [];
+        const list = dirs.get(first) ?? [];
         list.push(o);
-        versions.set(Number(first), list);
+        dirs.set(first, list);
       } else files.set(rel, o);
     }
     // A version counts once its model file (model.onnx, or a SavedModel's saved_model.pb) is there: upload it last.
-    for (const [v, list] of versions) {
-      if (!list.some((o) => VERSION_MARKER_FILES.some((f) => o.key === `${prefix}${v}/${f}`))) {
-        versions.delete(v);
-      }
+    for (const [name, list] of dirs) {
+      if (!list.some((o) => VERSION_MARKER_FILES.some((f) => o.key === `${prefix}${name}/${f}`)))
+        dirs.delete(name);
     }
-    const local = new Set((await readdir(localPath)).filter((e) => VERSION_DIR.test(e)).map(Number));
+    // Of two names for one version, the one TF Serving would load.
+    const kept = new Set(indexVersionNames([...dirs.keys()]).values());
+    for (const name of dirs.keys()) if (!kept.has(name)) dirs.delete(name);
+    return { dirs, files };
+  };
+
+  const syncOnce = async (): Promise<SyncReport> => {
+    const objects = await store.list(at(prefix));
+    await mkdir(localPath, { recursive: true });
+    const { dirs: versions, files } = remoteVersions(objects);
+    const local = new Set((await readdir(localPath)).filter((e) => parseVersionDirName(e) !== undefined));
     const added: number[] = [];
     const removed: number[] = [];
     // Assets first, so that a new version loads with the files it came with.
@@ -134,18 +144,20 @@ export function createS3Mirror(options: S3MirrorOptions): S3Mirror {
       await writeFile(join(localPath, `${MANIFEST}.tmp`), JSON.stringify(manifest));
       await rename(join(localPath, `${MANIFEST}.tmp`), join(localPath, MANIFEST));
     }
-    for (const [v, list] of [...versions].sort((a, b) => a[0] - b[0])) {
-      if (local.has(v)) continue;
-      await downloadVersion(v, list);
-      added.push(v);
+    const byVersion = (names: Iterable<string>): string[] =>
+      [...names].sort((a, b) => parseVersionDirName(a)! - parseVersionDirName(b)!);
+    for (const name of byVersion(versions.keys())) {
+      if (local.has(name)) continue;
+      await downloadVersion(name, versions.get(name)!);
+      added.push(parseVersionDirName(name)!);
     }
-    for (const v of local) {
-      if (versions.has(v)) continue;
+    for (const name of byVersion(local)) {
+      if (versions.has(name)) continue;
       // Renamed away first so that the manager never sees a half-deleted version.
-      const trash = join(localPath, `.trash-v${v}-${process.pid}-${Date.now()}`);
-      await rename(join(localPath, String(v)), trash);
+      const trash = join(localPath, `.trash-v${name}-${process.pid}-${Date.now()}`);
+      await rename(join(localPath, name), trash);
       await rm(trash, { recursive: true, force: true });
-      removed.push(v);
+      removed.push(parseVersionDirName(name)!);
     }
     if (added.length > 0 || removed.length > 0 || filesUpdated > 0) {
       logger.info('s3: model copy updated', { uri, added, removed, filesUpdated });

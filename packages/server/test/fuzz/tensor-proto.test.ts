@@ -4,6 +4,7 @@
  * tensor-offset probe the gRPC transport uses for alignment) and the TF Serving gRPC
  * Predict / ModelService handlers that decode them.
  */
+import { modelConfigsFromMessage } from '../../src/repository/model-config-file.js';
 import { describe, it } from 'node:test';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import fc from 'fast-check';
@@ -149,7 +150,11 @@ function echoPredict(): { method: GrpcMethod; seen: CorePredictRequest[] } {
       return Promise.resolve();
     },
   });
-  const services = createTfsGrpcServices({ service, logger: silentLogger });
+  const services = createTfsGrpcServices({
+    service,
+    logger: silentLogger,
+    readModelServerConfig: modelConfigsFromMessage,
+  });
   return { method: services[0]!.methods['Predict']!, seen };
 }
 
@@ -407,7 +412,11 @@ describe('fuzz: TensorProto and PredictRequest decoding', () => {
           return Promise.resolve();
         },
       });
-      const [prediction, model] = createTfsGrpcServices({ service, logger: silentLogger });
+      const [prediction, model] = createTfsGrpcServices({
+        service,
+        logger: silentLogger,
+        readModelServerConfig: modelConfigsFromMessage,
+      });
       const methods = [
         prediction!.methods['GetModelMetadata']!,
         model!.methods['GetModelStatus']!,

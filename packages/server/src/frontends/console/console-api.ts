@@ -155,24 +155,20 @@ const DOCS_HTML = `<!doctype html>
 </html>
 `;
 
-export function createConsoleApi(options: ConsoleApiOptions): HttpApi {
-  const { service, logger } = options;
-  const routes: HttpRoute[] = [];
-  const decodes = createConcurrencyLimit(2);
-  const maxImageBytes = options.maxImageBytes ?? 20 * 1024 * 1024;
-
-  if (options.openApi !== undefined) {
-    const body = Buffer.from(JSON.stringify(options.openApi));
-    routes.push({
+/** `/openapi.json` and the docs UI under `/docs/`. */
+function docsRoutes(options: ConsoleApiOptions, openApi: Record<string, unknown>): HttpRoute[] {
+  const body = Buffer.from(JSON.stringify(openApi));
+  const docsDir = options.staticDir === undefined ? undefined : join(options.staticDir, 'docs');
+  return [
+    {
       name: 'openapi',
       methods: ['GET', 'HEAD'],
       path: '/openapi.json',
       handle: ({ res }) => {
         sendJson(res, 200, body, { 'Access-Control-Allow-Origin': '*' });
       },
-    });
-    const docsDir = options.staticDir === undefined ? undefined : join(options.staticDir, 'docs');
-    routes.push({
+    },
+    {
       name: 'docs',
       methods: ['GET', 'HEAD'],
       path: /^\/docs(\/.*)?$/,
@@ -195,82 +191,133 @@ export function createConsoleApi(options: ConsoleApiOptions): HttpApi {
         if (docsDir === undefined) throw notFound('The docs UI is not installed (@visionserve/console)');
         await sendStatic(res, docsDir, rest.slice(1), method === 'HEAD');
       },
-    });
-  }
+    },
+  ];
+}
 
-  const base = options.consolePath;
-  if (base !== undefined) {
-    const escaped = base.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-    routes.push(
-      {
-        name: 'console-models',
-        methods: ['GET'],
-        path: `${base}/api/models`,
-        handle: async (ctx) => {
-          const { res } = ctx;
-          const paths = mayManage(options.guard, ctx.credentials());
-          sendJson(res, 200, JSON.stringify({ models: await describeModels(options, paths) }));
-        },
-      },
-      {
-        name: 'console-labels',
-        methods: ['GET'],
-        path: new RegExp(`^${escaped}/api/labels/([^/]+)/([0-9]+)$`),
-        handle: async ({ res, params }) => {
-          const name = modelName(params![1]!);
-          const version = Number(params![2]);
-          const labels = await service.withServable({ name, version }, (s) =>
-            Promise.resolve(s.assets.vision.labels),
-          );
-          const out: string[] = [];
-          if (labels !== undefined) for (const [id, label] of labels) out[id] = label;
-          sendJson(res, 200, JSON.stringify({ labels: Array.from(out, (l) => l ?? '') }));
-        },
-      },
-      {
-        name: 'console-try',
-        methods: ['POST'],
-        path: new RegExp(`^${escaped}/api/try/([^/]+)(?:/versions/([0-9]+))?$`),
-        handle: (ctx) => tryImage(ctx),
-      },
-      {
-        name: 'console-traffic',
-        methods: ['GET'],
-        path: `${base}/api/traffic`,
-        handle: (ctx) => {
-          streamTraffic(ctx);
-        },
-      },
-    );
-    const dir = options.staticDir;
-    routes.push({
-      name: 'console',
-      methods: ['GET', 'HEAD'],
-      path: new RegExp(`^${escaped}(/.*)?$`),
-      handle: async ({ res, params, method }) => {
-        const rest = params?.[1];
-        if (rest === undefined) {
-          redirect(res, `${base}/`);
-          return;
-        }
-        if (dir === undefined) {
-          throw new ServingError(
-            Code.NOT_FOUND,
-            'The console is not installed: build it with `npm run build` (packages/console)',
-          );
-        }
-        if (rest.startsWith('/api/')) throw notFound('Not Found');
-        await sendStatic(res, dir, rest === '/' ? 'index.html' : rest.slice(1), method === 'HEAD');
-      },
-    });
-  }
+/** The labels of a model version, by class id (the console's Try page). */
+async function sendLabels(
+  service: ConsoleApiOptions['service'],
+  { res, params }: HttpContext,
+): Promise<void> {
+  const name = modelName(params![1]!);
+  const version = Number(params![2]);
+  const labels = await service.withServable({ name, version }, (s) =>
+    Promise.resolve(s.assets.vision.labels),
+  );
+  const out: string[] = [];
+  if (labels !== undefined) for (const [id, label] of labels) out[id] = label;
+  sendJson(res, 200, JSON.stringify({ labels: Array.from(out, (l) => l ?? '') }));
+}
 
-  const tryImage = async (ctx: HttpContext): Promise<void> => {
+/** The console's static single-page app under `base`. */
+function consolePageRoute(options: ConsoleApiOptions, base: string, escaped: string): HttpRoute {
+  const dir = options.staticDir;
+  return {
+    name: 'console',
+    methods: ['GET', 'HEAD'],
+    path: new RegExp(`^${escaped}(/.*)?$`),
+    handle: async ({ res, params, method }) => {
+      const rest = params?.[1];
+      if (rest === undefined) {
+        redirect(res, `${base}/`);
+        return;
+      }
+      if (dir === undefined) {
+        throw new ServingError(
+          Code.NOT_FOUND,
+          'The console is not installed: build it with `npm run build` (packages/console)',
+        );
+      }
+      if (rest.startsWith('/api/')) throw notFound('Not Found');
+      await sendStatic(res, dir, rest === '/' ? 'index.html' : rest.slice(1), method === 'HEAD');
+    },
+  };
+}
+
+type TryImage = (ctx: HttpContext) => Promise<void>;
+
+/** The console's JSON API and its page, under `base`. */
+function consoleRoutes(
+  options: ConsoleApiOptions,
+  base: string,
+  tryImage: TryImage,
+  streamTraffic: (ctx: HttpContext) => void,
+): HttpRoute[] {
+  const escaped = base.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return [
+    {
+      name: 'console-models',
+      methods: ['GET'],
+      path: `${base}/api/models`,
+      handle: async (ctx) => {
+        const paths = mayManage(options.guard, ctx.credentials());
+        sendJson(ctx.res, 200, JSON.stringify({ models: await describeModels(options, paths) }));
+      },
+    },
+    {
+      name: 'console-labels',
+      methods: ['GET'],
+      path: new RegExp(`^${escaped}/api/labels/([^/]+)/([0-9]+)$`),
+      handle: (ctx) => sendLabels(options.service, ctx),
+    },
+    {
+      name: 'console-try',
+      methods: ['POST'],
+      path: new RegExp(`^${escaped}/api/try/([^/]+)(?:/versions/([0-9]+))?$`),
+      handle: (ctx) => tryImage(ctx),
+    },
+    {
+      name: 'console-traffic',
+      methods: ['GET'],
+      path: `${base}/api/traffic`,
+      handle: (ctx) => {
+        streamTraffic(ctx);
+      },
+    },
+    consolePageRoute(options, base, escaped),
+  ];
+}
+
+type TryResult = Awaited<ReturnType<typeof predictImage>> & { model: string; version: number };
+
+/** The Try page's answer: the prediction, or the head of each raw output. */
+function tryAnswer(result: TryResult, started: number): string {
+  const { prediction } = result;
+  return JSON.stringify({
+    model: result.model,
+    version: result.version,
+    width: result.originalWidth,
+    height: result.originalHeight,
+    kind: prediction.kind,
+    predictions: prediction.kind === 'raw' ? undefined : prediction.predictions[0],
+    outputs:
+      prediction.kind === 'raw'
+        ? Object.fromEntries(
+            Object.entries(prediction.outputs).map(([k, t]) => [
+              k,
+              {
+                dtype: t.dtype,
+                shape: t.shape,
+                head: Array.from(t.data as ArrayLike<unknown>).slice(0, 16),
+              },
+            ]),
+          )
+        : undefined,
+    timings: { ...result.timings, totalMs: performance.now() - started },
+  });
+}
+
+/** The Try page: an uploaded image through the model's own preprocessing and postprocessing. */
+function imageTrial(options: ConsoleApiOptions, maxImageBytes: number): TryImage {
+  const decodes = createConcurrencyLimit(2);
+  return async (ctx) => {
     const name = modelName(ctx.params![1]!);
     const version = ctx.params![2] === undefined ? undefined : Number(ctx.params![2]);
     const started = performance.now();
     const body = await ctx.readBody(maxImageBytes);
-    const result = await service.withServable(
+    const call = { signal: ctx.signal, deadline: ctx.deadline };
+    const result = await options.service.withServable(
       { name, version },
       async (servable) => {
         const image = servable.assets.vision.config?.image;
@@ -280,53 +327,23 @@ export function createConsoleApi(options: ConsoleApiOptions): HttpApi {
             `Model "${name}" has no image settings (visionserve.json "image"): send tensors instead`,
           );
         }
-        const out = await predictImage(
-          servable,
-          image,
-          body,
-          { signal: ctx.signal, deadline: ctx.deadline },
-          decodes,
-        );
+        const out = await predictImage(servable, image, body, call, decodes);
         return { ...out, model: servable.name, version: servable.version };
       },
-      { signal: ctx.signal, deadline: ctx.deadline },
+      call,
     );
-    const { prediction } = result;
-    sendJson(
-      ctx.res,
-      200,
-      JSON.stringify({
-        model: result.model,
-        version: result.version,
-        width: result.originalWidth,
-        height: result.originalHeight,
-        kind: prediction.kind,
-        predictions: prediction.kind === 'raw' ? undefined : prediction.predictions[0],
-        outputs:
-          prediction.kind === 'raw'
-            ? Object.fromEntries(
-                Object.entries(prediction.outputs).map(([k, t]) => [
-                  k,
-                  {
-                    dtype: t.dtype,
-                    shape: t.shape,
-                    head: Array.from(t.data as ArrayLike<unknown>).slice(0, 16),
-                  },
-                ]),
-              )
-            : undefined,
-        timings: { ...result.timings, totalMs: performance.now() - started },
-      }),
-    );
+    sendJson(ctx.res, 200, tryAnswer(result, started));
   };
+}
 
-  /** One sampling loop for every connected client; it runs only while one is connected. */
+/** Server-sent traffic samples: one sampling loop for every connected client, only while one is. */
+function trafficStream(options: ConsoleApiOptions): (ctx: HttpContext) => void {
+  const { logger } = options;
   const clients = new Set<ServerResponse>();
   let loop: NodeJS.Timeout | undefined;
   const intervalMs = options.trafficIntervalMs ?? 1000;
   const startLoop = (): void => {
-    const source = options.traffic!;
-    const stream = source.open();
+    const stream = options.traffic!.open();
     let busy = false;
     const tick = (): void => {
       if (busy) return;
@@ -348,8 +365,7 @@ export function createConsoleApi(options: ConsoleApiOptions): HttpApi {
     loop = setInterval(tick, intervalMs);
     loop.unref();
   };
-
-  const streamTraffic = ({ res, req }: HttpContext): void => {
+  return ({ res, req }) => {
     res.writeHead(200, {
       'Content-Type': 'text/event-stream',
       'Cache-Control': 'no-cache',
@@ -375,7 +391,16 @@ export function createConsoleApi(options: ConsoleApiOptions): HttpApi {
       }
     });
   };
+}
 
+export function createConsoleApi(options: ConsoleApiOptions): HttpApi {
+  const maxImageBytes = options.maxImageBytes ?? 20 * 1024 * 1024;
+  const routes: HttpRoute[] = [];
+  if (options.openApi !== undefined) routes.push(...docsRoutes(options, options.openApi));
+  const base = options.consolePath;
+  if (base !== undefined) {
+    routes.push(...consoleRoutes(options, base, imageTrial(options, maxImageBytes), trafficStream(options)));
+  }
   return {
     name: 'console',
     routes,

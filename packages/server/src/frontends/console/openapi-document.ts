@@ -131,10 +131,10 @@ function tfsPaths(): Json {
   return out;
 }
 
-/** KServe v2 (Open Inference Protocol) over HTTP. */
-function kservePaths(): Json {
+/** KServe v2 server-level paths: metadata, health, statistics, repository index. */
+function kserveServerPaths(): Json {
   const tags = ['KServe v2'];
-  const out: Json = {
+  return {
     '/v2': {
       get: {
         tags,
@@ -188,95 +188,101 @@ function kservePaths(): Json {
       },
     },
   };
-  const variants: [string, Json[]][] = [
-    ['/v2/models/{model}', [modelParam]],
-    ['/v2/models/{model}/versions/{version}', [modelParam, versionParam]],
-  ];
-  for (const [base, parameters] of variants) {
-    const suffix = base.includes('versions') ? 'Version' : '';
-    out[base] = {
-      get: {
-        tags,
-        operationId: `kserveModelMetadata${suffix}`,
-        summary: 'Model metadata (inputs, outputs, datatypes, shapes)',
-        parameters,
-        responses: modelErrors({ '200': json(ref('KServeModelMetadata'), 'Metadata') }),
+}
+
+/** KServe v2 paths of one model, or of one of its versions (`base`). */
+function kserveModelPaths(base: string, parameters: Json[]): Json {
+  const tags = ['KServe v2'];
+  const out: Json = {};
+  const suffix = base.includes('versions') ? 'Version' : '';
+  out[base] = {
+    get: {
+      tags,
+      operationId: `kserveModelMetadata${suffix}`,
+      summary: 'Model metadata (inputs, outputs, datatypes, shapes)',
+      parameters,
+      responses: modelErrors({ '200': json(ref('KServeModelMetadata'), 'Metadata') }),
+    },
+  };
+  out[`${base}/ready`] = {
+    get: {
+      tags,
+      operationId: `kserveModelReady${suffix}`,
+      summary: 'Model readiness',
+      parameters,
+      responses: modelErrors({
+        '200': json(
+          {
+            type: 'object',
+            required: ['ready'],
+            properties: { name: { type: 'string' }, ready: { type: 'boolean' } },
+          },
+          'Ready',
+        ),
+      }),
+    },
+  };
+  out[`${base}/config`] = {
+    get: {
+      tags,
+      operationId: `kserveModelConfig${suffix}`,
+      summary: 'Model configuration (Triton model config shape)',
+      parameters,
+      responses: modelErrors({ '200': json({ type: 'object' }, 'Configuration') }),
+    },
+  };
+  out[`${base}/stats`] = {
+    get: {
+      tags,
+      operationId: `kserveModelStatistics${suffix}`,
+      summary: 'Inference statistics',
+      parameters,
+      responses: modelErrors({ '200': json(ref('KServeStatistics'), 'Statistics') }),
+    },
+  };
+  out[`${base}/infer`] = {
+    post: {
+      tags,
+      operationId: `kserveInfer${suffix}`,
+      summary: 'Inference (JSON, or JSON header + binary tensor data)',
+      description:
+        'With binary data, the body is the JSON header followed by raw tensor bytes and `Inference-Header-Content-Length` gives the JSON length (both ways). gzip and deflate encodings are accepted.',
+      parameters,
+      requestBody: {
+        required: true,
+        content: {
+          'application/json': { schema: ref('KServeInferRequest') },
+          'application/octet-stream': {
+            schema: { type: 'string', contentMediaType: 'application/octet-stream' },
+          },
+        },
       },
-    };
-    out[`${base}/ready`] = {
-      get: {
-        tags,
-        operationId: `kserveModelReady${suffix}`,
-        summary: 'Model readiness',
-        parameters,
-        responses: modelErrors({
-          '200': json(
-            {
-              type: 'object',
-              required: ['ready'],
-              properties: { name: { type: 'string' }, ready: { type: 'boolean' } },
+      responses: modelErrors({
+        '200': {
+          description: 'Outputs',
+          headers: {
+            'Inference-Header-Content-Length': {
+              description: 'Length of the JSON header when binary data follows',
+              schema: { type: 'integer' },
             },
-            'Ready',
-          ),
-        }),
-      },
-    };
-    out[`${base}/config`] = {
-      get: {
-        tags,
-        operationId: `kserveModelConfig${suffix}`,
-        summary: 'Model configuration (Triton model config shape)',
-        parameters,
-        responses: modelErrors({ '200': json({ type: 'object' }, 'Configuration') }),
-      },
-    };
-    out[`${base}/stats`] = {
-      get: {
-        tags,
-        operationId: `kserveModelStatistics${suffix}`,
-        summary: 'Inference statistics',
-        parameters,
-        responses: modelErrors({ '200': json(ref('KServeStatistics'), 'Statistics') }),
-      },
-    };
-    out[`${base}/infer`] = {
-      post: {
-        tags,
-        operationId: `kserveInfer${suffix}`,
-        summary: 'Inference (JSON, or JSON header + binary tensor data)',
-        description:
-          'With binary data, the body is the JSON header followed by raw tensor bytes and `Inference-Header-Content-Length` gives the JSON length (both ways). gzip and deflate encodings are accepted.',
-        parameters,
-        requestBody: {
-          required: true,
+          },
           content: {
-            'application/json': { schema: ref('KServeInferRequest') },
+            'application/json': { schema: ref('KServeInferResponse') },
             'application/octet-stream': {
               schema: { type: 'string', contentMediaType: 'application/octet-stream' },
             },
           },
         },
-        responses: modelErrors({
-          '200': {
-            description: 'Outputs',
-            headers: {
-              'Inference-Header-Content-Length': {
-                description: 'Length of the JSON header when binary data follows',
-                schema: { type: 'integer' },
-              },
-            },
-            content: {
-              'application/json': { schema: ref('KServeInferResponse') },
-              'application/octet-stream': {
-                schema: { type: 'string', contentMediaType: 'application/octet-stream' },
-              },
-            },
-          },
-          '501': error('Unsupported content encoding'),
-        }),
-      },
-    };
-  }
+        '501': error('Unsupported content encoding'),
+      }),
+    },
+  };
+  return out;
+}
+
+/** KServe v2 repository load and unload (explicit model control). */
+function kserveRepositoryPaths(): Json {
+  const out: Json = {};
   for (const action of ['load', 'unload'] as const) {
     out[`/v2/repository/models/{model}/${action}`] = {
       post: {
@@ -294,6 +300,16 @@ function kservePaths(): Json {
     };
   }
   return out;
+}
+
+/** KServe v2 (Open Inference Protocol) over HTTP. */
+function kservePaths(): Json {
+  return {
+    ...kserveServerPaths(),
+    ...kserveModelPaths('/v2/models/{model}', [modelParam]),
+    ...kserveModelPaths('/v2/models/{model}/versions/{version}', [modelParam, versionParam]),
+    ...kserveRepositoryPaths(),
+  };
 }
 
 /** Health probes and metrics on every HTTP listener. */
@@ -358,23 +374,25 @@ function opsPaths(metricsPath: string | undefined): Json {
 }
 
 /** The console, its data endpoints and the docs. */
-function consolePaths(consolePath: string): Json {
+const htmlPage = (description: string): Json => ({
+  description,
+  content: { 'text/html': { schema: { type: 'string' } } },
+});
+const staticAsset: Json = {
+  description: 'A static file',
+  content: {
+    'text/html': { schema: { type: 'string' } },
+    'text/javascript': { schema: { type: 'string' } },
+    'text/css': { schema: { type: 'string' } },
+    'text/plain': { schema: { type: 'string' } },
+    'application/json': {},
+    'image/*': { schema: { type: 'string' } },
+  },
+};
+
+/** The console's HTML pages and static files. */
+function consoleStaticPaths(consolePath: string): Json {
   const tags = ['Console'];
-  const html = (description: string): Json => ({
-    description,
-    content: { 'text/html': { schema: { type: 'string' } } },
-  });
-  const asset: Json = {
-    description: 'A static file',
-    content: {
-      'text/html': { schema: { type: 'string' } },
-      'text/javascript': { schema: { type: 'string' } },
-      'text/css': { schema: { type: 'string' } },
-      'text/plain': { schema: { type: 'string' } },
-      'application/json': {},
-      'image/*': { schema: { type: 'string' } },
-    },
-  };
   return {
     '/openapi.json': {
       get: {
@@ -389,7 +407,7 @@ function consolePaths(consolePath: string): Json {
         tags,
         operationId: 'docs',
         summary: 'API docs UI (static bundle, no CDN)',
-        responses: { '200': html('Docs page'), '302': { description: 'Redirect to /docs/' } },
+        responses: { '200': htmlPage('Docs page'), '302': { description: 'Redirect to /docs/' } },
       },
     },
     [consolePath]: {
@@ -397,7 +415,10 @@ function consolePaths(consolePath: string): Json {
         tags,
         operationId: 'console',
         summary: 'The web console (static single-page app; --console_path, --enable_console)',
-        responses: { '200': html('Console page'), '302': { description: 'Redirect to the trailing slash' } },
+        responses: {
+          '200': htmlPage('Console page'),
+          '302': { description: 'Redirect to the trailing slash' },
+        },
       },
     },
     '/docs/': {
@@ -405,7 +426,7 @@ function consolePaths(consolePath: string): Json {
         tags,
         operationId: 'docsPage',
         summary: 'API docs UI page',
-        responses: { '200': html('Docs page') },
+        responses: { '200': htmlPage('Docs page') },
       },
     },
     '/docs/{file}': {
@@ -414,7 +435,7 @@ function consolePaths(consolePath: string): Json {
         operationId: 'docsAsset',
         summary: 'Docs UI assets (swagger-ui-dist, bundled)',
         parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
-        responses: { '200': asset, '404': error('No such file') },
+        responses: { '200': staticAsset, '404': error('No such file') },
       },
     },
     [`${consolePath}/`]: {
@@ -422,7 +443,7 @@ function consolePaths(consolePath: string): Json {
         tags,
         operationId: 'consolePage',
         summary: 'The console page',
-        responses: { '200': html('Console page') },
+        responses: { '200': htmlPage('Console page') },
       },
     },
     [`${consolePath}/{file}`]: {
@@ -431,9 +452,16 @@ function consolePaths(consolePath: string): Json {
         operationId: 'consoleAsset',
         summary: 'Console assets (bundled at build)',
         parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
-        responses: { '200': asset, '404': error('No such file') },
+        responses: { '200': staticAsset, '404': error('No such file') },
       },
     },
+  };
+}
+
+/** The console's JSON API. */
+function consoleApiPaths(consolePath: string): Json {
+  const tags = ['Console'];
+  return {
     [`${consolePath}/api/models`]: {
       get: {
         tags,
@@ -512,6 +540,10 @@ function consolePaths(consolePath: string): Json {
   };
 }
 
+function consolePaths(consolePath: string): Json {
+  return { ...consoleStaticPaths(consolePath), ...consoleApiPaths(consolePath) };
+}
+
 /** gRPC-web on the REST port. */
 function grpcWebPaths(): Json {
   const methods: [string, string][] = [
@@ -586,40 +618,40 @@ function grpcWebPaths(): Json {
 }
 
 /** The SageMaker-style endpoint, on its own port. */
-function sageMakerPaths(): Json {
-  const servers = [
-    {
-      url: 'http://{host}:{port}',
-      description: 'The SageMaker-style endpoint (--sagemaker_port)',
-      variables: { host: { default: 'localhost' }, port: { default: '8080' } },
+const SAGEMAKER_SERVERS = [
+  {
+    url: 'http://{host}:{port}',
+    description: 'The SageMaker-style endpoint (--sagemaker_port)',
+    variables: { host: { default: 'localhost' }, port: { default: '8080' } },
+  },
+];
+const SAGEMAKER_BODY = {
+  'application/json': { schema: {} },
+  'application/jsonlines': { schema: { type: 'string' } },
+  'text/csv': { schema: { type: 'string' } },
+  'application/x-image': { schema: { type: 'string', contentMediaType: 'image/*' } },
+  'image/jpeg': { schema: { type: 'string', contentMediaType: 'image/jpeg' } },
+  'image/png': { schema: { type: 'string', contentMediaType: 'image/png' } },
+};
+const SAGEMAKER_INVOKE_RESPONSES = modelErrors({
+  '200': {
+    description: 'Model output (JSON by default; Accept selects JSON lines; handlers may answer other types)',
+    content: {
+      'application/json': { schema: {} },
+      'application/jsonlines': { schema: { type: 'string' } },
+      '*/*': { schema: {} },
     },
-  ];
+  },
+  '406': error('Accept names no type the endpoint can produce'),
+  '408': error('Model load timed out'),
+  '507': error('Model limit or memory limit reached'),
+});
+/** The SageMaker endpoint: /ping, /execution-parameters, /invocations. */
+function sageMakerEndpointPaths(): Json {
   const tags = ['SageMaker'];
-  const anyBody = {
-    'application/json': { schema: {} },
-    'application/jsonlines': { schema: { type: 'string' } },
-    'text/csv': { schema: { type: 'string' } },
-    'application/x-image': { schema: { type: 'string', contentMediaType: 'image/*' } },
-    'image/jpeg': { schema: { type: 'string', contentMediaType: 'image/jpeg' } },
-    'image/png': { schema: { type: 'string', contentMediaType: 'image/png' } },
-  };
-  const invokeResponses = modelErrors({
-    '200': {
-      description:
-        'Model output (JSON by default; Accept selects JSON lines; handlers may answer other types)',
-      content: {
-        'application/json': { schema: {} },
-        'application/jsonlines': { schema: { type: 'string' } },
-        '*/*': { schema: {} },
-      },
-    },
-    '406': error('Accept names no type the endpoint can produce'),
-    '408': error('Model load timed out'),
-    '507': error('Model limit or memory limit reached'),
-  });
   return {
     '/ping': {
-      servers,
+      servers: SAGEMAKER_SERVERS,
       get: {
         tags,
         operationId: 'sagemakerPing',
@@ -642,7 +674,7 @@ function sageMakerPaths(): Json {
       },
     },
     '/execution-parameters': {
-      servers,
+      servers: SAGEMAKER_SERVERS,
       get: {
         tags,
         operationId: 'sagemakerExecutionParameters',
@@ -664,7 +696,7 @@ function sageMakerPaths(): Json {
       },
     },
     '/invocations': {
-      servers,
+      servers: SAGEMAKER_SERVERS,
       post: {
         tags,
         operationId: 'sagemakerInvocations',
@@ -678,12 +710,19 @@ function sageMakerPaths(): Json {
             description: 'tfs-model-name=..., tfs-model-version=..., tfs-method=predict|classify|regress',
           },
         ],
-        requestBody: { required: true, content: anyBody },
-        responses: invokeResponses,
+        requestBody: { required: true, content: SAGEMAKER_BODY },
+        responses: SAGEMAKER_INVOKE_RESPONSES,
       },
     },
+  };
+}
+
+/** The SageMaker multi-model API (`POST /models` and the loaded models). */
+function sageMakerMultiModelPaths(): Json {
+  const tags = ['SageMaker'];
+  return {
     '/models': {
-      servers,
+      servers: SAGEMAKER_SERVERS,
       get: {
         tags: ['SageMaker', 'Model management'],
         operationId: 'sagemakerListModels',
@@ -713,7 +752,7 @@ function sageMakerPaths(): Json {
       },
     },
     '/models/{model}': {
-      servers,
+      servers: SAGEMAKER_SERVERS,
       get: {
         tags: ['SageMaker', 'Model management'],
         operationId: 'sagemakerDescribeModel',
@@ -737,17 +776,21 @@ function sageMakerPaths(): Json {
       },
     },
     '/models/{model}/invoke': {
-      servers,
+      servers: SAGEMAKER_SERVERS,
       post: {
         tags,
         operationId: 'sagemakerInvokeModel',
         summary: 'Invoke one model of a multi-model endpoint',
         parameters: [modelParam],
-        requestBody: { required: true, content: anyBody },
-        responses: invokeResponses,
+        requestBody: { required: true, content: SAGEMAKER_BODY },
+        responses: SAGEMAKER_INVOKE_RESPONSES,
       },
     },
   };
+}
+
+function sageMakerPaths(): Json {
+  return { ...sageMakerEndpointPaths(), ...sageMakerMultiModelPaths() };
 }
 
 const schemas: Json = {

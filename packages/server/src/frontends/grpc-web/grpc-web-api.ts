@@ -121,155 +121,220 @@ function trailerFrame(code: Code, message: string): Buffer {
   return frame;
 }
 
-/** gRPC-web for `services` as an HTTP API named "grpc-web" (one route per method). */
-export function createGrpcWebApi(options: GrpcWebApiOptions): HttpApi {
-  const { logger, maxMessageBytes } = options;
-  const origins = options.corsOrigins ?? [];
-  const anyOrigin = origins.includes('*');
+/** Which origins may call (CORS). */
+interface Cors {
+  readonly origins: readonly string[];
+  readonly anyOrigin: boolean;
+}
 
-  /** CORS response headers for this request's Origin (none when it is not allowed). */
-  const corsHeaders = (headers: IncomingHttpHeaders): Record<string, string> => {
-    const origin = headers.origin;
-    if (origin === undefined || (!anyOrigin && !origins.includes(origin))) return {};
-    return {
-      'Access-Control-Allow-Origin': anyOrigin ? '*' : origin,
-      'Access-Control-Expose-Headers': CORS_EXPOSE_HEADERS,
-      ...(anyOrigin ? {} : { Vary: 'Origin' }),
-    };
+/** CORS response headers for this request's Origin (none when it is not allowed). */
+function corsHeaders(cors: Cors, headers: IncomingHttpHeaders): Record<string, string> {
+  const origin = headers.origin;
+  if (origin === undefined || (!cors.anyOrigin && !cors.origins.includes(origin))) return {};
+  return {
+    'Access-Control-Allow-Origin': cors.anyOrigin ? '*' : origin,
+    'Access-Control-Expose-Headers': CORS_EXPOSE_HEADERS,
+    ...(cors.anyOrigin ? {} : { Vary: 'Origin' }),
   };
+}
 
-  const preflight = ({ req, res }: HttpContext): void => {
-    const cors = corsHeaders(req.headers);
-    if (cors['Access-Control-Allow-Origin'] === undefined) {
-      res.writeHead(403, { 'Content-Length': '0' }).end();
+function preflight(cors: Cors, { req, res }: HttpContext): void {
+  const allowed = corsHeaders(cors, req.headers);
+  if (allowed['Access-Control-Allow-Origin'] === undefined) {
+    res.writeHead(403, { 'Content-Length': '0' }).end();
+    return;
+  }
+  res
+    .writeHead(204, {
+      ...allowed,
+      'Access-Control-Allow-Methods': 'POST, OPTIONS',
+      'Access-Control-Allow-Headers': CORS_ALLOW_HEADERS,
+      'Access-Control-Max-Age': '86400',
+    })
+    .end();
+}
+
+/** A trailers-only answer: the status in the headers, no body. */
+function answerStatus(cors: Cors, ctx: HttpContext, contentType: string, error: unknown): void {
+  const { res } = ctx;
+  if (res.headersSent || res.destroyed) return;
+  const { code, message } = statusOf(error);
+  res
+    .writeHead(200, {
+      ...corsHeaders(cors, ctx.req.headers),
+      'Content-Type': contentType,
+      'Content-Length': '0',
+      'grpc-status': String(code),
+      'grpc-message': encodeGrpcMessage(message),
+      ...(ctx.req.complete ? {} : { Connection: 'close' }),
+    })
+    .end();
+}
+
+/** The call's deadline: the edge's, or the client's grpc-timeout when sooner (then timed here). */
+function callDeadline(
+  ctx: HttpContext,
+  controller: AbortController,
+): { deadline: number | undefined; timer: NodeJS.Timeout | undefined } {
+  let deadline = ctx.deadline;
+  const timeoutMs = parseGrpcTimeout(ctx.req.headers['grpc-timeout']);
+  if (timeoutMs === undefined) return { deadline, timer: undefined };
+  const own = Date.now() + timeoutMs;
+  if (deadline !== undefined && own >= deadline) return { deadline, timer: undefined };
+  deadline = own;
+  const timer = setTimeout(
+    () => {
+      controller.abort(new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded'));
+    },
+    Math.min(timeoutMs, 2 ** 31 - 1),
+  );
+  return { deadline, timer };
+}
+
+/** The answer: the message frame and the OK trailer frame, base64 in text mode. */
+function writeAnswer(
+  cors: Cors,
+  ctx: HttpContext,
+  mode: 'binary' | 'text',
+  contentType: string,
+  chunks: readonly Uint8Array[],
+): void {
+  const { req, res } = ctx;
+  let length = 0;
+  for (const c of chunks) length += c.byteLength;
+  const prefix = Buffer.allocUnsafe(5);
+  prefix[0] = 0;
+  prefix.writeUInt32BE(length, 1);
+  const trailer = trailerFrame(Code.OK, '');
+  if (res.headersSent || res.destroyed) return;
+  const headers = { ...corsHeaders(cors, req.headers), 'Content-Type': contentType };
+  if (mode === 'text') {
+    const text = Buffer.from(Buffer.concat([prefix, ...chunks, trailer]).toString('base64'), 'latin1');
+    res.writeHead(200, { ...headers, 'Content-Length': String(text.byteLength) }).end(text);
+    return;
+  }
+  res.writeHead(200, { ...headers, 'Content-Length': String(5 + length + trailer.byteLength) });
+  res.write(prefix);
+  for (const c of chunks) if (c.byteLength > 0) res.write(c);
+  res.end(trailer);
+}
+
+/** Errors the edge answers itself (415, 413, 503) instead of a gRPC status. */
+function edgeAnswers(error: unknown): boolean {
+  return (
+    error instanceof ServingError &&
+    (error.reason === 'unsupported-media-type' ||
+      error.reason === 'body-too-large' ||
+      error.reason === 'overloaded')
+  );
+}
+
+/**
+ * A refusal (UNAVAILABLE) once the call's deadline has passed is what gRPC answers then,
+ * DEADLINE_EXCEEDED; any other error as it is.
+ */
+function pastDeadline(error: unknown, deadline: number | undefined): unknown {
+  const late = deadline !== undefined && Date.now() >= deadline;
+  return late && error instanceof ServingError && error.code === Code.UNAVAILABLE
+    ? new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded')
+    : error;
+}
+
+/** One unary call: read the framed message, run the method, answer with trailers. */
+async function call(
+  options: GrpcWebApiOptions,
+  cors: Cors,
+  ctx: HttpContext,
+  method: GrpcMethod,
+  path: string,
+): Promise<void> {
+  const { req } = ctx;
+  const mode = grpcWebMode(req.headers['content-type']);
+  if (mode === undefined) {
+    throw new ServingError(
+      Code.INVALID_ARGUMENT,
+      'gRPC-web needs Content-Type application/grpc-web(+proto) or application/grpc-web-text(+proto)',
+      { reason: 'unsupported-media-type' },
+    );
+  }
+  const contentType = mode === 'text' ? 'application/grpc-web-text+proto' : 'application/grpc-web+proto';
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const onAbort = (): void => {
+    controller.abort(ctx.signal.reason);
+  };
+  ctx.signal.addEventListener('abort', onAbort, { once: true });
+  /** Once the body is in, every answer is a gRPC status (the edge answers only the read's refusals). */
+  let bodyRead = false;
+  let deadline: number | undefined;
+  try {
+    const scheduled = callDeadline(ctx, controller);
+    deadline = scheduled.deadline;
+    timer = scheduled.timer;
+    let body: Uint8Array;
+    try {
+      body = await ctx.readBody();
+    } catch (error) {
+      // Over the body limit or the in-flight budget: the edge answers 413 / 503 (and lingers).
+      if (error instanceof ServingError && error.reason !== undefined) throw error;
+      answerStatus(cors, ctx, contentType, error);
       return;
     }
-    res
-      .writeHead(204, {
-        ...cors,
-        'Access-Control-Allow-Methods': 'POST, OPTIONS',
-        'Access-Control-Allow-Headers': CORS_ALLOW_HEADERS,
-        'Access-Control-Max-Age': '86400',
-      })
-      .end();
-  };
+    bodyRead = true;
+    const { message, buffer } = readUnaryFrame(
+      mode === 'text' ? decodeGrpcWebText(body) : body,
+      method,
+      options.maxMessageBytes,
+    );
+    const chunks = await method.handler(message, {
+      signal: controller.signal,
+      deadline: scheduled.deadline,
+      metadata: req.headers,
+      messageBuffer: buffer,
+      credentials: () => ctx.credentials(),
+    });
+    if (controller.signal.aborted) throw controller.signal.reason;
+    writeAnswer(cors, ctx, mode, contentType, chunks);
+  } catch (error) {
+    if (!bodyRead && edgeAnswers(error)) throw error;
+    const cause =
+      controller.signal.aborted && !(error instanceof ServingError)
+        ? (controller.signal.reason as unknown)
+        : pastDeadline(error, deadline);
+    if (!(cause instanceof ServingError))
+      options.logger.error('grpc-web handler failed', { path, error: cause });
+    answerStatus(cors, ctx, contentType, cause);
+  } finally {
+    clearTimeout(timer);
+    ctx.signal.removeEventListener('abort', onAbort);
+  }
+}
 
-  const answerStatus = (ctx: HttpContext, contentType: string, error: unknown): void => {
-    const { res } = ctx;
-    if (res.headersSent || res.destroyed) return;
-    const { code, message } = statusOf(error);
-    res
-      .writeHead(200, {
-        ...corsHeaders(ctx.req.headers),
-        'Content-Type': contentType,
-        'Content-Length': '0',
-        'grpc-status': String(code),
-        'grpc-message': encodeGrpcMessage(message),
-        ...(ctx.req.complete ? {} : { Connection: 'close' }),
-      })
-      .end();
-  };
+/** A request for no method of ours: 405 for other methods, else UNIMPLEMENTED as gRPC-web. */
+function unmatched(cors: Cors, ctx: HttpContext): void {
+  if (ctx.method === 'OPTIONS') {
+    preflight(cors, ctx);
+    return;
+  }
+  if (ctx.method !== 'POST') {
+    sendJsonError(ctx.res, 405, 'Method Not Allowed', { Allow: 'POST, OPTIONS' });
+    return;
+  }
+  answerStatus(
+    cors,
+    ctx,
+    grpcWebMode(ctx.req.headers['content-type']) === 'text'
+      ? 'application/grpc-web-text+proto'
+      : 'application/grpc-web+proto',
+    new ServingError(Code.UNIMPLEMENTED, `Method not found: ${ctx.path}`),
+  );
+}
 
-  const call = async (ctx: HttpContext, method: GrpcMethod, path: string): Promise<void> => {
-    const { req, res } = ctx;
-    const mode = grpcWebMode(req.headers['content-type']);
-    if (mode === undefined) {
-      throw new ServingError(
-        Code.INVALID_ARGUMENT,
-        'gRPC-web needs Content-Type application/grpc-web(+proto) or application/grpc-web-text(+proto)',
-        { reason: 'unsupported-media-type' },
-      );
-    }
-    const contentType = mode === 'text' ? 'application/grpc-web-text+proto' : 'application/grpc-web+proto';
-    const controller = new AbortController();
-    let timer: NodeJS.Timeout | undefined;
-    const onAbort = (): void => {
-      controller.abort(ctx.signal.reason);
-    };
-    ctx.signal.addEventListener('abort', onAbort, { once: true });
-    /** Once the body is in, every answer is a gRPC status (the edge answers only the read's refusals). */
-    let bodyRead = false;
-    let deadline = ctx.deadline;
-    try {
-      const timeoutMs = parseGrpcTimeout(req.headers['grpc-timeout']);
-      if (timeoutMs !== undefined) {
-        const own = Date.now() + timeoutMs;
-        if (deadline === undefined || own < deadline) {
-          deadline = own;
-          timer = setTimeout(
-            () => {
-              controller.abort(new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded'));
-            },
-            Math.min(timeoutMs, 2 ** 31 - 1),
-          );
-        }
-      }
-      let body: Uint8Array;
-      try {
-        body = await ctx.readBody();
-      } catch (error) {
-        // Over the body limit or the in-flight budget: the edge answers 413 / 503 (and lingers).
-        if (error instanceof ServingError && error.reason !== undefined) throw error;
-        answerStatus(ctx, contentType, error);
-        return;
-      }
-      bodyRead = true;
-      const { message, buffer } = readUnaryFrame(
-        mode === 'text' ? decodeGrpcWebText(body) : body,
-        method,
-        maxMessageBytes,
-      );
-      const chunks = await method.handler(message, {
-        signal: controller.signal,
-        deadline,
-        metadata: req.headers,
-        messageBuffer: buffer,
-        credentials: () => ctx.credentials(),
-      });
-      if (controller.signal.aborted) throw controller.signal.reason;
-      let length = 0;
-      for (const c of chunks) length += c.byteLength;
-      const prefix = Buffer.allocUnsafe(5);
-      prefix[0] = 0;
-      prefix.writeUInt32BE(length, 1);
-      const trailer = trailerFrame(Code.OK, '');
-      if (res.headersSent || res.destroyed) return;
-      const headers = { ...corsHeaders(req.headers), 'Content-Type': contentType };
-      if (mode === 'text') {
-        const text = Buffer.from(Buffer.concat([prefix, ...chunks, trailer]).toString('base64'), 'latin1');
-        res.writeHead(200, { ...headers, 'Content-Length': String(text.byteLength) }).end(text);
-        return;
-      }
-      res.writeHead(200, { ...headers, 'Content-Length': String(5 + length + trailer.byteLength) });
-      res.write(prefix);
-      for (const c of chunks) if (c.byteLength > 0) res.write(c);
-      res.end(trailer);
-    } catch (error) {
-      if (error instanceof ServingError && error.reason === 'unsupported-media-type') throw error;
-      if (
-        !bodyRead &&
-        error instanceof ServingError &&
-        (error.reason === 'body-too-large' || error.reason === 'overloaded')
-      )
-        throw error;
-      const cause =
-        controller.signal.aborted && !(error instanceof ServingError)
-          ? (controller.signal.reason as unknown)
-          : deadline !== undefined &&
-              Date.now() >= deadline &&
-              error instanceof ServingError &&
-              error.code === Code.UNAVAILABLE
-            ? // A refusal once the call's deadline has passed: what gRPC answers, DEADLINE_EXCEEDED.
-              new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded')
-            : error;
-      if (!(cause instanceof ServingError)) logger.error('grpc-web handler failed', { path, error: cause });
-      answerStatus(ctx, contentType, cause);
-    } finally {
-      clearTimeout(timer);
-      ctx.signal.removeEventListener('abort', onAbort);
-    }
-  };
-
+/** gRPC-web for `services` as an HTTP API named "grpc-web" (one route per method). */
+export function createGrpcWebApi(options: GrpcWebApiOptions): HttpApi {
+  const { maxMessageBytes } = options;
+  const origins = options.corsOrigins ?? [];
+  const cors: Cors = { origins, anyOrigin: origins.includes('*') };
   const routes: HttpRoute[] = [];
   const names: string[] = [];
   for (const service of options.services) {
@@ -282,10 +347,10 @@ export function createGrpcWebApi(options: GrpcWebApiOptions): HttpApi {
         path,
         handle: (ctx) => {
           if (ctx.method === 'OPTIONS') {
-            preflight(ctx);
+            preflight(cors, ctx);
             return;
           }
-          return call(ctx, method, path);
+          return call(options, cors, ctx, method, path);
         },
       });
     }
@@ -297,21 +362,7 @@ export function createGrpcWebApi(options: GrpcWebApiOptions): HttpApi {
     owns,
     corsPaths: owns,
     unmatched: (ctx) => {
-      if (ctx.method === 'OPTIONS') {
-        preflight(ctx);
-        return;
-      }
-      if (ctx.method !== 'POST') {
-        sendJsonError(ctx.res, 405, 'Method Not Allowed', { Allow: 'POST, OPTIONS' });
-        return;
-      }
-      answerStatus(
-        ctx,
-        grpcWebMode(ctx.req.headers['content-type']) === 'text'
-          ? 'application/grpc-web-text+proto'
-          : 'application/grpc-web+proto',
-        new ServingError(Code.UNIMPLEMENTED, `Method not found: ${ctx.path}`),
-      );
+      unmatched(cors, ctx);
     },
     statusOverrides: { 'unsupported-media-type': 415 },
     requestTimeoutMs: options.requestTimeoutMs,

@@ -1,3 +1,4 @@
+import { lstat, unlink } from 'node:fs/promises';
 import type { Server } from 'node:net';
 import type { Logger } from '../../util/logger.js';
 import type { ListenerTls } from '../shared/listener-tls.js';
@@ -8,6 +9,8 @@ import type { ConnectionLimits, LimitReason } from './connection-lifetime.js';
 export interface GrpcListenerOptions {
   readonly host: string;
   readonly port: number;
+  /** A Unix domain socket path to listen on instead of host and port. */
+  readonly path?: string | undefined;
   readonly logger: Logger;
   readonly windowBytes: number;
   readonly maxFrameBytes: number;
@@ -47,14 +50,33 @@ export interface GrpcListener {
   close(graceMs: number): Promise<void>;
 }
 
-/** Binds `server` (either transport's) and resolves with the bound port (the chosen one for 0). */
-export function listenOn(server: Server, port: number, host: string): Promise<number> {
+/**
+ * Binds `server` (either transport's) and resolves with the bound port (the chosen one for
+ * 0), or 0 when it listens on the Unix domain socket `path`.
+ */
+export async function listenOn(server: Server, port: number, host: string, path?: string): Promise<number> {
+  if (path !== undefined) await removeStaleSocket(path);
   return new Promise<number>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    const bound = (): void => {
       server.off('error', reject);
-      const bound = server.address();
-      resolve(typeof bound === 'object' && bound !== null ? bound.port : port);
-    });
+      const address = server.address();
+      resolve(typeof address === 'object' && address !== null ? address.port : path === undefined ? port : 0);
+    };
+    if (path === undefined) server.listen(port, host, bound);
+    else server.listen(path, bound);
   });
+}
+
+/**
+ * A socket file left at `path` by a server that did not close (a crash, SIGKILL) is removed,
+ * as gRPC does before it binds a unix: address; any other file there is left alone (the
+ * bind then fails with EADDRINUSE).
+ */
+async function removeStaleSocket(path: string): Promise<void> {
+  try {
+    if ((await lstat(path)).isSocket()) await unlink(path);
+  } catch {
+    // Nothing there.
+  }
 }

@@ -23,7 +23,7 @@ import { credentialsOf } from '../shared/management-guard.js';
 import type { RequestEnd, RequestObserver } from '../shared/request-observer.js';
 import { createOutputLease } from '../../core/output-lease.js';
 import type { GrpcCallStream } from './call-stream.js';
-import type { GrpcListenerOptions } from './grpc-listener.js';
+import type { GrpcListener, GrpcListenerOptions } from './grpc-listener.js';
 import type { GrpcMethod, GrpcService } from './grpc-service.js';
 import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
 import { startH2Listener } from './h2/h2-server.js';
@@ -35,6 +35,11 @@ export interface GrpcServerOptions {
   readonly host?: string | undefined;
   /** TCP port; 0 picks a free one (see RunningGrpcServer.port). Default 8500, TF Serving's --port. */
   readonly port?: number | undefined;
+  /**
+   * Also serve on this Unix domain socket (TF Serving's --grpc_socket_path), with the same
+   * services, limits and TLS. A stale socket file there is replaced. Default none.
+   */
+  readonly socketPath?: string | undefined;
   /** The services served; two must not share a name. */
   readonly services: readonly GrpcService[];
   readonly logger: Logger;
@@ -611,12 +616,21 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     connectionLimits: options.connectionLimits,
     onStream: handleStream,
   };
-  const listener =
-    (options.transport ?? 'lean') === 'lean'
-      ? await startH2Listener(listenerOptions)
-      : await startNodeListener(listenerOptions);
-  const { port } = listener;
+  const startListener = (o: GrpcListenerOptions): Promise<GrpcListener> =>
+    (options.transport ?? 'lean') === 'lean' ? startH2Listener(o) : startNodeListener(o);
+  const tcp = await startListener(listenerOptions);
+  const { port } = tcp;
   logger.info('grpc server listening', { host, port, transport: options.transport ?? 'lean' });
+  const listeners = [tcp];
+  if (options.socketPath !== undefined) {
+    try {
+      listeners.push(await startListener({ ...listenerOptions, path: options.socketPath }));
+    } catch (error) {
+      await tcp.close(0);
+      throw error;
+    }
+    logger.info('grpc server listening', { socketPath: options.socketPath });
+  }
 
   let closing: Promise<void> | undefined;
   return {
@@ -625,14 +639,23 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       return inFlight;
     },
     get connections() {
-      return listener.connections;
+      return listeners.reduce((n, l) => n + l.connections, 0);
     },
-    limitCloses: listener.limitCloses,
+    get limitCloses() {
+      return mergeCounts(listeners.map((l) => l.limitCloses));
+    },
     close(graceMs) {
-      closing ??= listener.close(graceMs).then(() => {
+      closing ??= Promise.all(listeners.map((l) => l.close(graceMs))).then(() => {
         logger.info('grpc server closed', { port });
       });
       return closing;
     },
   };
+}
+
+function mergeCounts<K>(maps: readonly ReadonlyMap<K, number>[]): ReadonlyMap<K, number> {
+  if (maps.length === 1) return maps[0]!;
+  const merged = new Map<K, number>();
+  for (const m of maps) for (const [k, n] of m) merged.set(k, (merged.get(k) ?? 0) + n);
+  return merged;
 }

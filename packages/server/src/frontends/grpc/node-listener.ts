@@ -107,7 +107,7 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
     options.onStream(new NodeCallStream(stream, headers, options.sendStallMs ?? DEFAULT_SEND_STALL_MS));
   });
 
-  const port = await listenOn(server, options.port, options.host);
+  const port = await listenOn(server, options.port, options.host, options.path);
 
   let closing: Promise<void> | undefined;
   return {

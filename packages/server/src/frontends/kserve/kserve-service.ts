@@ -5,18 +5,13 @@
  * (./http) adapts it to routes and bodies; a gRPC binding adapts the same operations to
  * `inference.GRPCInferenceService`.
  */
-import { Code, ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
-import {
-  type InferRequest,
-  type InferResponse,
-  classificationTensor,
-  datatypeOfDtype,
-} from '@visionserve/protocol/kserve';
+import { ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
+import { type InferRequest, type InferResponse, classificationTensor } from '@visionserve/protocol/kserve';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
 import type { InferenceStatisticsReader } from '../../core/inference-statistics.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
-import { batchesAlongDimension0 } from '../../core/signature.js';
+import { type Signature, batchesAlongDimension0 } from '../../core/signature.js';
 import type { OutputLease } from '../../core/session.js';
 import type { Logger } from '../../util/logger.js';
 import { type ModelMetadataJson, labelledOutput, modelConfigJson, modelMetadataJson } from './model-json.js';
@@ -27,6 +22,7 @@ import {
   createRepositoryControl,
 } from './repository-control.js';
 import { modelStatisticsJson } from './statistics-json.js';
+import { checkInputsAsTriton, unknownModelError } from './triton-errors.js';
 
 /** A model as the protocol names it: the version is a decimal string, "" for "the server picks". */
 export interface KServeModelRef {
@@ -129,6 +125,159 @@ export function parseVersion(version: string): number | undefined {
   return n;
 }
 
+type Service = InferenceService<ServableAssets>;
+
+const specOf = (ref: KServeModelRef): ModelSpec => ({ name: ref.name, version: parseVersion(ref.version) });
+
+/**
+ * NOT_FOUND from core for a version that exists but is still loading becomes
+ * UNAVAILABLE (Triton answers 503 for a version that is not ready yet).
+ */
+/** Core's NOT_FOUND in Triton's words (triton-errors.ts). */
+function notReady(service: Service, error: unknown, spec: ModelSpec): unknown {
+  return unknownModelError(service, error, spec);
+}
+
+async function withModel<T>(
+  service: Service,
+  ref: KServeModelRef,
+  fn: (servable: Servable<ServableAssets>) => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
+  const spec = specOf(ref);
+  try {
+    return await service.withServable(spec, fn, { signal });
+  } catch (error) {
+    throw notReady(service, error, spec);
+  }
+}
+
+function availableVersions(service: Service, name: string): number[] {
+  return service
+    .status({ name })
+    .filter((s) => s.state === 'AVAILABLE')
+    .map((s) => s.version)
+    .sort((a, b) => a - b);
+}
+
+function serverReady(service: Service): boolean {
+  return service.modelNames().every((name) => {
+    try {
+      return service.status({ name }).some((s) => s.state === 'AVAILABLE');
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** The request's input tensors by name, each checked against the signature (Triton's words). */
+function inferInputs(
+  servable: Servable<ServableAssets>,
+  signature: Signature,
+  request: InferRequest,
+): Record<string, Tensor> {
+  checkInputsAsTriton(servable.name, request.id, signature, request.inputs);
+  const inputs: Record<string, Tensor> = {};
+  for (const input of request.inputs) inputs[input.name] = input.tensor;
+  for (const output of request.outputs ?? []) {
+    if (!Object.hasOwn(signature.outputs, output.name)) {
+      throw invalidArgument(
+        `unexpected inference output '${output.name}' for model '${servable.name}'; its outputs are: ${Object.keys(signature.outputs).join(', ')}`,
+      );
+    }
+  }
+  return inputs;
+}
+
+/** The response's outputs: as run, or as classification strings where the request asked for them. */
+function inferOutputs(
+  servable: Servable<ServableAssets>,
+  signature: Signature,
+  request: InferRequest,
+  names: readonly string[],
+  outputs: Readonly<Record<string, Tensor>>,
+): InferResponse['outputs'] {
+  const batching = batchesAlongDimension0(signature);
+  const labels = servable.assets?.vision.labels;
+  const labelled = labelledOutput(signature, servable.assets);
+  const offset =
+    servable.assets?.vision.config?.postprocess?.kind === 'classification'
+      ? (servable.assets.vision.config.postprocess.labelOffset ?? 0)
+      : 0;
+  return names.map((name, i) => {
+    const tensor = outputs[name]!;
+    const k = request.outputs?.[i]?.classification ?? 0;
+    if (k === 0) return { name, tensor };
+    try {
+      return {
+        name,
+        tensor: classificationTensor(tensor, k, {
+          batched: batching,
+          label:
+            name === labelled && labels !== undefined ? (index) => labels.get(index + offset) : undefined,
+        }),
+      };
+    } catch (error) {
+      if (error instanceof ServingError) throw invalidArgument(`output '${name}': ${error.message}`);
+      throw error;
+    }
+  });
+}
+
+/** One inference on the pinned version: inputs checked, run, outputs encoded by the binding. */
+async function inferOn<T>(
+  servable: Servable<ServableAssets>,
+  request: InferRequest,
+  call: InferCall<T>,
+): Promise<T> {
+  const { name: signatureName, signature } = servable.signature();
+  const inputs = inferInputs(servable, signature, request);
+  const names = request.outputs?.map((o) => o.name) ?? Object.keys(signature.outputs);
+  const outputs = await servable.predict(
+    {
+      inputs,
+      outputFilter: request.outputs === undefined ? undefined : names,
+      signatureName,
+      ownedBuffers: call.ownedBuffers,
+      outputLease: call.outputLease,
+    },
+    { signal: call.signal, deadline: call.deadline },
+  );
+  const response: InferResponse = {
+    modelName: servable.name,
+    modelVersion: String(servable.version),
+    id: request.id,
+    outputs: inferOutputs(servable, signature, request, names, outputs),
+  };
+  return call.encode(response);
+}
+
+function statisticsOf(
+  service: Service,
+  statistics: InferenceStatisticsReader,
+  ref: KServeModelRef | undefined,
+): { model_stats: Record<string, unknown>[] } {
+  const entries: Record<string, unknown>[] = [];
+  const add = (name: string, version: number): void => {
+    entries.push(modelStatisticsJson(name, version, statistics.snapshot(name, version)));
+  };
+  if (ref === undefined) {
+    for (const name of service.modelNames()) for (const v of availableVersions(service, name)) add(name, v);
+  } else {
+    const version = parseVersion(ref.version);
+    const statuses = service.status({ name: ref.name, version });
+    if (version !== undefined) add(ref.name, version);
+    else {
+      for (const v of statuses
+        .filter((s) => s.state === 'AVAILABLE')
+        .map((s) => s.version)
+        .sort((a, b) => a - b))
+        add(ref.name, v);
+    }
+  }
+  return { model_stats: entries };
+}
+
 export function createKServeService(options: KServeServiceOptions): KServeService {
   const { service, registry, statistics } = options;
   const repository = createRepositoryControl({
@@ -139,90 +288,32 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
     rescan: options.rescan,
     logger: options.logger,
   });
-
-  const specOf = (ref: KServeModelRef): ModelSpec => ({ name: ref.name, version: parseVersion(ref.version) });
-
-  /**
-   * NOT_FOUND from core for a version that exists but is still loading becomes
-   * UNAVAILABLE (Triton answers 503 for a version that is not ready yet).
-   */
-  const notReady = (error: unknown, spec: ModelSpec): unknown => {
-    if (!(error instanceof ServingError) || error.code !== Code.NOT_FOUND) return error;
-    let statuses;
-    try {
-      statuses = service.status(spec);
-    } catch {
-      return error;
-    }
-    const loading = statuses.find((s) => s.state === 'START' || s.state === 'LOADING');
-    if (loading === undefined) return error;
-    return new ServingError(
-      Code.UNAVAILABLE,
-      `model '${spec.name}' version ${loading.version} is not ready yet`,
-    );
-  };
-
-  const withModel = async <T>(
-    ref: KServeModelRef,
-    fn: (servable: Servable<ServableAssets>) => Promise<T>,
-    signal?: AbortSignal,
-  ): Promise<T> => {
-    const spec = specOf(ref);
-    try {
-      return await service.withServable(spec, fn, { signal });
-    } catch (error) {
-      throw notReady(error, spec);
-    }
-  };
-
-  const availableVersions = (name: string): number[] =>
-    service
-      .status({ name })
-      .filter((s) => s.state === 'AVAILABLE')
-      .map((s) => s.version)
-      .sort((a, b) => a - b);
-
   return {
     serverMetadata: () => ({
       name: 'visionserve',
       version: options.serverVersion,
       extensions: KSERVE_EXTENSIONS,
     }),
-
     serverLive: () => true,
-
-    serverReady() {
-      return service.modelNames().every((name) => {
-        try {
-          return service.status({ name }).some((s) => s.state === 'AVAILABLE');
-        } catch {
-          return false;
-        }
-      });
-    },
-
-    modelReady(ref) {
-      const spec = specOf(ref);
-      return service.status(spec).some((s) => s.state === 'AVAILABLE');
-    },
-
-    modelMetadata(ref, signal) {
-      return withModel(
+    serverReady: () => serverReady(service),
+    modelReady: (ref) => service.status(specOf(ref)).some((s) => s.state === 'AVAILABLE'),
+    modelMetadata: (ref, signal) =>
+      withModel(
+        service,
         ref,
         (servable) =>
           Promise.resolve(
             modelMetadataJson(
               servable.name,
-              ref.version === '' ? availableVersions(servable.name) : [servable.version],
+              ref.version === '' ? availableVersions(service, servable.name) : [servable.version],
               servable.signature().signature,
             ),
           ),
         signal,
-      );
-    },
-
-    modelConfig(ref, signal) {
-      return withModel(
+      ),
+    modelConfig: (ref, signal) =>
+      withModel(
+        service,
         ref,
         (servable) =>
           Promise.resolve(
@@ -237,123 +328,28 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
             }),
           ),
         signal,
-      );
-    },
-
+      ),
     admit(ref, call) {
       const spec = specOf(ref);
       try {
         return service.admit(spec, call);
       } catch (error) {
-        throw notReady(error, spec);
+        throw notReady(service, error, spec);
       }
     },
-
     infer(ref, request, call) {
       const spec = specOf(ref);
       return service
-        .withServable(
-          spec,
-          async (servable) => {
-            const { name: signatureName, signature } = servable.signature();
-            const inputs: Record<string, Tensor> = {};
-            for (const input of request.inputs) {
-              const spec = signature.inputs[input.name];
-              if (spec === undefined || !Object.hasOwn(signature.inputs, input.name)) {
-                throw invalidArgument(
-                  `unexpected inference input '${input.name}' for model '${servable.name}'; its inputs are: ${Object.keys(signature.inputs).join(', ')}`,
-                );
-              }
-              if (spec.dtype !== input.tensor.dtype) {
-                throw invalidArgument(
-                  `inference input '${input.name}' data-type is '${input.datatype}', but model '${servable.name}' expects '${datatypeOfDtype(spec.dtype)}'`,
-                );
-              }
-              inputs[input.name] = input.tensor;
-            }
-            for (const output of request.outputs ?? []) {
-              if (!Object.hasOwn(signature.outputs, output.name)) {
-                throw invalidArgument(
-                  `unexpected inference output '${output.name}' for model '${servable.name}'; its outputs are: ${Object.keys(signature.outputs).join(', ')}`,
-                );
-              }
-            }
-            const names = request.outputs?.map((o) => o.name) ?? Object.keys(signature.outputs);
-            const outputs = await servable.predict(
-              {
-                inputs,
-                outputFilter: request.outputs === undefined ? undefined : names,
-                signatureName,
-                ownedBuffers: call.ownedBuffers,
-                outputLease: call.outputLease,
-              },
-              { signal: call.signal, deadline: call.deadline },
-            );
-
-            const batching = batchesAlongDimension0(signature);
-            const labels = servable.assets?.vision.labels;
-            const labelled = labelledOutput(signature, servable.assets);
-            const offset =
-              servable.assets?.vision.config?.postprocess?.kind === 'classification'
-                ? (servable.assets.vision.config.postprocess.labelOffset ?? 0)
-                : 0;
-            const response: InferResponse = {
-              modelName: servable.name,
-              modelVersion: String(servable.version),
-              id: request.id,
-              outputs: names.map((name, i) => {
-                const tensor = outputs[name]!;
-                const k = request.outputs?.[i]?.classification ?? 0;
-                if (k === 0) return { name, tensor };
-                try {
-                  return {
-                    name,
-                    tensor: classificationTensor(tensor, k, {
-                      batched: batching,
-                      label:
-                        name === labelled && labels !== undefined
-                          ? (index) => labels.get(index + offset)
-                          : undefined,
-                    }),
-                  };
-                } catch (error) {
-                  if (error instanceof ServingError)
-                    throw invalidArgument(`output '${name}': ${error.message}`);
-                  throw error;
-                }
-              }),
-            };
-            return call.encode(response);
-          },
-          { signal: call.signal, deadline: call.deadline, arrivedAt: call.arrivedAt },
-        )
+        .withServable(spec, (servable) => inferOn(servable, request, call), {
+          signal: call.signal,
+          deadline: call.deadline,
+          arrivedAt: call.arrivedAt,
+        })
         .catch((error: unknown) => {
-          throw notReady(error, spec);
+          throw notReady(service, error, spec);
         });
     },
-
-    statistics(ref) {
-      const entries: Record<string, unknown>[] = [];
-      const add = (name: string, version: number): void => {
-        entries.push(modelStatisticsJson(name, version, statistics.snapshot(name, version)));
-      };
-      if (ref === undefined) {
-        for (const name of service.modelNames()) for (const v of availableVersions(name)) add(name, v);
-      } else {
-        const version = parseVersion(ref.version);
-        const statuses = service.status({ name: ref.name, version });
-        if (version !== undefined) add(ref.name, version);
-        else {
-          for (const v of statuses
-            .filter((s) => s.state === 'AVAILABLE')
-            .map((s) => s.version)
-            .sort((a, b) => a - b))
-            add(ref.name, v);
-        }
-      }
-      return { model_stats: entries };
-    },
-
+    statistics: (ref) => statisticsOf(service, statistics, ref),
     repositoryIndex: (readyOnly) => repository.index(readyOnly),
     loadModel: (name, parameters) => repository.load(name, parameters),
     unloadModel: (name) => repository.unload(name),

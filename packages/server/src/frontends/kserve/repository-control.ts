@@ -12,6 +12,7 @@ import { DEFAULT_VERSION_POLICY, type ModelConfig } from '../../core/model-confi
 import type { ModelRegistry } from '../../core/model-registry.js';
 import type { ModelState, VersionStatus } from '../../core/model-state.js';
 import type { Logger } from '../../util/logger.js';
+import { clientLoadFailure } from '../shared/load-failure.js';
 
 /** Model directories under the configured model roots (implemented by the repository layer). */
 export interface ModelRoots {
@@ -110,7 +111,7 @@ export function createRepositoryControl(options: RepositoryControlOptions): Repo
     if (failure === undefined) {
       throw notFound(`failed to load '${name}': no version directory with a model.onnx`);
     }
-    throw new ServingError(loadOperationCode(failure.code), `failed to load '${name}': ${failure.message}`);
+    throw clientLoadFailure(failure, `failed to load '${name}': ${failure.message}`, Code.FAILED_PRECONDITION);
   };
 
   return {
@@ -173,7 +174,15 @@ export function createRepositoryControl(options: RepositoryControlOptions): Repo
           }
           if (roots === undefined) throw notFound(`failed to load '${name}': no model roots are configured`);
           const basePath = await roots.resolve(name);
-          config = { name, basePath, versionPolicy: DEFAULT_VERSION_POLICY, versionLabels: {} };
+          // Confined like every model a client loads from the roots: a version directory or
+          // model file symlinked out of its directory is refused (PERMISSION_DENIED).
+          config = {
+            name,
+            basePath,
+            versionPolicy: DEFAULT_VERSION_POLICY,
+            versionLabels: {},
+            confined: true,
+          };
         }
         await registry.addModel(config);
         await settle(name, true);
@@ -200,16 +209,4 @@ export function createRepositoryControl(options: RepositoryControlOptions): Repo
       });
     },
   };
-}
-
-/**
- * The code a repository load answers when the model did not become available, from the code its
- * version failed with (kept in the model status as it is): INVALID_ARGUMENT stays (invalid config
- * files of the model); DATA_LOSS, a model file onnxruntime cannot read, is FAILED_PRECONDITION
- * (HTTP 400, as Triton refuses a model it cannot load); anything else INTERNAL.
- */
-function loadOperationCode(versionCode: Code): Code {
-  if (versionCode === Code.INVALID_ARGUMENT) return Code.INVALID_ARGUMENT;
-  if (versionCode === Code.DATA_LOSS) return Code.FAILED_PRECONDITION;
-  return Code.INTERNAL;
 }

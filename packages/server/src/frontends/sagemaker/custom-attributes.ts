@@ -21,7 +21,7 @@ export function checkPredictMethod(target: InvocationTarget): void {
   }
 }
 
-/** Routing taken from `X-Amzn-SageMaker-Custom-Attributes` (docs/protocols.md). */
+/** Routing taken from `X-Amzn-SageMaker-Custom-Attributes` (docs/sagemaker-endpoint.md). */
 export interface TfsCustomAttributes {
   /** `tfs-model-name`. */
   readonly modelName: string | undefined;

@@ -3,6 +3,7 @@ import { Code, ServingError, invalidArgument, notFound, parseTfsJsonText } from 
 import type { InferenceService } from '../../core/inference-service.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
 import type { Logger } from '../../util/logger.js';
+import { clientLoadFailure } from '../shared/load-failure.js';
 import type { HttpContext } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
 import { modelStatusJson } from '../shared/tfs-status-json.js';
@@ -41,7 +42,7 @@ const loadTimeout = (message: string): ServingError =>
   new ServingError(Code.DEADLINE_EXCEEDED, message, { reason: 'load-timeout' });
 
 /**
- * The SageMaker multi-model endpoint API (docs/protocols.md), with the TF Serving
+ * The SageMaker multi-model endpoint API (docs/sagemaker-endpoint.md), with the TF Serving
  * container's shapes and wording: list (model -> TF Serving status), describe, load (every
  * version found under the url, as the container configures it), unload. Models loaded here
  * join the served set like configured ones (TF Serving REST/gRPC see them too); a later
@@ -132,12 +133,7 @@ export function createMultiModelApi(options: MultiModelApiOptions): {
         const failure = statuses.find((s) => s.error !== undefined)?.error;
         return failure === undefined
           ? notFound(`Could not find valid base path ${url} for servable ${name}`)
-          : new ServingError(
-              // A model directory whose own files are invalid (visionserve.json, labels) is the
-              // caller's error; any other failed load is 500, as the SageMaker container answers.
-              failure.code === Code.INVALID_ARGUMENT ? Code.INVALID_ARGUMENT : Code.INTERNAL,
-              `Failed to load model ${name}: ${failure.message}`,
-            );
+          : clientLoadFailure(failure, `Failed to load model ${name}: ${failure.message}`);
       };
       try {
         await Promise.race([loading, timeout]);

@@ -53,7 +53,7 @@ function modelName(ctx: HttpContext): string {
 }
 
 /**
- * The SageMaker-style endpoint (docs/protocols.md) as an HTTP API: `/ping`,
+ * The SageMaker-style endpoint (docs/sagemaker-endpoint.md) as an HTTP API: `/ping`,
  * `/execution-parameters`, `/invocations` and, with `multiModel`, the multi-model API (`GET /models`,
  * `GET /models/{m}`, `POST /models`, `DELETE /models/{m}`, `POST /models/{m}/invoke`).
  * Errors are `{"error": message}` with TF Serving's status mapping, except the

@@ -65,27 +65,49 @@ function takesSerializedExamples(signature: Signature): boolean {
   return signature.adapter?.kind === 'tf-example' || signature.inputs[INPUTS_KEY]?.dtype === 'string';
 }
 
-/** The output aliases a method reads, after TF Serving's structure checks. */
+/** A SignatureDef in a few words, where TF Serving prints its DebugString. */
+function describeSignature(signature: Signature): string {
+  const keys = (r: Readonly<Record<string, unknown>>): string => `[${Object.keys(r).join(', ')}]`;
+  return `inputs ${keys(signature.inputs)} outputs ${keys(signature.outputs)} method_name "${signature.methodName}"`;
+}
+
+/**
+ * TF Serving's structure checks (PreProcessClassification / PreProcessRegression, method
+ * name check off as by default), in its order and words: for TensorFlow's own signatures
+ * (a SavedModel's, or any taking serialized examples in "inputs").
+ */
+function checkTfStructure(method: Method, signature: Signature): void {
+  const inputs = Object.keys(signature.inputs).length;
+  const outputs = Object.keys(signature.outputs).length;
+  if (inputs !== 1) throw invalidArgument('Expected one input Tensor.');
+  if (method === 'classify' && outputs !== 1 && outputs !== 2) {
+    throw invalidArgument(`Expected one or two output Tensors, found ${outputs}`);
+  }
+  if (method === 'regress' && outputs !== 1) throw invalidArgument('Expected one output Tensor.');
+  const what = method === 'classify' ? 'classification' : 'regression';
+  if (!Object.hasOwn(signature.inputs, INPUTS_KEY)) {
+    throw invalidArgument(`No ${what} inputs found in SignatureDef: ${describeSignature(signature)}`);
+  }
+  if (method === 'regress' && !Object.hasOwn(signature.outputs, OUTPUTS_KEY)) {
+    throw invalidArgument(`No regression outputs found in SignatureDef: ${describeSignature(signature)}`);
+  }
+  if (method === 'classify' && ![CLASSES_KEY, SCORES_KEY].some((k) => Object.hasOwn(signature.outputs, k))) {
+    throw invalidArgument(
+      `Expected classification signature outputs to contain at least one of "${CLASSES_KEY}" or "${SCORES_KEY}". Signature was: ${describeSignature(signature)}`,
+    );
+  }
+}
+
+/** The output aliases a method reads, after TF Serving's structure checks where they apply. */
 function outputsFor(method: Method, signature: Signature): string[] {
   const outputs = Object.keys(signature.outputs);
-  const tfShape = takesSerializedExamples(signature);
-  if (tfShape) {
-    if (Object.keys(signature.inputs).length !== 1) throw invalidArgument('Expected one input Tensor.');
-    if (method === 'classify' && outputs.length !== 1 && outputs.length !== 2) {
-      throw invalidArgument(`Expected one or two output Tensors, found ${outputs.length}`);
-    }
-    if (method === 'regress' && outputs.length !== 1) throw invalidArgument('Expected one output Tensor.');
-    if (!Object.hasOwn(signature.inputs, INPUTS_KEY)) {
-      throw invalidArgument(
-        `No ${method === 'classify' ? 'classification' : 'regression'} inputs found in SignatureDef`,
-      );
-    }
-  }
+  const tfShape = takesSerializedExamples(signature) || signature.savedModel === true;
+  if (tfShape) checkTfStructure(method, signature);
   if (method === 'regress') {
     if (Object.hasOwn(signature.outputs, OUTPUTS_KEY)) return [OUTPUTS_KEY];
-    if (tfShape || outputs.length !== 1) {
+    if (outputs.length !== 1) {
       throw invalidArgument(
-        `No regression outputs found in SignatureDef (expected an output "${OUTPUTS_KEY}"${tfShape ? '' : ' or exactly one output'})`,
+        `No regression outputs found in SignatureDef (expected an output "${OUTPUTS_KEY}" or exactly one output)`,
       );
     }
     return outputs;
@@ -93,9 +115,9 @@ function outputsFor(method: Method, signature: Signature): string[] {
   const named = [CLASSES_KEY, SCORES_KEY].filter((k) => Object.hasOwn(signature.outputs, k));
   if (named.length > 0) return named;
   const floats = outputs.filter((k) => signature.outputs[k]!.dtype === 'float32');
-  if (tfShape || floats.length !== 1) {
+  if (floats.length !== 1) {
     throw invalidArgument(
-      `Expected classification signature outputs to contain at least one of "${CLASSES_KEY}" or "${SCORES_KEY}"${tfShape ? '' : ' (or exactly one float output holding the scores)'}`,
+      `Expected classification signature outputs to contain at least one of "${CLASSES_KEY}" or "${SCORES_KEY}" (or exactly one float output holding the scores)`,
     );
   }
   return floats;
@@ -135,8 +157,18 @@ async function modelInputs(
   options: ExamplesInferenceOptions,
   call: CallOptions,
 ): Promise<Record<string, Tensor>> {
-  const specs = featureSpecs(signature);
   const image = servable.assets.vision.config?.image;
+  if (signature.adapter?.kind === 'encoded-image' && image !== undefined) {
+    const { inputKey, imageInput } = signature.adapter;
+    const images = encodedImages(input, inputKey);
+    if (images === undefined) {
+      throw invalidArgument(
+        `Feature: ${inputKey} (data type: string) is required but could not be found: one encoded image per example`,
+      );
+    }
+    return { [imageInput]: await decodeImageBatch(images, image, options.imageDecodes, call.signal) };
+  }
+  const specs = featureSpecs(signature);
   const out: Record<string, Tensor> = {};
   let rest = specs;
   if (image !== undefined && signature.adapter === undefined && input.examples.length > 0) {

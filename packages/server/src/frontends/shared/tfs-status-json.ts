@@ -1,6 +1,6 @@
 /**
  * Proto3-JSON shapes of TF Serving's GetModelStatusResponse and GetModelMetadataResponse
- * (docs/protocols.md): int64 as strings, enum names, primitive fields always printed.
+ * (docs/apis.md): int64 as strings, enum names, primitive fields always printed.
  */
 import { Code, mapValues, tfDataTypeName } from '@visionserve/protocol';
 import type { VersionStatus } from '../../core/model-state.js';

@@ -38,16 +38,22 @@ import {
   regressionResultToProto,
   tensorFromProtoView,
   writePredictResponse,
+  type ModelServerConfig,
 } from '@visionserve/protocol/tfs-proto';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { InferenceService, ModelSpec } from '../../core/inference-service.js';
+import type { ModelConfig } from '../../core/model-config.js';
 import type { Logger } from '../../util/logger.js';
 import type { GrpcMethod, GrpcService } from '../grpc/grpc-service.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
-import { classifyOn, multiInferenceOn, regressOn } from '../shared/examples-inference.js';
+import {
+  type ExamplesInferenceOptions,
+  classifyOn,
+  multiInferenceOn,
+  regressOn,
+} from '../shared/examples-inference.js';
 import type { ManagementGuard } from '../shared/management-guard.js';
 import {
-  modelConfigsFromProto,
   modelSpecFromProto,
   modelSpecToProto,
   signatureDefMapFromSignatures,
@@ -67,6 +73,11 @@ export interface TfsGrpcFrontendOptions {
    * Default false.
    */
   readonly serializeAsTensorContent?: boolean | undefined;
+  /**
+   * The served model set a HandleReloadConfigRequest asks for: the one mapping from
+   * ModelServerConfig that the config file uses too (injected: it belongs to the repository).
+   */
+  readonly readModelServerConfig: (config: ModelServerConfig | undefined) => ModelConfig[];
   /** Who may call HandleReloadConfigRequest. Default: anyone (TF Serving's behaviour). */
   readonly managementGuard?: ManagementGuard | undefined;
 }
@@ -178,15 +189,13 @@ const one = <D extends DescMessage>(schema: D, message: MessageShape<D>): Uint8A
   toBinary(schema, message),
 ];
 
-/** tensorflow.serving.PredictionService and tensorflow.serving.ModelService. */
-export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcService[] {
-  const { service } = options;
-  const logger = options.logger.child({ frontend: 'tfs-grpc' });
-  const asTensorContent = options.serializeAsTensorContent ?? false;
+type Service = TfsGrpcFrontendOptions['service'];
+/** Limits shared by the tf.Example methods (image decodes in flight). */
+type Examples = ExamplesInferenceOptions;
 
-  const examples = { imageDecodes: options.imageDecodes ?? createConcurrencyLimit(2) };
-
-  const classify: GrpcMethod = {
+/** Classify on tf.Examples. */
+function classifyMethod(service: Service, examples: Examples): GrpcMethod {
+  return {
     async handler(bytes, { signal, deadline }) {
       const request = decode(ClassificationRequestSchema, bytes);
       if (request.modelSpec === undefined) throw invalidArgument('Missing ModelSpec');
@@ -218,8 +227,11 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       );
     },
   };
+}
 
-  const regress: GrpcMethod = {
+/** Regress on tf.Examples. */
+function regressMethod(service: Service, examples: Examples): GrpcMethod {
+  return {
     async handler(bytes, { signal, deadline }) {
       const request = decode(RegressionRequestSchema, bytes);
       if (request.modelSpec === undefined) throw invalidArgument('Missing ModelSpec');
@@ -251,8 +263,11 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       );
     },
   };
+}
 
-  const multiInference: GrpcMethod = {
+/** MultiInference: classify and regress tasks on one model's tf.Examples. */
+function multiInferenceMethod(service: Service, examples: Examples): GrpcMethod {
+  return {
     async handler(bytes, { signal, deadline }) {
       const request = decode(MultiInferenceRequestSchema, bytes);
       // TF Serving resolves the model from the first task (an empty name is not found).
@@ -292,8 +307,11 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       );
     },
   };
+}
 
-  const predict: GrpcMethod = {
+/** Predict: admitted from the message head, tensors read in place. */
+function predictMethod(service: Service, asTensorContent: boolean): GrpcMethod {
+  return {
     alignment: predictRequestTensorOffset,
     // Shed before the tensors are read when the model's queue is already too long.
     admit(head, call) {
@@ -319,8 +337,11 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       );
     },
   };
+}
 
-  const getModelMetadata: GrpcMethod = {
+/** GetModelMetadata: the signature_def map. */
+function getModelMetadataMethod(service: Service): GrpcMethod {
+  return {
     handler(bytes) {
       const request = decode(GetModelMetadataRequestSchema, bytes);
       const model = modelSpecFromProto(request.modelSpec);
@@ -356,8 +377,11 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       );
     },
   };
+}
 
-  const getModelStatus: GrpcMethod = {
+/** GetModelStatus: the versions' states. */
+function getModelStatusMethod(service: Service): GrpcMethod {
+  return {
     handler(bytes) {
       const request = decode(GetModelStatusRequestSchema, bytes);
       const statuses = service.status(modelSpecFromProto(request.modelSpec));
@@ -369,13 +393,16 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       );
     },
   };
+}
 
-  const handleReloadConfigRequest: GrpcMethod = {
+/** HandleReloadConfigRequest, behind the management guard. */
+function reloadConfigMethod(options: TfsGrpcFrontendOptions, logger: Logger): GrpcMethod {
+  return {
     async handler(bytes, context) {
       options.managementGuard?.check(context.credentials(), 'HandleReloadConfigRequest');
       const request = decode(ReloadConfigRequestSchema, bytes);
-      const configs = modelConfigsFromProto(request.config);
-      await service.reloadConfig(configs);
+      const configs = options.readModelServerConfig(request.config);
+      await options.service.reloadConfig(configs);
       logger.info('model config reloaded', { models: configs.map((c) => c.name) });
       return one(
         ReloadConfigResponseSchema,
@@ -383,23 +410,32 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       );
     },
   };
+}
 
+/** tensorflow.serving.PredictionService and tensorflow.serving.ModelService. */
+export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcService[] {
+  const { service } = options;
+  const logger = options.logger.child({ frontend: 'tfs-grpc' });
+  const examples: Examples = { imageDecodes: options.imageDecodes ?? createConcurrencyLimit(2) };
   return [
     {
       name: PREDICTION_SERVICE,
       api: 'tfs-grpc',
       methods: {
-        Classify: classify,
-        Regress: regress,
-        Predict: predict,
-        MultiInference: multiInference,
-        GetModelMetadata: getModelMetadata,
+        Classify: classifyMethod(service, examples),
+        Regress: regressMethod(service, examples),
+        Predict: predictMethod(service, options.serializeAsTensorContent ?? false),
+        MultiInference: multiInferenceMethod(service, examples),
+        GetModelMetadata: getModelMetadataMethod(service),
       },
     },
     {
       name: MODEL_SERVICE,
       api: 'tfs-grpc',
-      methods: { GetModelStatus: getModelStatus, HandleReloadConfigRequest: handleReloadConfigRequest },
+      methods: {
+        GetModelStatus: getModelStatusMethod(service),
+        HandleReloadConfigRequest: reloadConfigMethod(options, logger),
+      },
     },
   ];
 }

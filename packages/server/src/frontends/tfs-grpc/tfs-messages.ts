@@ -3,7 +3,7 @@
  * version status, model configs). Pure functions; errors are ServingErrors.
  */
 import { create } from '@bufbuild/protobuf';
-import { Code, mapValues, invalidArgument, unimplemented } from '@visionserve/protocol';
+import { Code, mapValues, invalidArgument } from '@visionserve/protocol';
 import {
   dataTypeFromDType,
   shapeToProto,
@@ -18,12 +18,8 @@ import {
   type SignatureDef,
   SignatureDefSchema,
   TfErrorCode as ErrorCodeProto,
-  type ModelConfig as ModelConfigProto,
-  type ModelServerConfig,
-  type FileSystemStoragePathSourceConfig_ServableVersionPolicy as VersionPolicyProto,
 } from '@visionserve/protocol/tfs-proto';
 import type { ModelSpec, ResolvedModel } from '../../core/inference-service.js';
-import { DEFAULT_VERSION_POLICY, type ModelConfig, type VersionPolicy } from '../../core/model-config.js';
 import type { ModelState, VersionStatus } from '../../core/model-state.js';
 import type { Signature, TensorSpec } from '../../core/signature.js';
 
@@ -101,63 +97,6 @@ export function versionStatusToProto(status: VersionStatus): ModelVersionStatus 
 export function errorCodeProto(code: number): ErrorCodeProto {
   const name = Code[code] as keyof typeof ErrorCodeProto | undefined;
   return name === undefined ? ErrorCodeProto.UNKNOWN : ErrorCodeProto[name];
-}
-
-/**
- * The model set of a ReloadConfigRequest. Only model_config_list is accepted:
- * custom_model_config is UNIMPLEMENTED, a request without config INVALID_ARGUMENT.
- * model_platform is not checked (visionserve serves ONNX whatever it says).
- */
-export function modelConfigsFromProto(config: ModelServerConfig | undefined): ModelConfig[] {
-  const choice = config?.config;
-  switch (choice?.case) {
-    case 'modelConfigList':
-      return choice.value.config.map(modelConfigFromProto);
-    case 'customModelConfig':
-      throw unimplemented('custom_model_config is not supported; send a model_config_list');
-    default:
-      throw invalidArgument('ReloadConfigRequest.config must hold a model_config_list');
-  }
-}
-
-function modelConfigFromProto(config: ModelConfigProto, index: number): ModelConfig {
-  const what = `model_config_list.config[${index}]`;
-  if (config.name === '') throw invalidArgument(`${what}: name is empty`);
-  if (config.basePath === '') throw invalidArgument(`${what} (${config.name}): base_path is empty`);
-  const versionLabels: Record<string, number> = {};
-  for (const [label, version] of Object.entries(config.versionLabels)) {
-    // defineProperty: a label named "__proto__" must be kept, not set the prototype.
-    Object.defineProperty(versionLabels, label, {
-      value: toSafeInteger(version, `${what}.version_labels[${label}]`),
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  }
-  return {
-    name: config.name,
-    basePath: config.basePath,
-    versionPolicy: versionPolicyFromProto(config.modelVersionPolicy, what),
-    versionLabels,
-  };
-}
-
-function versionPolicyFromProto(policy: VersionPolicyProto | undefined, what: string): VersionPolicy {
-  const choice = policy?.policyChoice;
-  switch (choice?.case) {
-    case 'latest':
-      // proto3 cannot tell an unset num_versions from 0; both mean TF Serving's default of 1.
-      return { kind: 'latest', numVersions: choice.value.numVersions === 0 ? 1 : choice.value.numVersions };
-    case 'all':
-      return { kind: 'all' };
-    case 'specific':
-      return {
-        kind: 'specific',
-        versions: choice.value.versions.map((v) => toSafeInteger(v, `${what}.model_version_policy.specific`)),
-      };
-    default:
-      return DEFAULT_VERSION_POLICY;
-  }
 }
 
 function toSafeInteger(value: bigint, what: string): number {

@@ -38,7 +38,7 @@ export interface TfsRestApiOptions {
 }
 
 /**
- * TF Serving's REST API (docs/protocols.md): model status, metadata, predict, classify and
+ * TF Serving's REST API (docs/apis.md): model status, metadata, predict, classify and
  * regress (tf.Examples, see shared/examples-inference.ts). Every response is `application/json`; errors are
  * `{"error": ...}` with TF Serving's status mapping. A `/v1/...` path that matches no
  * route is 400 "Malformed request", as TF Serving answers.

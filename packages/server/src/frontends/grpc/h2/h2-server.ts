@@ -115,7 +115,7 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
     logger.debug('grpc listener error', { error });
   });
 
-  const port = await listenOn(server, options.port, options.host);
+  const port = await listenOn(server, options.port, options.host, options.path);
 
   let closing: Promise<void> | undefined;
   return {
