@@ -350,6 +350,13 @@ module.exports = {
       from: { path: S, pathNot: S + 'index\\.ts$' },
       to: { path: S + 'server\\.ts$' },
     },
+    {
+      name: 'only-the-composition-root-imports-compose',
+      comment: 'compose/ holds the steps of the composition root; no layer may reach into it',
+      severity: 'error',
+      from: { path: S, pathNot: [S + 'server\\.ts$', S + 'compose/'] },
+      to: { path: S + 'compose/' },
+    },
   ],
   options: {
     doNotFollow: { path: ['node_modules', '^packages/[^/]+/dist/'] },

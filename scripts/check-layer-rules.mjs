@@ -151,6 +151,11 @@ const PLANTS = {
     '../../server.js',
     'packages/server/src/server.ts',
   ],
+  'only-the-composition-root-imports-compose': [
+    'packages/server/src/core/model-manager.ts',
+    '../compose/readiness.js',
+    'packages/server/src/compose/readiness.ts',
+  ],
 };
 
 const rules = config.forbidden.map((r) => r.name);

@@ -85,6 +85,209 @@ interface ServableContext<A> {
   readonly cache: ResponseCache | undefined;
 }
 
+/** One `withServable` scope: the pinned version and what its runs report to. */
+interface Scope<A> {
+  readonly handle: ServableHandle<A>;
+  readonly context: ServableContext<A>;
+  readonly call: CallOptions;
+  /** Runs started in the scope; the version is released after the last one settles. */
+  readonly runs: Promise<unknown>[];
+  readonly isOpen: () => boolean;
+  readonly observer: InferenceObserver | undefined;
+  readonly stats: RequestStatistics | undefined;
+}
+
+function resolveSignature<A>(s: Scope<A>, name?: string): { name: string; signature: Signature } {
+  const { signatures } = s.context;
+  const resolved = signatureNameOf(name);
+  if (!Object.hasOwn(signatures, resolved)) {
+    throw new ServingError(Code.FAILED_PRECONDITION, `Serving signature key "${resolved}" not found.`);
+  }
+  return { name: resolved, signature: signatures[resolved]! };
+}
+
+/** A predict told to the observer: its start (inputs still intact) and its outcome. */
+function observedPredict<A>(
+  s: Scope<A>,
+  observer: InferenceObserver,
+  request: ServablePredictRequest,
+  options: CallOptions,
+): Promise<Record<string, Tensor>> {
+  const { handle } = s;
+  const { logger } = s.context;
+  const started = performance.now();
+  let timings: PredictEnd['timings'];
+  const onTimings = (t: NonNullable<PredictEnd['timings']>): void => {
+    timings = t;
+  };
+  let done: ((end: PredictEnd) => void) | undefined;
+  try {
+    done = observer.predictStarting({
+      model: handle.name,
+      version: handle.version,
+      signatureName: signatureNameOf(request.signatureName),
+      inputs: request.inputs,
+      outputFilter: request.outputFilter ?? [],
+      signal: options.signal ?? s.call.signal,
+    });
+  } catch (error) {
+    logger.warn('inference observer failed', { error });
+  }
+  if (done === undefined) return runScoped(s, request, options, undefined);
+  const report = (code: Code, outputs: Record<string, Tensor> | undefined): void => {
+    try {
+      done({ code, outputs, timings, durationMs: performance.now() - started });
+    } catch (error) {
+      logger.warn('inference observer failed', { error });
+    }
+  };
+  return runScoped(s, request, options, onTimings).then(
+    (outputs) => {
+      report(Code.OK, outputs);
+      return outputs;
+    },
+    (error: unknown) => {
+      report(error instanceof ServingError ? error.code : Code.INTERNAL, undefined);
+      throw error;
+    },
+  );
+}
+
+/** Admission as the run is about to be submitted; a shed request counts as one that reached the model. */
+function admitRun<A>(s: Scope<A>, signal: AbortSignal | undefined, options: CallOptions): void {
+  const { session, name } = s.handle;
+  const { admission, pending } = s.context;
+  try {
+    // An admitted request's run is about to be submitted: it now counts as queued.
+    if (signal !== undefined) pending.take(session, signal);
+    checkAdmission(session, admission, name, options.deadline ?? s.call.deadline, pending.count(session));
+  } catch (error) {
+    s.stats?.predicting();
+    throw error;
+  }
+}
+
+/** The requested outputs by alias; a missing one is the session's fault (INTERNAL). */
+function requestedOutputs<A>(
+  s: Scope<A>,
+  sig: Signature,
+  aliases: readonly string[],
+  results: Readonly<Record<string, Tensor>>,
+): Record<string, Tensor> {
+  const outputs: Record<string, Tensor> = {};
+  for (const alias of aliases) {
+    const tensor = results[sig.outputs[alias]!.name];
+    if (tensor === undefined) {
+      s.context.logger.error('Session did not return a requested output', {
+        model: s.handle.name,
+        version: s.handle.version,
+        output: alias,
+      });
+      throw internal(`Model did not produce output ${alias}`);
+    }
+    outputs[alias] = tensor;
+  }
+  return outputs;
+}
+
+/** Starts the session run of model inputs (by alias) and records it among the scope's runs. */
+function startRun<A>(
+  s: Scope<A>,
+  request: ServablePredictRequest,
+  run: { name: string; sig: Signature; modelSignature: Signature; adapted: boolean },
+  byAlias: Readonly<Record<string, Tensor>>,
+  outputNames: string[],
+  signal: AbortSignal | undefined,
+  onTimings: RunOptions['onTimings'],
+): Promise<Record<string, Tensor>> {
+  const { session } = s.handle;
+  const inputs: Record<string, Tensor> = {};
+  for (const [alias, tensor] of Object.entries(byAlias)) {
+    inputs[run.modelSignature.inputs[alias]!.name] = tensor;
+  }
+  const runs = run.sig.runs ?? run.name;
+  const record = s.stats?.runStarting(itemsOf(run.modelSignature, byAlias));
+  const running = session.run(inputs, {
+    signal,
+    outputNames,
+    transfer: run.adapted ? undefined : request.ownedBuffers,
+    lease: request.outputLease,
+    onTimings:
+      record === undefined
+        ? onTimings
+        : (t) => {
+            record.options.onTimings(t);
+            onTimings?.(t);
+          },
+    onExecution: record?.options.onExecution,
+    ...(runs === DEFAULT_SIGNATURE_NAME && session.signatures === undefined ? {} : { signatureName: runs }),
+  });
+  s.runs.push(
+    running.then(
+      () => record?.ended(),
+      () => record?.ended(),
+    ),
+  );
+  return running;
+}
+
+async function runScoped<A>(
+  s: Scope<A>,
+  request: ServablePredictRequest,
+  options: CallOptions,
+  onTimings: RunOptions['onTimings'],
+): Promise<Record<string, Tensor>> {
+  const { handle, context } = s;
+  const { cache } = context;
+  if (!s.isOpen()) throw internal('Servable used after its scope ended');
+  const signal = options.signal ?? s.call.signal;
+  // A request counts (success or fail) once it reaches the model: shed or cancelled ones
+  // do, malformed ones do not (Triton counts neither requests it refuses in validation).
+  if (signal?.aborted) {
+    s.stats?.predicting();
+    throw abortError(signal);
+  }
+  const { name, signature: sig } = resolveSignature(s, request.signatureName);
+  admitRun(s, signal, options);
+  const adapted = sig.adapter !== undefined && request.modelInputs !== true;
+  const modelSignature: Signature = { ...sig, inputs: sig.modelInputs ?? sig.inputs };
+  validateInputs(adapted ? sig : modelSignature, request.inputs);
+  const aliases = validateOutputFilter(sig, request.outputFilter);
+  const key =
+    cache === undefined
+      ? undefined
+      : responseCacheKey(
+          handle.name,
+          handle.version,
+          `${name}${request.modelInputs === true ? '#model' : ''}`,
+          aliases,
+          request.inputs,
+        );
+  if (key !== undefined) {
+    const cached = cache!.lookup(key, handle.name);
+    if (cached !== undefined) return cached;
+  }
+  let byAlias = request.inputs;
+  if (adapted) {
+    byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
+    validateInputs(modelSignature, byAlias);
+  }
+  s.stats?.predicting();
+  const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
+  const running = startRun(
+    s,
+    request,
+    { name, sig, modelSignature, adapted },
+    byAlias,
+    outputNames,
+    signal,
+    onTimings,
+  );
+  const outputs = requestedOutputs(s, sig, aliases, await raceAbort(running, signal));
+  if (key !== undefined) cache!.insert(key, handle.name, handle.version, outputs);
+  return outputs;
+}
+
 /**
  * The servable a `withServable` callback sees. Runs it starts are recorded so that the
  * version is released only after the last one settles, even when the caller was
@@ -93,168 +296,24 @@ interface ServableContext<A> {
 function scopedServable<A>(
   handle: ServableHandle<A>,
   context: ServableContext<A>,
-  scope: CallOptions,
+  call: CallOptions,
   runs: Promise<unknown>[],
   isOpen: () => boolean,
   observer: InferenceObserver | undefined,
   stats: RequestStatistics | undefined,
 ): Servable<A> {
-  const { session } = handle;
-  const { logger, admission, pending, signatures, cache } = context;
-  const signature = (name?: string): { name: string; signature: Signature } => {
-    const resolved = signatureNameOf(name);
-    if (!Object.hasOwn(signatures, resolved)) {
-      throw new ServingError(Code.FAILED_PRECONDITION, `Serving signature key "${resolved}" not found.`);
-    }
-    return { name: resolved, signature: signatures[resolved]! };
-  };
+  const s: Scope<A> = { handle, context, call, runs, isOpen, observer, stats };
   return {
     name: handle.name,
     version: handle.version,
-    signatures,
+    signatures: context.signatures,
     assets: handle.assets,
-    signature,
-    predict(request: ServablePredictRequest, options: CallOptions = {}) {
-      if (observer === undefined) return run(request, options, undefined);
-      // --- observer hook: told of the start (inputs still intact) and of the outcome.
-      const started = performance.now();
-      let timings: PredictEnd['timings'];
-      const onTimings = (t: NonNullable<PredictEnd['timings']>): void => {
-        timings = t;
-      };
-      let done: ((end: PredictEnd) => void) | undefined;
-      try {
-        done = observer.predictStarting({
-          model: handle.name,
-          version: handle.version,
-          signatureName: signatureNameOf(request.signatureName),
-          inputs: request.inputs,
-          outputFilter: request.outputFilter ?? [],
-          signal: options.signal ?? scope.signal,
-        });
-      } catch (error) {
-        logger.warn('inference observer failed', { error });
-      }
-      if (done === undefined) return run(request, options, undefined);
-      const report = (code: Code, outputs: Record<string, Tensor> | undefined): void => {
-        try {
-          done({ code, outputs, timings, durationMs: performance.now() - started });
-        } catch (error) {
-          logger.warn('inference observer failed', { error });
-        }
-      };
-      return run(request, options, onTimings).then(
-        (outputs) => {
-          report(Code.OK, outputs);
-          return outputs;
-        },
-        (error: unknown) => {
-          report(error instanceof ServingError ? error.code : Code.INTERNAL, undefined);
-          throw error;
-        },
-      );
-    },
+    signature: (name) => resolveSignature(s, name),
+    predict: (request, options = {}) =>
+      observer === undefined
+        ? runScoped(s, request, options, undefined)
+        : observedPredict(s, observer, request, options),
   };
-
-  async function run(
-    request: ServablePredictRequest,
-    options: CallOptions,
-    onTimings: RunOptions['onTimings'],
-  ): Promise<Record<string, Tensor>> {
-    if (!isOpen()) throw internal('Servable used after its scope ended');
-    const signal = options.signal ?? scope.signal;
-    // A request counts (success or fail) once it reaches the model: shed or cancelled ones
-    // do, malformed ones do not (Triton counts neither requests it refuses in validation).
-    if (signal?.aborted) {
-      stats?.predicting();
-      throw abortError(signal);
-    }
-    const { name, signature: sig } = signature(request.signatureName);
-    try {
-      // An admitted request's run is about to be submitted: it now counts as queued.
-      if (signal !== undefined) pending.take(session, signal);
-      checkAdmission(
-        session,
-        admission,
-        handle.name,
-        options.deadline ?? scope.deadline,
-        pending.count(session),
-      );
-    } catch (error) {
-      stats?.predicting();
-      throw error;
-    }
-    const adapted = sig.adapter !== undefined && request.modelInputs !== true;
-    const modelSignature: Signature = { ...sig, inputs: sig.modelInputs ?? sig.inputs };
-    validateInputs(adapted ? sig : modelSignature, request.inputs);
-    const aliases = validateOutputFilter(sig, request.outputFilter);
-    const key =
-      cache === undefined
-        ? undefined
-        : responseCacheKey(
-            handle.name,
-            handle.version,
-            `${name}${request.modelInputs === true ? '#model' : ''}`,
-            aliases,
-            request.inputs,
-          );
-    if (key !== undefined) {
-      const cached = cache!.lookup(key, handle.name);
-      if (cached !== undefined) return cached;
-    }
-    let byAlias = request.inputs;
-    if (adapted) {
-      byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
-      validateInputs(modelSignature, byAlias);
-    }
-    stats?.predicting();
-    const inputs: Record<string, Tensor> = {};
-    for (const [alias, tensor] of Object.entries(byAlias)) {
-      inputs[modelSignature.inputs[alias]!.name] = tensor;
-    }
-    const outputNames = aliases.map((alias) => sig.outputs[alias]!.name);
-    const runs_ = sig.runs ?? name;
-    const record = stats?.runStarting(itemsOf(modelSignature, byAlias));
-    const running = session.run(inputs, {
-      signal,
-      outputNames,
-      transfer: adapted ? undefined : request.ownedBuffers,
-      lease: request.outputLease,
-      onTimings:
-        record === undefined
-          ? onTimings
-          : (t) => {
-              record.options.onTimings(t);
-              onTimings?.(t);
-            },
-      onExecution: record?.options.onExecution,
-      ...(runs_ === DEFAULT_SIGNATURE_NAME && session.signatures === undefined
-        ? {}
-        : { signatureName: runs_ }),
-    });
-    runs.push(
-      running.then(
-        () => record?.ended(),
-        () => record?.ended(),
-      ),
-    );
-    const results = await raceAbort(running, signal);
-    const outputs: Record<string, Tensor> = {};
-    for (const alias of aliases) {
-      const tensor = results[sig.outputs[alias]!.name];
-      if (tensor === undefined) {
-        logger.error('Session did not return a requested output', {
-          model: handle.name,
-          version: handle.version,
-          output: alias,
-        });
-        throw internal(`Model did not produce output ${alias}`);
-      }
-      outputs[alias] = tensor;
-    }
-    if (key !== undefined) cache!.insert(key, handle.name, handle.version, outputs);
-    return outputs;
-  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { BatchingSample, ServingMetricsOptions } from './serving-metrics.js';
+import type { BatchingSample, ServingMetricsOptions } from './metric-sources.js';
 
 /**
  * A counter over totals another part keeps (monotonic per label), read at scrape time and

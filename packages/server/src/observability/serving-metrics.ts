@@ -1,14 +1,21 @@
 import { Code } from '@visionserve/protocol';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { InferenceObserver, PredictEnd, PredictStart } from '../core/inference-observer.js';
-import type { ModelState } from '../core/model-state.js';
 import type { VersionEvent } from '../core/version-entry.js';
 import type { RequestEnd } from '../frontends/shared/request-observer.js';
 import type { RequestRecord, RequestSink } from './request-hub.js';
 import { metricFactory } from './metric-factory.js';
+import type { ServingMetricsOptions } from './metric-sources.js';
 import { registerScrapeCollectors } from './scrape-collectors.js';
 import { TF_BATCH_THREAD_POOL, createTfsMetrics, type TfsMetrics } from './tfs-metrics.js';
 import { createVisionserveMetrics, type VisionserveMetrics } from './visionserve-metrics.js';
+
+export type {
+  BatchingSample,
+  ResponseCacheSample,
+  ServingMetricsOptions,
+  VersionStateSample,
+} from './metric-sources.js';
 
 /** One metric's values as prom-client reports them (histograms: `_bucket` with `le`, `_sum`, `_count`). */
 export interface MetricValues {
@@ -21,36 +28,6 @@ export interface MetricValues {
   }[];
 }
 
-/** One loaded version's state, for the model_state gauge. */
-export interface VersionStateSample {
-  readonly model: string;
-  readonly version: number;
-  readonly state: ModelState;
-}
-
-/** Counters of one batched version (the batching layer's snapshot has this shape). */
-export interface BatchingSample {
-  readonly model: string;
-  readonly version: number;
-  readonly batches: number;
-  readonly paddingRows: number;
-  readonly rejectedFull: number;
-  readonly queuedTasks: number;
-}
-
-/** The response cache's counters (core's ResponseCache stats have this shape). */
-export interface ResponseCacheSample {
-  /** Bytes and entries held now, and the byte bound. */
-  readonly bytes: number;
-  readonly entries: number;
-  readonly maxBytes: number;
-  /** Monotonic counters per model that opted in. */
-  readonly models: ReadonlyMap<
-    string,
-    { readonly hits: number; readonly misses: number; readonly evictions: number }
-  >;
-}
-
 /** A warmup that finished (the warmup layer's report has this shape). */
 export interface WarmupSample {
   readonly modelName: string;
@@ -58,30 +35,6 @@ export interface WarmupSample {
   readonly kind: string;
   readonly runs: number;
   readonly elapsedMs: number;
-}
-
-export interface ServingMetricsOptions {
-  /** States of every known version, read at scrape time. Default: none. */
-  readonly versionStates?: (() => readonly VersionStateSample[]) | undefined;
-  /** Runs queued per available version, read at scrape time. Default: none. */
-  readonly queueDepths?: (() => readonly { model: string; version: number; queued: number }[]) | undefined;
-  /** Batching counters, read at scrape time; undefined when batching is off. */
-  readonly batching?: (() => readonly BatchingSample[]) | undefined;
-  /** The response cache, read at scrape time; undefined when it is off (--response_cache_bytes=0). */
-  readonly responseCache?: (() => ResponseCacheSample | undefined) | undefined;
-  /** The in-flight budget, read at scrape time. Default: none. */
-  readonly inflight?: (() => { bytes: number; requests: number }) | undefined;
-  /** Requests refused by admission since start, per reason, read at scrape time. Default: none. */
-  readonly shed?: (() => ReadonlyMap<string, number>) | undefined;
-  /**
-   * The gRPC listener's connections, read at scrape time: open now, and ended by each
-   * connection limit since start. Default: none.
-   */
-  readonly grpcConnections?:
-    | (() => { readonly open: number; readonly limitCloses: ReadonlyMap<string, number> } | undefined)
-    | undefined;
-  /** Export process metrics (CPU, memory, event-loop lag, GC) with the `visionserve_` prefix. Default true. */
-  readonly processMetrics?: boolean | undefined;
 }
 
 export interface ServingMetrics extends RequestSink, InferenceObserver {

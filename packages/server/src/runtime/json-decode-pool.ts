@@ -66,10 +66,9 @@ const INITIAL_MS_PER_BYTE = 1e-5;
 const EWMA = 0.2;
 
 interface Job {
-  readonly bytes: number;
   readonly message: ToDecodeWorker;
   readonly transfer: ArrayBuffer[];
-  /** Settles the decode: the thread's reply, or undefined (read it here instead). */
+  /** Settles the read: the thread's reply, or undefined (read it here instead). */
   readonly resolve: (message: FromDecodeWorker | undefined) => void;
 }
 
@@ -79,248 +78,265 @@ interface DecodeThread {
   job: Job | undefined;
 }
 
-export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecodePool {
-  const { threads, maxWaitMs, logger } = options;
-  const minBytes = options.minBytes ?? 65_536;
-  const limits = options.limits ?? NO_JSON_LIMITS;
-  let msPerByte = INITIAL_MS_PER_BYTE;
-  let admittedBytes = 0;
-  let nextId = 1;
-  let closed = false;
-  const pool: DecodeThread[] = [];
+/** The pool's state, shared by the module-level functions below. */
+interface Decoder {
+  readonly options: JsonDecodePoolOptions;
+  readonly threads: number;
+  readonly minBytes: number;
+  readonly logger: Logger;
+  /** Decode speed estimate (EWMA), ms per byte. */
+  msPerByte: number;
+  /** Bytes of admitted bodies not decoded yet. */
+  admittedBytes: number;
+  nextId: number;
+  closed: boolean;
+  readonly pool: DecodeThread[];
   /** Bodies waiting for a free thread, oldest first. */
-  const queue: Job[] = [];
-  const counts = { offThread: 0, inline: 0 };
-  const bodies = createSharedBodyPool({ maxBytes: options.sharedBodyBytes, minSlotBytes: minBytes });
+  readonly queue: Job[];
+  readonly limits: JsonLimits;
+  readonly counts: { offThread: number; inline: number };
+  readonly bodies: ReturnType<typeof createSharedBodyPool>;
   /** The slots' memory (a body in one owns the slot's memory after it too). */
-  const slots = new WeakSet<ArrayBufferLike>();
+  readonly slots: WeakSet<ArrayBufferLike>;
+}
 
-  const measured = (bytes: number, ms: number): void => {
-    if (bytes >= minBytes) msPerByte += EWMA * (ms / bytes - msPerByte);
-  };
+function measured(d: Decoder, bytes: number, ms: number): void {
+  if (bytes >= d.minBytes) d.msPerByte += EWMA * (ms / bytes - d.msPerByte);
+}
 
-  const backlogMs = (): number => (admittedBytes * msPerByte) / Math.max(1, threads);
+function retire(d: Decoder, thread: DecodeThread, why: string, error?: unknown): void {
+  const at = d.pool.indexOf(thread);
+  if (at < 0) return;
+  d.pool.splice(at, 1);
+  const job = thread.job;
+  thread.job = undefined;
+  if (job !== undefined || error !== undefined) {
+    d.logger.error('JSON decode thread stopped; its body is read on the event loop', {
+      why,
+      pending: job === undefined ? 0 : 1,
+      error,
+    });
+  }
+  job?.resolve(undefined);
+  dispatch(d);
+}
 
-  const retire = (thread: DecodeThread, why: string, error?: unknown): void => {
-    const at = pool.indexOf(thread);
-    if (at < 0) return;
-    pool.splice(at, 1);
+function spawn(d: Decoder): DecodeThread {
+  const { options } = d;
+  // Without V8's memory reducer, like the inference workers: its full GCs ran on the decode
+  // thread between bodies, inside the next request's latency (worker-memory-reducer.ts).
+  const worker = startWithoutMemoryReducer(
+    () =>
+      new Worker(options.workerUrl ?? WORKER_URL, {
+        workerData: { nice: options.threadNice ?? 0, limits: d.limits },
+      }),
+  );
+  worker.unref();
+  const thread: DecodeThread = { worker, job: undefined };
+  worker.on('message', (reply: FromDecodeWorker) => {
     const job = thread.job;
+    if (job === undefined || job.message.id !== reply.id) return;
     thread.job = undefined;
-    if (job !== undefined || error !== undefined) {
-      logger.error('JSON decode thread stopped; its body is read on the event loop', {
-        why,
-        pending: job === undefined ? 0 : 1,
-        error,
-      });
-    }
-    job?.resolve(undefined);
-    dispatch();
-  };
-
-  const spawn = (): DecodeThread => {
-    // Without V8's memory reducer, like the inference workers: its full GCs ran on the decode
-    // thread between bodies, inside the next request's latency (worker-memory-reducer.ts).
-    const worker = startWithoutMemoryReducer(
-      () =>
-        new Worker(options.workerUrl ?? WORKER_URL, {
-          workerData: { nice: options.threadNice ?? 0, limits },
-        }),
-    );
     worker.unref();
-    const thread: DecodeThread = { worker, job: undefined };
-    worker.on('message', (reply: FromDecodeWorker) => {
-      const job = thread.job;
-      if (job === undefined || job.message.id !== reply.id) return;
-      thread.job = undefined;
-      worker.unref();
-      if (reply.failure !== undefined)
-        logger.error('JSON decode thread failed on a body', { error: reply.failure });
-      job.resolve(reply);
-      dispatch();
-    });
-    worker.on('error', (error) => {
-      retire(thread, 'error', error);
-    });
-    worker.on('exit', (code) => {
-      retire(thread, `exit ${code}`);
-    });
-    pool.push(thread);
-    return thread;
-  };
+    if (reply.failure !== undefined)
+      d.logger.error('JSON decode thread failed on a body', { error: reply.failure });
+    job.resolve(reply);
+    dispatch(d);
+  });
+  worker.on('error', (error) => {
+    retire(d, thread, 'error', error);
+  });
+  worker.on('exit', (code) => {
+    retire(d, thread, `exit ${code}`);
+  });
+  d.pool.push(thread);
+  return thread;
+}
 
-  /**
-   * Hands waiting bodies to free threads, starting threads up to `threads`: a body waits only
-   * while every thread reads another, never behind a body queued on a busy thread.
-   */
-  const dispatch = (): void => {
-    while (queue.length > 0) {
-      let thread = pool.find((t) => t.job === undefined);
-      if (thread === undefined && pool.length < threads && !closed) thread = spawn();
-      if (thread === undefined) return;
-      const job = queue.shift()!;
-      thread.job = job;
-      // A thread holds the process open only while it reads a body.
-      thread.worker.ref();
-      thread.worker.postMessage(job.message, job.transfer);
-    }
-  };
+/**
+ * Hands waiting bodies to free threads, starting threads up to `threads`: a body waits only
+ * while every thread reads another, never behind a body queued on a busy thread.
+ */
+function dispatch(d: Decoder): void {
+  while (d.queue.length > 0) {
+    let thread = d.pool.find((t) => t.job === undefined);
+    if (thread === undefined && d.pool.length < d.threads && !d.closed) thread = spawn(d);
+    if (thread === undefined) return;
+    const job = d.queue.shift()!;
+    thread.job = job;
+    // A thread holds the process open only while it reads a body.
+    thread.worker.ref();
+    thread.worker.postMessage(job.message, job.transfer);
+  }
+}
 
-  /** The read on the event loop; `general`: a tfs-predict body the reader refuses is parsed generally. */
-  const inline = (format: FastJsonFormat, bytes: Uint8Array, general: boolean): unknown => {
-    counts.inline++;
-    const started = performance.now();
-    try {
-      const fast = readFastJsonBody(format, bytes, undefined, limits);
-      if (fast !== undefined) return fast;
-      checkJsonLimits(bytes, limits);
-      return general
-        ? parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'))
-        : undefined;
-    } finally {
-      measured(bytes.byteLength, performance.now() - started);
-    }
-  };
+/** The read on the event loop; `general`: a tfs-predict body the reader refuses is parsed generally. */
+function inline(d: Decoder, format: FastJsonFormat, bytes: Uint8Array, general: boolean): unknown {
+  d.counts.inline++;
+  const started = performance.now();
+  try {
+    const fast = readFastJsonBody(format, bytes, undefined, d.limits);
+    if (fast !== undefined) return fast;
+    // What the reader did not take goes to JSON.parse (here or in the caller): only within the limits.
+    checkJsonLimits(bytes, d.limits);
+    return general
+      ? parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'))
+      : undefined;
+  } finally {
+    measured(d, bytes.byteLength, performance.now() - started);
+  }
+}
 
-  /**
-   * The thread's reply for one body, once a thread is free to read it; rejects with the
-   * ticket's abort reason when the request is aborted (deadline, client gone) while its body
-   * still waits for a thread: it leaves the queue unread.
-   */
-  const onThread = (
-    format: FastJsonFormat,
-    bytes: Uint8Array,
-    general: boolean,
-    signal: AbortSignal | undefined,
-  ): Promise<FromDecodeWorker | undefined> => {
-    // The thread reads shared memory as it is; other bodies it gets a copy of: the caller
-    // keeps `bytes` (inexact numbers are read again from it, and it is the fallback if the
-    // thread dies).
-    const shared = bytes.buffer instanceof SharedArrayBuffer;
-    const copy = shared ? bytes : new Uint8Array(bytes);
-    const message: ToDecodeWorker = {
-      id: nextId++,
-      format,
-      bytes: copy,
-      ...(general ? { general } : {}),
-      ...(shared && slots.has(bytes.buffer) && bytes.byteOffset === 0 ? { tail: true } : {}),
+/**
+ * A body's reply from a decode thread once one is free to read it (undefined when the thread
+ * stopped before answering); rejects with the signal's reason when the request aborts
+ * (deadline, client gone) while the body still waits: it leaves the queue unread. A body a
+ * thread reads already is read to the end (the thread may be writing into a lent slot that
+ * must not be lent again before it is done).
+ */
+function readOffThread(
+  d: Decoder,
+  format: FastJsonFormat,
+  bytes: Uint8Array,
+  general: boolean,
+  signal: AbortSignal | undefined,
+): Promise<FromDecodeWorker | undefined> {
+  // The thread reads shared memory as it is; other bodies it gets a copy of: the caller
+  // keeps `bytes` (inexact numbers are read again from it, and it is the fallback if the
+  // thread dies).
+  const shared = bytes.buffer instanceof SharedArrayBuffer;
+  const copy = shared ? bytes : new Uint8Array(bytes);
+  const message: ToDecodeWorker = {
+    id: d.nextId++,
+    format,
+    bytes: copy,
+    ...(general ? { general } : {}),
+    ...(shared && d.slots.has(bytes.buffer) && bytes.byteOffset === 0 ? { tail: true } : {}),
+  };
+  return new Promise<FromDecodeWorker | undefined>((resolve, reject) => {
+    const onAbort = (): void => {
+      const at = d.queue.indexOf(job);
+      if (at < 0) return;
+      d.queue.splice(at, 1);
+      reject(signal!.reason as Error);
     };
-    return new Promise<FromDecodeWorker | undefined>((resolve, reject) => {
-      // A body a thread reads already is read to the end (the thread may be writing into a
-      // lent slot that must not be lent again before it is done); one still waiting leaves.
-      const onAbort = (): void => {
-        const at = queue.indexOf(job);
-        if (at < 0) return;
-        queue.splice(at, 1);
-        reject(signal!.reason as Error);
-      };
-      const job: Job = {
-        bytes: bytes.byteLength,
-        message,
-        transfer: shared ? [] : [copy.buffer as ArrayBuffer],
-        resolve: (reply) => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve(reply);
-        },
-      };
-      if (signal?.aborted === true) {
-        reject(signal.reason as Error);
-        return;
-      }
-      signal?.addEventListener('abort', onAbort, { once: true });
-      queue.push(job);
-      dispatch();
-    });
-  };
-
-  const decode = async (
-    format: FastJsonFormat,
-    bytes: Uint8Array,
-    ticket: DecodeTicket | undefined,
-    general: boolean,
-  ): Promise<unknown> => {
-    try {
-      if (threads <= 0 || closed || bytes.byteLength < minBytes) return inline(format, bytes, general);
-      const reply = await onThread(format, bytes, general, ticket?.signal);
-      if (reply === undefined) return inline(format, bytes, general);
-      counts.offThread++;
-      measured(bytes.byteLength, reply.ms);
-      if (reply.error !== undefined) throw new ServingError(reply.error.code, reply.error.message);
-      if (reply.failure !== undefined) return general ? inline(format, bytes, general) : undefined;
-      return reply.body === undefined ? undefined : fastBodyFromMessage(reply.body, bytes);
-    } finally {
-      ticket?.release();
+    const job: Job = {
+      message,
+      transfer: shared ? [] : [copy.buffer as ArrayBuffer],
+      resolve: (reply) => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(reply);
+      },
+    };
+    if (signal?.aborted === true) {
+      reject(signal.reason as Error);
+      return;
     }
-  };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    d.queue.push(job);
+    dispatch(d);
+  });
+}
 
-  const read = (format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown> =>
-    decode(format, bytes, ticket, false);
+async function decode(
+  d: Decoder,
+  format: FastJsonFormat,
+  bytes: Uint8Array,
+  ticket: DecodeTicket | undefined,
+  general: boolean,
+): Promise<unknown> {
+  try {
+    if (d.threads <= 0 || d.closed || bytes.byteLength < d.minBytes) return inline(d, format, bytes, general);
+    const reply = await readOffThread(d, format, bytes, general, ticket?.signal);
+    if (reply === undefined) return inline(d, format, bytes, general);
+    d.counts.offThread++;
+    measured(d, bytes.byteLength, reply.ms);
+    if (reply.error !== undefined) throw new ServingError(reply.error.code, reply.error.message);
+    if (reply.failure !== undefined) return general ? inline(d, format, bytes, general) : undefined;
+    return reply.body === undefined ? undefined : fastBodyFromMessage(reply.body, bytes);
+  } finally {
+    ticket?.release();
+  }
+}
 
+function admit(d: Decoder, bytes: number, signal: AbortSignal | undefined): DecodeTicket {
+  const { maxWaitMs } = d.options;
+  const size = Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
+  if (maxWaitMs > 0 && d.admittedBytes > 0) {
+    const wait = ((d.admittedBytes + size) * d.msPerByte) / Math.max(1, d.threads);
+    if (wait > maxWaitMs) {
+      const error = new ServingError(
+        Code.UNAVAILABLE,
+        `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
+        { reason: 'overloaded' },
+      );
+      d.options.onShed?.(undefined, error);
+      throw error;
+    }
+  }
+  d.admittedBytes += size;
+  let held = true;
   return {
-    admit(bytes, call) {
-      const size = Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
-      if (maxWaitMs > 0 && admittedBytes > 0) {
-        const wait = ((admittedBytes + size) * msPerByte) / Math.max(1, threads);
-        if (wait > maxWaitMs) {
-          const error = new ServingError(
-            Code.UNAVAILABLE,
-            `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
-            { reason: 'overloaded' },
-          );
-          options.onShed?.(undefined, error);
-          throw error;
-        }
-      }
-      admittedBytes += size;
-      let held = true;
-      return {
-        signal: call?.signal,
-        release() {
-          if (!held) return;
-          held = false;
-          admittedBytes -= size;
-        },
-      };
+    signal,
+    release() {
+      if (!held) return;
+      held = false;
+      d.admittedBytes -= size;
     },
+  };
+}
 
+async function close(d: Decoder): Promise<void> {
+  d.closed = true;
+  const stopping = d.pool.splice(0);
+  for (const t of stopping) {
+    t.job?.resolve(undefined);
+    t.job = undefined;
+  }
+  for (const job of d.queue.splice(0)) job.resolve(undefined);
+  await Promise.all(stopping.map((t) => t.worker.terminate()));
+}
+
+export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecodePool {
+  const minBytes = options.minBytes ?? 65_536;
+  const d: Decoder = {
+    options,
+    threads: options.threads,
+    minBytes,
+    logger: options.logger,
+    msPerByte: INITIAL_MS_PER_BYTE,
+    admittedBytes: 0,
+    nextId: 1,
+    closed: false,
+    pool: [],
+    queue: [],
+    limits: options.limits ?? NO_JSON_LIMITS,
+    counts: { offThread: 0, inline: 0 },
+    bodies: createSharedBodyPool({ maxBytes: options.sharedBodyBytes, minSlotBytes: minBytes }),
+    slots: new WeakSet(),
+  };
+  const read = (format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown> =>
+    decode(d, format, bytes, ticket, false);
+  return {
+    admit: (bytes, call) => admit(d, bytes, call?.signal),
     bodyBuffer(bytes) {
-      if (threads <= 0 || closed || !(bytes >= minBytes)) return undefined;
+      if (d.threads <= 0 || d.closed || !(bytes >= minBytes)) return undefined;
       // Twice the body: the decoded values go into the second half (ToDecodeWorker.tail).
-      const slot = bodies.acquire(bytes, 2 * bytes);
-      if (slot !== undefined) slots.add(slot.bytes.buffer);
+      const slot = d.bodies.acquire(bytes, 2 * bytes);
+      if (slot !== undefined) d.slots.add(slot.bytes.buffer);
       return slot;
     },
-
     async readNumericPredictBody(bytes, ticket) {
       return (await read('tfs-predict', bytes, ticket)) as NumericPredictBody | undefined;
     },
-
-    readTfsPredictBody(bytes, ticket) {
-      return decode('tfs-predict', bytes, ticket, true);
-    },
-
+    readTfsPredictBody: (bytes, ticket) => decode(d, 'tfs-predict', bytes, ticket, true),
     read,
-
-    backlogMs,
-    counts,
-
-    bodySlots() {
-      return { lent: bodies.lent, keptBytes: bodies.keptBytes };
-    },
-
+    backlogMs: () => (d.admittedBytes * d.msPerByte) / Math.max(1, d.threads),
+    counts: d.counts,
+    bodySlots: () => ({ lent: d.bodies.lent, keptBytes: d.bodies.keptBytes }),
     prestart() {
-      if (!closed && threads > 0 && pool.length === 0) spawn();
+      if (!d.closed && d.threads > 0 && d.pool.length === 0) spawn(d);
     },
-
-    async close() {
-      closed = true;
-      const stopping = pool.splice(0);
-      for (const t of stopping) {
-        t.job?.resolve(undefined);
-        t.job = undefined;
-      }
-      for (const job of queue.splice(0)) job.resolve(undefined);
-      await Promise.all(stopping.map((t) => t.worker.terminate()));
-    },
+    close: () => close(d),
   };
 }

@@ -102,6 +102,234 @@ function routeName(route: HttpRoute, method: string): string {
 /** Node's request handler signature. */
 export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
 
+/** The edge's state, shared by the module-level functions below. */
+interface Edge {
+  readonly options: HttpEdgeOptions;
+  /** Responses not finished yet. */
+  readonly active: Set<ServerResponse>;
+  draining: boolean;
+  /** The code of the error each response answered (for observers). */
+  readonly errorCodes: WeakMap<ServerResponse, Code>;
+  /** Requests sent with `Expect: 100-continue` whose body no route has asked for yet. */
+  readonly awaitingContinue: WeakSet<IncomingMessage>;
+}
+
+/** One request's bookkeeping until its response closes. */
+interface RequestState {
+  reservation: Reservation | undefined;
+  observed: ((end: RequestEnd) => void) | undefined;
+  bytesIn: number;
+}
+
+interface Found {
+  readonly api: HttpApi;
+  readonly route: HttpRoute | undefined;
+  readonly params: RegExpExecArray | undefined;
+  /** Methods of the routes whose path matched (for a 405's Allow). */
+  readonly allow: string[];
+}
+
+function findRoute(apis: readonly HttpApi[], method: string, path: string): Found | undefined {
+  const allow: string[] = [];
+  for (const api of apis) {
+    let pathMatched = false;
+    for (const route of api.routes) {
+      const params = typeof route.path === 'string' ? undefined : (route.path.exec(path) ?? null);
+      if (params === null || (params === undefined && route.path !== path)) continue;
+      pathMatched = true;
+      if (route.methods.includes(method)) return { api, route, params, allow };
+      allow.push(...route.methods);
+    }
+    if (pathMatched || api.owns?.test(path) === true)
+      return { api, route: undefined, params: undefined, allow };
+  }
+  return undefined;
+}
+
+/** The one error reply: status from the API's overrides, else TF Serving's code mapping. */
+function reply(
+  edge: Edge,
+  api: HttpApi | undefined,
+  req: IncomingMessage,
+  res: ServerResponse,
+  error: unknown,
+): void {
+  const { logger } = edge.options;
+  if (res.destroyed) {
+    logger.debug('request ended after the client left', { api: api?.name, error });
+    return;
+  }
+  const serving = toServingError(error);
+  edge.errorCodes.set(res, serving.code);
+  if (!(error instanceof ServingError)) {
+    logger.error('internal error', { api: api?.name, error, method: req.method, url: req.url });
+  }
+  const reason = serving.reason;
+  const status =
+    (reason === undefined ? undefined : (api?.statusOverrides?.[reason] ?? EDGE_STATUS[reason])) ??
+    httpStatusFor(serving.code);
+  if (reason === 'body-too-large') {
+    sendBodyTooLarge(req, res, serving.message);
+    return;
+  }
+  const headers: Record<string, string> = {};
+  // RFC 7694: say which request encodings would have worked.
+  if (reason === 'unsupported-content-encoding') {
+    headers['Accept-Encoding'] = (api?.contentEncodings ?? ['gzip']).join(', ');
+  }
+  // A body left unread: sendJsonError closes the connection or lets Node drain it (send.ts).
+  if (reason === 'overloaded') headers['Retry-After'] = '1';
+  sendJsonError(res, status, serving.message, headers);
+}
+
+/** When the response closes: the reservation is released and the observer told. */
+function onResponseClose(edge: Edge, req: IncomingMessage, res: ServerResponse, rs: RequestState): void {
+  rs.reservation?.release();
+  edge.active.delete(res);
+  if (rs.observed === undefined) return;
+  const sent = res.writableFinished;
+  const status = sent ? res.statusCode : 499;
+  rs.observed({
+    status: String(status),
+    code: sent ? (edge.errorCodes.get(res) ?? codeForHttpStatus(status)) : Code.CANCELLED,
+    bytesIn: rs.bytesIn || Number(req.headers['content-length'] ?? 0) || 0,
+    bytesOut: sent ? Number(res.getHeader('content-length') ?? 0) || 0 : 0,
+  });
+}
+
+/** TF Serving's CORS on paths no API handles itself; true when the request was a preflight (answered). */
+function answerCors(req: IncomingMessage, res: ServerResponse, method: string): boolean {
+  for (const [name, value] of Object.entries(CORS_HEADERS)) res.setHeader(name, value);
+  if (method !== 'OPTIONS') return false;
+  const origin = req.headers.origin;
+  if (origin !== undefined && /^https?:\/\//i.test(origin)) {
+    res.writeHead(200, { 'Content-Length': '0' }).end();
+  } else {
+    sendJsonError(res, 400, 'Origin header is missing in CORS preflight');
+  }
+  return true;
+}
+
+/** A request no route takes: 404, or 405 with Allow when the path is known. */
+function answerUnrouted(
+  edge: Edge,
+  req: IncomingMessage,
+  res: ServerResponse,
+  rs: RequestState,
+  found: Found | undefined,
+  startedAt: number,
+): void {
+  const { options } = edge;
+  const method = req.method ?? '';
+  const path = (req.url ?? '/').split('?', 1)[0]!;
+  rs.observed = options.observer?.begin({
+    api: found?.api.name ?? 'none',
+    transport: 'http',
+    method: 'unmatched',
+    headers: req.headers,
+    signal: undefined,
+    startedAt,
+  });
+  if (found !== undefined && found.allow.length > 0) {
+    sendJsonError(res, 405, 'Method Not Allowed', { Allow: [...new Set(found.allow)].join(', ') });
+  } else {
+    sendJsonError(res, 404, options.notFoundMessage(method, path));
+  }
+}
+
+/** The request as routes see it: params, signal and deadline, credentials, the body on demand. */
+function contextFor(
+  edge: Edge,
+  req: IncomingMessage,
+  res: ServerResponse,
+  rs: RequestState,
+  found: Found,
+  watch: ReturnType<typeof watchRequest>,
+): HttpContext {
+  const { api, params } = found;
+  const { budget } = edge.options;
+  return {
+    req,
+    res,
+    method: req.method ?? '',
+    path: (req.url ?? '/').split('?', 1)[0]!,
+    params,
+    signal: watch.signal,
+    deadline: api.requestTimeoutMs > 0 ? Date.now() + api.requestTimeoutMs : undefined,
+    credentials: () => credentialsOf(req.headers, req.socket),
+    readBody: (limitBytes, placement) => {
+      if (edge.awaitingContinue.delete(req) && !res.headersSent) {
+        if (!edge.draining) res.removeHeader('Connection');
+        res.writeContinue();
+      }
+      return readBody(req, {
+        alignAt: placement?.alignAt,
+        into: placement?.into,
+        limitBytes: limitBytes ?? api.bodyLimitBytes,
+        decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
+        encodings: api.contentEncodings,
+        signal: watch.signal,
+        reserve:
+          budget === undefined
+            ? undefined
+            : (bytes) => {
+                if (rs.reservation === undefined) {
+                  rs.reservation = budget.tryReserve(bytes);
+                  return rs.reservation !== undefined;
+                }
+                return rs.reservation.grow(bytes);
+              },
+      }).then((body) => {
+        rs.bytesIn += body.byteLength;
+        return body;
+      });
+    },
+  };
+}
+
+function handle(edge: Edge, req: IncomingMessage, res: ServerResponse): void {
+  const { options } = edge;
+  edge.active.add(res);
+  if (edge.draining) res.setHeader('Connection', 'close');
+  const rs: RequestState = { reservation: undefined, observed: undefined, bytesIn: 0 };
+  res.once('close', () => {
+    onResponseClose(edge, req, res, rs);
+  });
+  const method = req.method ?? '';
+  const path = (req.url ?? '/').split('?', 1)[0]!;
+  if (options.cors === true && !options.apis.some((a) => a.corsPaths?.test(path) === true)) {
+    if (answerCors(req, res, method)) return;
+  }
+  const found = findRoute(options.apis, method, path);
+  const startedAt = options.observer === undefined ? 0 : performance.now();
+  if (found === undefined || (found.route === undefined && found.api.unmatched === undefined)) {
+    answerUnrouted(edge, req, res, rs, found, startedAt);
+    return;
+  }
+  const { api, route } = found;
+  const watch = watchRequest(res, api.requestTimeoutMs);
+  if (options.observer !== undefined) {
+    rs.observed = options.observer.begin({
+      api: api.name,
+      transport: 'http',
+      method: route === undefined ? 'unmatched' : routeName(route, method),
+      headers: req.headers,
+      signal: watch.signal,
+      startedAt,
+    });
+  }
+  const ctx = contextFor(edge, req, res, rs, found, watch);
+  new Promise<void>((resolve) => {
+    resolve(route === undefined ? api.unmatched!(ctx) : route.handle(ctx));
+  })
+    .catch((error: unknown) => {
+      reply(edge, api, req, res, error);
+    })
+    .finally(() => {
+      watch.dispose();
+    });
+}
+
 /**
  * The one HTTP edge every HTTP API is mounted on: routing (404 / 405 with Allow),
  * one AbortSignal per request (client disconnect, the API's deadline), body reading
@@ -110,207 +338,29 @@ export type HttpHandler = (req: IncomingMessage, res: ServerResponse) => void;
  * client can read it; internal faults are logged, never sent).
  */
 export function createHttpEdge(options: HttpEdgeOptions): HttpEdge {
-  const { apis, logger, budget } = options;
-  const active = new Set<ServerResponse>();
-  let draining = false;
-
-  const find = (
-    method: string,
-    path: string,
-  ):
-    | { api: HttpApi; route: HttpRoute | undefined; params: RegExpExecArray | undefined; allow: string[] }
-    | undefined => {
-    const allow: string[] = [];
-    for (const api of apis) {
-      let pathMatched = false;
-      for (const route of api.routes) {
-        const params = typeof route.path === 'string' ? undefined : (route.path.exec(path) ?? null);
-        if (params === null || (params === undefined && route.path !== path)) continue;
-        pathMatched = true;
-        if (route.methods.includes(method)) return { api, route, params, allow };
-        allow.push(...route.methods);
-      }
-      if (pathMatched || api.owns?.test(path) === true)
-        return { api, route: undefined, params: undefined, allow };
-    }
-    return undefined;
+  const edge: Edge = {
+    options,
+    active: new Set(),
+    draining: false,
+    errorCodes: new WeakMap(),
+    awaitingContinue: new WeakSet(),
   };
-
-  /** The code of the error each response answered (for observers). */
-  const errorCodes = new WeakMap<ServerResponse, Code>();
-
-  const reply = (
-    api: HttpApi | undefined,
-    req: IncomingMessage,
-    res: ServerResponse,
-    error: unknown,
-  ): void => {
-    if (res.destroyed) {
-      logger.debug('request ended after the client left', { api: api?.name, error });
-      return;
-    }
-    const serving = toServingError(error);
-    errorCodes.set(res, serving.code);
-    if (!(error instanceof ServingError)) {
-      logger.error('internal error', { api: api?.name, error, method: req.method, url: req.url });
-    }
-    const reason = serving.reason;
-    const status =
-      (reason === undefined ? undefined : (api?.statusOverrides?.[reason] ?? EDGE_STATUS[reason])) ??
-      httpStatusFor(serving.code);
-    if (reason === 'body-too-large') {
-      sendBodyTooLarge(req, res, serving.message);
-      return;
-    }
-    const headers: Record<string, string> = {};
-    // RFC 7694: say which request encodings would have worked.
-    if (reason === 'unsupported-content-encoding') {
-      headers['Accept-Encoding'] = (api?.contentEncodings ?? ['gzip']).join(', ');
-    }
-    if (reason === 'overloaded') headers['Retry-After'] = '1';
-    sendJsonError(res, status, serving.message, headers);
-  };
-
-  /** Requests sent with `Expect: 100-continue` whose body no route has asked for yet. */
-  const awaitingContinue = new WeakSet<IncomingMessage>();
-
   const handler: HttpHandler = (req, res) => {
-    active.add(res);
-    if (draining) res.setHeader('Connection', 'close');
-    let reservation: Reservation | undefined;
-    let observed: ((end: RequestEnd) => void) | undefined;
-    let bytesIn = 0;
-    res.once('close', () => {
-      reservation?.release();
-      active.delete(res);
-      if (observed !== undefined) {
-        const sent = res.writableFinished;
-        const status = sent ? res.statusCode : 499;
-        observed({
-          status: String(status),
-          code: sent ? (errorCodes.get(res) ?? codeForHttpStatus(status)) : Code.CANCELLED,
-          bytesIn: bytesIn || Number(req.headers['content-length'] ?? 0) || 0,
-          bytesOut: sent ? Number(res.getHeader('content-length') ?? 0) || 0 : 0,
-        });
-      }
-    });
-    const method = req.method ?? '';
-    const path = (req.url ?? '/').split('?', 1)[0]!;
-    if (options.cors === true && !apis.some((a) => a.corsPaths?.test(path) === true)) {
-      for (const [name, value] of Object.entries(CORS_HEADERS)) res.setHeader(name, value);
-      if (method === 'OPTIONS') {
-        const origin = req.headers.origin;
-        if (origin !== undefined && /^https?:\/\//i.test(origin)) {
-          res.writeHead(200, { 'Content-Length': '0' }).end();
-        } else {
-          sendJsonError(res, 400, 'Origin header is missing in CORS preflight');
-        }
-        return;
-      }
-    }
-    const found = find(method, path);
-    const startedAt = options.observer === undefined ? 0 : performance.now();
-    if (found === undefined) {
-      observed = options.observer?.begin({
-        api: 'none',
-        transport: 'http',
-        method: 'unmatched',
-        headers: req.headers,
-        signal: undefined,
-        startedAt,
-      });
-      sendJsonError(res, 404, options.notFoundMessage(method, path));
-      return;
-    }
-    const { api, route, params, allow } = found;
-    if (route === undefined && api.unmatched === undefined) {
-      observed = options.observer?.begin({
-        api: api.name,
-        transport: 'http',
-        method: 'unmatched',
-        headers: req.headers,
-        signal: undefined,
-        startedAt,
-      });
-      if (allow.length > 0) {
-        sendJsonError(res, 405, 'Method Not Allowed', { Allow: [...new Set(allow)].join(', ') });
-      } else {
-        sendJsonError(res, 404, options.notFoundMessage(method, path));
-      }
-      return;
-    }
-    const watch = watchRequest(res, api.requestTimeoutMs);
-    if (options.observer !== undefined) {
-      observed = options.observer.begin({
-        api: api.name,
-        transport: 'http',
-        method: route === undefined ? 'unmatched' : routeName(route, method),
-        headers: req.headers,
-        signal: watch.signal,
-        startedAt,
-      });
-    }
-    const ctx: HttpContext = {
-      req,
-      res,
-      method,
-      path,
-      params,
-      signal: watch.signal,
-      deadline: api.requestTimeoutMs > 0 ? Date.now() + api.requestTimeoutMs : undefined,
-      credentials: () => credentialsOf(req.headers, req.socket),
-      readBody: (limitBytes, placement) => {
-        if (awaitingContinue.delete(req) && !res.headersSent) {
-          if (!draining) res.removeHeader('Connection');
-          res.writeContinue();
-        }
-        return readBody(req, {
-          alignAt: placement?.alignAt,
-          into: placement?.into,
-          limitBytes: limitBytes ?? api.bodyLimitBytes,
-          decompressedLimitBytes: limitBytes ?? api.decompressedBodyLimitBytes ?? api.bodyLimitBytes,
-          encodings: api.contentEncodings,
-          signal: watch.signal,
-          reserve:
-            budget === undefined
-              ? undefined
-              : (bytes) => {
-                  if (reservation === undefined) {
-                    reservation = budget.tryReserve(bytes);
-                    return reservation !== undefined;
-                  }
-                  return reservation.grow(bytes);
-                },
-        }).then((body) => {
-          bytesIn += body.byteLength;
-          return body;
-        });
-      },
-    };
-    new Promise<void>((resolve) => {
-      resolve(route === undefined ? api.unmatched!(ctx) : route.handle(ctx));
-    })
-      .catch((error: unknown) => {
-        reply(api, req, res, error);
-      })
-      .finally(() => {
-        watch.dispose();
-      });
+    handle(edge, req, res);
   };
-
   return {
     handler,
     checkContinue(req, res) {
-      awaitingContinue.add(req);
+      edge.awaitingContinue.add(req);
       res.setHeader('Connection', 'close');
       handler(req, res);
     },
     get inFlight() {
-      return active.size;
+      return edge.active.size;
     },
     drain() {
-      draining = true;
-      for (const res of active) if (!res.headersSent) res.setHeader('Connection', 'close');
+      edge.draining = true;
+      for (const res of edge.active) if (!res.headersSent) res.setHeader('Connection', 'close');
     },
   };
 }

@@ -111,7 +111,11 @@ export function createRepositoryControl(options: RepositoryControlOptions): Repo
     if (failure === undefined) {
       throw notFound(`failed to load '${name}': no version directory with a model.onnx`);
     }
-    throw clientLoadFailure(failure, `failed to load '${name}': ${failure.message}`, Code.FAILED_PRECONDITION);
+    throw clientLoadFailure(
+      failure,
+      `failed to load '${name}': ${failure.message}`,
+      Code.FAILED_PRECONDITION,
+    );
   };
 
   return {
