@@ -13,6 +13,7 @@ Commands:
   predict <input>       send an image or tensor file to a server; print classes or detections
   inspect <model>       show a model's signature (.onnx file, repository or running server)
   transform             SageMaker Batch Transform on local files or s3:// (in-process or --endpoint)
+  video <source>        run a model on a video file or stream (ffmpeg): JSON lines, annotated video
   convert <dir>         convert a TensorFlow SavedModel to ONNX ahead of time; --setup installs the converter
   bench                 latency/throughput benchmark: raw onnxruntime vs in-process vs gRPC vs REST vs /invocations
   generate-demo <dir>   write the demo model repository (half_plus_two) into <dir>
@@ -27,6 +28,7 @@ const COMMANDS: Readonly<Record<string, () => Promise<Command>>> = {
   inspect: async () => (await import('./inspect-command.js')).inspect,
   bench: async () => (await import('./bench-command.js')).bench,
   transform: async () => (await import('./transform-command.js')).transform,
+  video: async () => (await import('./video-command.js')).video,
   convert: async () => (await import('./convert-command.js')).convert,
   'generate-demo': async () => (await import('./generate-demo-command.js')).generateDemo,
 };

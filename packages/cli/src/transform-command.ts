@@ -1,19 +1,27 @@
 import {
   type ExecutionParameters,
-  FLAGS,
   type RunningVisionServer,
   type S3Store,
-  configFromEnv,
-  createJsonLogger,
   createS3Store,
-  parseFlags,
-  resolveServerConfig,
-  startVisionServer,
 } from '@visionserve/server';
 import { httpStatusFor, toServingError } from '@visionserve/protocol';
 import { type Command, UsageError, createProgress } from './cli-args.js';
-import { type InvokeResult, type TransformInvoke, runTransformJob } from './transform/transform-job.js';
-import { listInputs, openOutput } from './transform/transform-location.js';
+import { splitServerArgs, startInProcessServer } from './server-args.js';
+import {
+  type InvokeResult,
+  type TransformInvoke,
+  type TransformSummary,
+  runTransformJob,
+} from './transform/transform-job.js';
+import {
+  type InputFile,
+  type OutputLocation,
+  listInputs,
+  openOutput,
+} from './transform/transform-location.js';
+import { isVideoFile, transformVideos, type VideoTransformSummary } from './transform/transform-videos.js';
+import { checkFfmpeg, ffmpegTools } from './video/ffmpeg.js';
+import { DEFAULT_FRAMES_IN_FLIGHT } from './video/video-pipeline.js';
 import type { AssembleWith, BatchStrategy, SplitType } from './transform/transform-records.js';
 
 export const TRANSFORM_HELP = `Usage: visionserve transform --input <path|s3://...> --output <dir|s3://...> [options] [server flags]
@@ -42,6 +50,9 @@ Options:
   --state-dir DIR                   checkpoints of unfinished outputs (default <output>/.transform-state,
                                     or a cache directory for s3:// outputs)
 
+Video files (.mp4, .m4v, .mov, .mkv, .webm, .avi, .mpg, .mpeg, .ts, .flv, .ogv, .3gp; needs
+ffmpeg) become one JSON line per frame, as \`visionserve video\` prints them, every frame sent
+to /invocations as a JPEG.
 Finished outputs are skipped, so rerunning an interrupted job resumes it; a line-split
 file continues from its last checkpoint. Failed records are listed in
 <output>/transform-failures.jsonl (one JSON object per failure) and the job goes on;
@@ -68,33 +79,6 @@ const OPTIONS = new Set([
   'endpoint',
   'state-dir',
 ]);
-
-/** Splits argv into this command's options and the server flags (TF Serving names). */
-function splitArgs(argv: readonly string[]): { options: Map<string, string>; serverArgs: string[] } {
-  const options = new Map<string, string>();
-  const serverArgs: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (!arg.startsWith('--')) throw new UsageError(`unexpected argument "${arg}"`);
-    const eq = arg.indexOf('=');
-    const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
-    if (OPTIONS.has(name)) {
-      const value = eq >= 0 ? arg.slice(eq + 1) : argv[++i];
-      if (value === undefined) throw new UsageError(`--${name} needs a value`);
-      options.set(name, value);
-      continue;
-    }
-    const spec = FLAGS[name.replaceAll('-', '_')];
-    if (spec === undefined) throw new UsageError(`unknown option --${name}`);
-    serverArgs.push(arg);
-    const next = argv[i + 1];
-    if (eq < 0 && next !== undefined && !next.startsWith('--') && spec.type !== 'bool') {
-      serverArgs.push(next);
-      i++;
-    }
-  }
-  return { options, serverArgs };
-}
 
 function choice<T extends string>(
   options: Map<string, string>,
@@ -194,8 +178,51 @@ function bar(fraction: number, width = 20): string {
   return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
 }
 
+/** The video inputs (one `.out` of JSON Lines each, a line per frame); nothing when there are none. */
+async function transformVideoInputs(
+  videos: readonly InputFile[],
+  options: {
+    output: OutputLocation;
+    invoke: TransformInvoke;
+    signal: AbortSignal;
+    env: NodeJS.ProcessEnv;
+    onVideoDone: (file: InputFile, frames: number) => void;
+  },
+): Promise<VideoTransformSummary | undefined> {
+  if (videos.length === 0) return undefined;
+  const tools = ffmpegTools(options.env);
+  await checkFfmpeg(tools);
+  // Videos one at a time, their frames as `visionserve video` sends them (not
+  // --max-concurrent-transforms: frames in flight beyond the default only competed for the cores).
+  return transformVideos({ ...options, inputs: videos, tools, concurrency: DEFAULT_FRAMES_IN_FLIGHT });
+}
+
+/** One summary for the record inputs and the videos; a video's frames count as records. */
+function mergeVideoSummary(
+  records: TransformSummary,
+  videos: VideoTransformSummary | undefined,
+  started: number,
+): TransformSummary {
+  if (videos === undefined) return records;
+  const frames = records.records + videos.frames;
+  const wallMs = Date.now() - started;
+  return {
+    ...records,
+    wallMs,
+    recordsPerSecond: frames / Math.max(0.001, wallMs / 1000),
+    interrupted: records.interrupted || videos.interrupted,
+    files: records.files + videos.filesSkipped + videos.filesWritten + videos.filesFailed,
+    filesSkipped: records.filesSkipped + videos.filesSkipped,
+    filesWritten: records.filesWritten + videos.filesWritten,
+    filesFailed: records.filesFailed + videos.filesFailed,
+    records: frames,
+    recordsFailed: records.recordsFailed + videos.framesFailed,
+    failures: [...records.failures, ...videos.failures],
+  };
+}
+
 export async function transformCommand(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
-  const { options, serverArgs } = splitArgs(argv);
+  const { options, serverArgs } = splitServerArgs(argv, OPTIONS);
   const input = options.get('input');
   const outputUri = options.get('output');
   if (input === undefined || outputUri === undefined)
@@ -234,30 +261,7 @@ export async function transformCommand(argv: readonly string[], env: NodeJS.Proc
       parameters = await endpointParameters(endpoint);
       invoke = endpointInvoke(endpoint, customAttributes);
     } else {
-      const flags = parseFlags(serverArgs);
-      const config = resolveServerConfig(
-        {
-          // In-process: no listeners, no polling, no load shedding (the job paces itself).
-          grpcPort: -1,
-          restPort: -1,
-          sagemakerPort: -1,
-          fileSystemPollSeconds: 0,
-          maxQueueWaitMs: 0,
-          logLevel: 'warn',
-          ...flags,
-        },
-        configFromEnv(env),
-      );
-      if (
-        config.modelBasePath === undefined &&
-        config.modelConfigFile === undefined &&
-        config.sagemakerModelDir === undefined
-      ) {
-        throw new UsageError(
-          'give the model (--model_base_path, --sagemaker_model_dir or --model_config_file) or --endpoint',
-        );
-      }
-      server = await startVisionServer(config, createJsonLogger({ level: config.logLevel }));
+      server = (await startInProcessServer(serverArgs, env)).server;
       parameters = server.executionParameters;
       invoke = inProcessInvoke(server, customAttributes);
     }
@@ -270,13 +274,16 @@ export async function transformCommand(argv: readonly string[], env: NodeJS.Proc
     const output = openOutput(outputUri, store, options.get('state-dir'));
     const inputs = await listInputs(input, store, outputUri);
     if (inputs.length === 0) throw new Error(`no input files under ${input}`);
+    const videos = inputs.filter((f) => isVideoFile(f.rel));
+    const records = inputs.filter((f) => !isVideoFile(f.rel));
     const progressLine = createProgress(process.stderr);
     process.stderr.write(
       `visionserve transform: ${inputs.length} file(s) from ${input} to ${outputUri}; split ${splitType}, ${batchStrategy}, ` +
         `max payload ${maxPayloadMb} MiB, ${concurrency} concurrent, assemble ${assembleWith}, ${endpoint ?? 'in-process'}\n`,
     );
-    const summary = await runTransformJob({
-      inputs,
+    const started = Date.now();
+    const recordSummary = await runTransformJob({
+      inputs: records,
       output,
       invoke,
       splitType,
@@ -296,6 +303,16 @@ export async function transformCommand(argv: readonly string[], env: NodeJS.Proc
         );
       },
     });
+    const videoSummary = await transformVideoInputs(videos, {
+      output,
+      invoke,
+      signal: controller.signal,
+      env,
+      onVideoDone: (file, frames) => {
+        progressLine.step(`video ${file.rel}: ${frames} frames`);
+      },
+    });
+    const summary = mergeVideoSummary(recordSummary, videoSummary, started);
     progressLine.done();
     let manifest: string | undefined;
     if (summary.failures.length > 0) {

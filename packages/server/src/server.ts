@@ -134,7 +134,7 @@ async function startServer(
     imageDecodes,
     maxBatchSize: chain.maxBatchSize,
   });
-  attachMetricSources(ops, core, chain.batching, () => listeners.grpcConnections());
+  attachMetricSources(ops, core, chain.batching, listeners);
   // Full collections stay rare under steady load (util/gc-headroom.ts); undone when the server stops.
   const releaseGcHeadroom = keepGcHeadroom({ headroomMb: config.gcHeadroomMb });
   const timers: NodeJS.Timeout[] = [];

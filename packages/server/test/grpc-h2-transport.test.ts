@@ -1350,22 +1350,35 @@ describe('gRPC over our own HTTP/2: request bytes read straight into place (plai
     }
   });
 
-  it('a connection past maxConnections is closed at once, and served again once one closes', async () => {
+  it('a connection past maxConnections takes the place of the longest idle one (GOAWAY); with a call open on every one it is closed at once', async () => {
     const first = await open();
     const second = await open();
-    const third = new RawClient(listener.port);
+    const third = await open();
+    let fourth: RawClient | undefined;
     try {
-      third.write(PREFACE, settings([]));
-      await third.until(() => third.closed, 5000, 'the third connection closing');
-      assert.equal(third.frames.length, 0);
-      first.close();
-      await waitFor(() => listener.connections === 1);
-      const fourth = await open();
-      fourth.close();
+      await first.until(
+        () => first.frames.some((f) => f.type === T.GOAWAY),
+        5000,
+        'GOAWAY on the evicted one',
+      );
+      await first.until(() => first.closed, 5000, 'the evicted connection closing');
+      // A call open on each connection: none is idle, so a new one is refused.
+      second.write(frame(T.HEADERS, F.END_HEADERS, 1, call('held-10')));
+      third.write(frame(T.HEADERS, F.END_HEADERS, 1, call('kept-10')));
+      await waitFor(() => seen.has('held') && seen.has('kept'));
+      fourth = new RawClient(listener.port);
+      fourth.write(PREFACE, settings([]));
+      await fourth.until(() => fourth!.closed, 5000, 'the fourth connection closing');
+      assert.equal(fourth.frames.length, 0);
+      // Once a call ends its connection is idle, and gives its place to the next.
+      second.write(frame(T.DATA, F.END_STREAM, 1, Buffer.alloc(10)));
+      await ended(second, 1, 'held');
+      const fifth = await open();
+      fifth.close();
+      await second.until(() => second.closed, 5000, 'the connection idle again closing');
+      assert.equal(third.closed, false, 'the connection with a call open stays');
     } finally {
-      first.close();
-      second.close();
-      third.close();
+      for (const c of [first, second, third, fourth]) c?.close();
     }
   });
 });

@@ -6,3 +6,4 @@ export * from './classification.js';
 export * from './detection.js';
 export * from './vision-config.js';
 export * from './presets.js';
+export * from './tracker.js';

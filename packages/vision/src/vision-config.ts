@@ -59,6 +59,24 @@ export interface DetectionPostprocess {
 
 export type Postprocess = ClassificationPostprocess | DetectionPostprocess;
 
+/** Object tracking on streams of frames (tracker.ts). */
+export interface TrackerConfig {
+  /** `bytetrack` (two-stage, default) or `iou` (one stage). */
+  readonly kind?: 'bytetrack' | 'iou';
+  /** Score from which a detection is "high": matched first, and may start a track. Default 0.5. */
+  readonly highScore?: number;
+  /** Detections below this are ignored by the tracker (no track_id). Default 0.1. */
+  readonly lowScore?: number;
+  /** Least IoU of a high-score detection with a track's predicted box. Default 0.3. */
+  readonly iouThreshold?: number;
+  /** Least IoU of a low-score detection with a track's predicted box. Default 0.5. */
+  readonly lowIouThreshold?: number;
+  /** Frames a track survives unseen (its id comes back if the object does). Default 30. */
+  readonly maxAge?: number;
+  /** Match boxes only to tracks of the same class. Default true. */
+  readonly classAware?: boolean;
+}
+
 /**
  * The signature that takes encoded images (TF Serving's `image_bytes` idiom): a DT_STRING
  * input of JPEG/PNG/WebP bytes, decoded and laid out with `image`, then run by `base`.
@@ -91,6 +109,12 @@ export interface VisionConfig {
   readonly imageBytesSignature?: ImageBytesSignature | false;
   /** Answer repeated predicts from the server's response cache (--response_cache_bytes). Default false. */
   readonly responseCache?: boolean;
+  /**
+   * Object tracking on streams of frames (`visionserve video`, frame streams) of a detection
+   * model: each box gets a `track_id` stable across frames. Absent: no tracking. Single
+   * requests are never tracked.
+   */
+  readonly tracking?: TrackerConfig;
 }
 
 /** A model's vision assets: its visionserve.json and the labels file that names. */
@@ -288,13 +312,34 @@ function readPostprocess(r: Reader): Postprocess {
   throw invalidArgument('visionserve.json postprocess.kind must be "classification" or "detection"');
 }
 
+function readTracking(r: Reader): TrackerConfig {
+  r.known(['kind', 'highScore', 'lowScore', 'iouThreshold', 'lowIouThreshold', 'maxAge', 'classAware']);
+  const config = defined({
+    kind: r.oneOf('kind', ['bytetrack', 'iou'] as const),
+    highScore: r.number('highScore', 0, 1),
+    lowScore: r.number('lowScore', 0, 1),
+    iouThreshold: r.number('iouThreshold', 0, 1),
+    lowIouThreshold: r.number('lowIouThreshold', 0, 1),
+    maxAge: r.number('maxAge', 0, 100_000, true),
+    classAware: r.bool('classAware'),
+  });
+  if ((config.lowScore ?? 0.1) > (config.highScore ?? 0.5)) {
+    throw invalidArgument('visionserve.json tracking.lowScore must not exceed tracking.highScore');
+  }
+  return config;
+}
+
 /** Validates parsed visionserve.json; unknown keys and bad values are INVALID_ARGUMENT. */
 export function parseVisionConfig(json: unknown): VisionConfig {
   if (!isObject(json)) throw invalidArgument('visionserve.json must hold a JSON object');
   const r = new Reader(json, 'visionserve.json');
-  r.known(['image', 'postprocess', 'imageBytesSignature', 'responseCache']);
+  r.known(['image', 'postprocess', 'imageBytesSignature', 'responseCache', 'tracking']);
   const image = r.object('image');
   const post = r.object('postprocess');
+  const tracking = r.object('tracking');
+  if (tracking !== undefined && post?.key('kind') !== 'detection') {
+    throw invalidArgument('visionserve.json tracking needs a detection postprocess');
+  }
   let bytesSignature: ImageBytesSignature | undefined;
   const bytesOff = r.key('imageBytesSignature') === false;
   if (bytesOff) bytesSignature = undefined;
@@ -316,5 +361,6 @@ export function parseVisionConfig(json: unknown): VisionConfig {
     postprocess: post === undefined ? undefined : readPostprocess(post),
     imageBytesSignature: bytesOff ? (false as const) : bytesSignature,
     responseCache: r.bool('responseCache'),
+    tracking: tracking === undefined ? undefined : readTracking(tracking),
   });
 }

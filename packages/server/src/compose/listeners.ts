@@ -41,7 +41,7 @@ import { createOpsApi } from '../frontends/ops/ops-api.js';
 import type { ModelCatalog } from './model-catalog.js';
 import { type Operations, metricsOf } from './operations.js';
 import type { Readiness } from './readiness.js';
-import type { GrpcConnectionCounts, ServingCore } from './serving-core.js';
+import type { GrpcConnectionCounts, ListenerConnectionCounts, ServingCore } from './serving-core.js';
 
 /** What the listeners mount. */
 export interface ListenerDeps {
@@ -60,6 +60,8 @@ export interface Listeners {
   readonly ports: { readonly grpc?: number; readonly rest?: number; readonly sagemaker?: number };
   /** Open gRPC connections and their limit closes (metrics); undefined before the port opens. */
   grpcConnections(): GrpcConnectionCounts | undefined;
+  /** Each open listener's connections and connection-guard closes (metrics). */
+  listenerConnections(): ListenerConnectionCounts[];
   /** Opens every enabled listener; resolves with the SageMaker invoker (in-process /invocations too). */
   open(): Promise<SageMakerInvoker>;
   /** Drains every listener together within graceMs, then the handler host. */
@@ -187,6 +189,16 @@ export function createListeners(deps: ListenerDeps): Listeners {
     },
     grpcConnections: () =>
       grpc === undefined ? undefined : { open: grpc.connections, limitCloses: grpc.limitCloses },
+    listenerConnections: () =>
+      (
+        [
+          ['rest', rest],
+          ['sagemaker', sagemaker],
+          ['grpc', grpc],
+        ] as const
+      ).flatMap(([listener, server]) =>
+        server === undefined ? [] : [{ listener, open: server.connections, guardCloses: server.guardCloses }],
+      ),
     async open() {
       if (config.restPort >= 0) rest = await openRest(deps, kserve, tfsGrpcServices);
       if (config.grpcPort >= 0) grpc = await openGrpc(deps, kserve, tfsGrpcServices);
@@ -253,12 +265,22 @@ function opsApi(deps: ListenerDeps): HttpApi {
   });
 }
 
+/** The connection guard's limits, the same on every listener. */
+function connectionGuard(config: ServerConfig) {
+  return {
+    maxConnections: config.maxConnections,
+    maxConnectionsPerAddress: config.maxConnectionsPerAddress,
+    firstBytesTimeoutMs: config.connectionFirstBytesTimeoutMs,
+  };
+}
+
 function httpOptions(deps: ListenerDeps, port: number) {
   const { config } = deps;
   return {
     host: config.host,
     port,
-    maxConnections: config.maxConnections,
+    ...connectionGuard(config),
+    keepAliveTimeoutMs: config.httpKeepaliveTimeoutMs,
     headersTimeoutMs: config.httpHeadersTimeoutMs,
     requestTimeoutMs: config.requestBodyTimeoutMs + config.httpHeadersTimeoutMs,
     tls: deps.ops.tls?.listener,
@@ -375,7 +397,7 @@ function openGrpc(
       ...(grpcArgs.maxReceiveMessageBytes === undefined || grpcArgs.maxReceiveMessageBytes < 0
         ? {}
         : { maxMessageBytes: grpcArgs.maxReceiveMessageBytes }),
-      maxConnections: config.maxConnections,
+      ...connectionGuard(config),
       bodyTimeoutMs: config.requestBodyTimeoutMs,
       transport: config.grpcTransport,
       observer: deps.core.requestObserver,

@@ -143,6 +143,7 @@ function createLateBoundMetrics(
     inflight: () => sources.inflight?.() ?? { bytes: 0, requests: 0, shed: 0 },
     shed: () => sources.shed?.() ?? new Map<string, number>(),
     grpcConnections: () => sources.grpcConnections?.(),
+    listenerConnections: () => sources.listenerConnections?.() ?? [],
     responseCache: cacheOn ? () => sources.responseCache?.() : undefined,
   });
   return Object.assign(metrics, {

@@ -32,6 +32,13 @@ export interface GrpcConnectionCounts {
   readonly limitCloses: ReadonlyMap<string, number>;
 }
 
+/** One listener's open connections and connection-guard closes by reason (metrics). */
+export interface ListenerConnectionCounts {
+  readonly listener: string;
+  readonly open: number;
+  readonly guardCloses: ReadonlyMap<string, number>;
+}
+
 export interface ServingCore {
   readonly manager: ModelManager<ServableAssets>;
   readonly service: InferenceService<ServableAssets>;
@@ -155,7 +162,10 @@ export function attachMetricSources(
   ops: Operations,
   core: ServingCore,
   batching: BatchingStats | undefined,
-  grpcConnections: () => GrpcConnectionCounts | undefined,
+  listeners: {
+    grpcConnections(): GrpcConnectionCounts | undefined;
+    listenerConnections(): ListenerConnectionCounts[];
+  },
 ): void {
   const { manager, budget, shedReporter, responseCache } = core;
   ops.metrics?.attach({
@@ -171,7 +181,8 @@ export function attachMetricSources(
     batching: batching === undefined ? undefined : () => batching.snapshot(),
     inflight: () => ({ bytes: budget.usedBytes, requests: budget.requests }),
     shed: () => shedReporter.counts(),
-    grpcConnections,
+    grpcConnections: () => listeners.grpcConnections(),
+    listenerConnections: () => listeners.listenerConnections(),
     responseCache:
       responseCache === undefined
         ? undefined

@@ -173,7 +173,26 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'requests read or served at once, all listeners',
   },
-  max_connections: { key: 'maxConnections', type: 'int', help: 'connections per listener' },
+  max_connections: {
+    key: 'maxConnections',
+    type: 'int',
+    help: 'connections per listener; at the cap the longest-idle one is closed for a new one',
+  },
+  max_connections_per_address: {
+    key: 'maxConnectionsPerAddress',
+    type: 'int',
+    help: 'connections per listener from one client address (0: no limit)',
+  },
+  connection_first_bytes_timeout_ms: {
+    key: 'connectionFirstBytesTimeoutMs',
+    type: 'int',
+    help: 'time from accept to a TLS handshake plus first request head or HTTP/2 preface (0: none)',
+  },
+  http_keepalive_timeout_ms: {
+    key: 'httpKeepaliveTimeoutMs',
+    type: 'int',
+    help: 'idle HTTP/1.1 keep-alive connections are closed after this',
+  },
   http_headers_timeout_ms: {
     key: 'httpHeadersTimeoutMs',
     type: 'int',

@@ -123,8 +123,21 @@ export interface ServerConfig {
   readonly maxInflightRequestBytes: number;
   /** Requests read or served at once across every listener (`--max_inflight_requests`). Default 4096. */
   readonly maxInflightRequests: number;
-  /** Connections per listener (`--max_connections`). Default 4096. */
+  /**
+   * Connections per listener (`--max_connections`); at the cap the connection idle the longest
+   * (nothing in flight) is closed for a new one. Default 4096.
+   */
   readonly maxConnections: number;
+  /** Connections per listener from one client address (`--max_connections_per_address`). Default 0: no limit. */
+  readonly maxConnectionsPerAddress: number;
+  /**
+   * Time from accept to a connection's first bytes: TLS handshake plus the first request head
+   * (HTTP/1.1) or the HTTP/2 preface and SETTINGS (gRPC), in ms
+   * (`--connection_first_bytes_timeout_ms`). Default 10000; 0: none.
+   */
+  readonly connectionFirstBytesTimeoutMs: number;
+  /** Idle HTTP/1.1 keep-alive connections close after this, in ms (`--http_keepalive_timeout_ms`). Default 65000. */
+  readonly httpKeepaliveTimeoutMs: number;
   /** Time a client has to send its request headers, in ms (`--http_headers_timeout_ms`). Default 20000. */
   readonly httpHeadersTimeoutMs: number;
   /** Time a client has to send a request body (HTTP) or message (gRPC), in ms (`--request_body_timeout_ms`). Default 60000. */
@@ -343,6 +356,9 @@ export const DEFAULTS = {
   maxInflightRequestBytes: 512 * 1024 * 1024,
   maxInflightRequests: 4096,
   maxConnections: 4096,
+  maxConnectionsPerAddress: 0,
+  connectionFirstBytesTimeoutMs: 10_000,
+  httpKeepaliveTimeoutMs: 65_000,
   httpHeadersTimeoutMs: 20_000,
   requestBodyTimeoutMs: 60_000,
   grpcTransport: 'lean',
@@ -486,6 +502,8 @@ export function resolveServerConfig(
     ['response_cache_bytes', config.responseCacheBytes],
     ['ssl_config_poll_seconds', config.sslConfigPollSeconds],
     ['shutdown_readiness_delay_ms', config.shutdownReadinessDelayMs],
+    ['max_connections_per_address', config.maxConnectionsPerAddress],
+    ['connection_first_bytes_timeout_ms', config.connectionFirstBytesTimeoutMs],
   ] as const) {
     if (value < 0) throw new ConfigError(`--${key} must be >= 0, got ${value}`);
   }
@@ -500,6 +518,7 @@ export function resolveServerConfig(
     ['max_inflight_request_bytes', config.maxInflightRequestBytes],
     ['max_inflight_requests', config.maxInflightRequests],
     ['max_connections', config.maxConnections],
+    ['http_keepalive_timeout_ms', config.httpKeepaliveTimeoutMs],
     ['http_headers_timeout_ms', config.httpHeadersTimeoutMs],
     ['request_body_timeout_ms', config.requestBodyTimeoutMs],
     ['sagemaker_max_body_bytes', config.sagemakerMaxBodyBytes],

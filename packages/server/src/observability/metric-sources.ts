@@ -54,6 +54,18 @@ export interface ServingMetricsOptions {
   readonly grpcConnections?:
     | (() => { readonly open: number; readonly limitCloses: ReadonlyMap<string, number> } | undefined)
     | undefined;
+  /**
+   * Each listener's connections, read at scrape time: open now, and closed or refused by each
+   * connection guard limit since start (first-bytes deadline, eviction at the cap, refusals).
+   * Default: none.
+   */
+  readonly listenerConnections?:
+    | (() => readonly {
+        readonly listener: string;
+        readonly open: number;
+        readonly guardCloses: ReadonlyMap<string, number>;
+      }[])
+    | undefined;
   /** Export process metrics (CPU, memory, event-loop lag, GC) with the `visionserve_` prefix. Default true. */
   readonly processMetrics?: boolean | undefined;
 }

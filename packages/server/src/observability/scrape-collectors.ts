@@ -184,4 +184,39 @@ export function registerScrapeCollectors(registers: Registry[], options: Serving
   registerAdmissionCollectors(registers, options);
   if (options.batching !== undefined) registerBatchingCollectors(registers, options.batching);
   if (options.responseCache !== undefined) registerResponseCacheCollectors(registers, options.responseCache);
+  if (options.listenerConnections !== undefined)
+    registerListenerConnections(options.listenerConnections, registers);
+}
+
+/** `visionserve_connections{listener}` and `visionserve_connections_guarded_total{listener,reason}`. */
+function registerListenerConnections(
+  read: NonNullable<ServingMetricsOptions['listenerConnections']>,
+  registers: Registry[],
+): void {
+  new Gauge({
+    name: 'visionserve_connections',
+    help: 'Connections open on each listener (rest, sagemaker, grpc).',
+    labelNames: ['listener'],
+    registers,
+    collect() {
+      for (const { listener, open } of read()) this.labels({ listener }).set(open);
+    },
+  });
+  const seen = new Map<string, number>();
+  new Counter({
+    name: 'visionserve_connections_guarded_total',
+    help: 'Connections closed or refused by a connection limit (reason: first_bytes_timeout, evicted_idle, refused_at_cap, refused_per_address).',
+    labelNames: ['listener', 'reason'],
+    registers,
+    collect() {
+      for (const { listener, guardCloses } of read()) {
+        for (const [reason, total] of guardCloses) {
+          const key = `${listener}\0${reason}`;
+          const before = seen.get(key) ?? 0;
+          if (total > before) this.labels({ listener, reason }).inc(total - before);
+          seen.set(key, total);
+        }
+      }
+    },
+  });
 }

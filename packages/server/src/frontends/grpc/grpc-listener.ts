@@ -1,6 +1,11 @@
 import { lstat, unlink } from 'node:fs/promises';
 import type { Server } from 'node:net';
 import type { Logger } from '../../util/logger.js';
+import {
+  type ConnectionGuardLimits,
+  DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+  type GuardReason,
+} from '../shared/connection-guard.js';
 import type { ListenerTls } from '../shared/listener-tls.js';
 import type { GrpcCallStream } from './call-stream.js';
 import type { ConnectionLimits, LimitReason } from './connection-lifetime.js';
@@ -17,7 +22,18 @@ export interface GrpcListenerOptions {
   readonly maxConcurrentStreams: number;
   /** SETTINGS_MAX_HEADER_LIST_SIZE, bytes. */
   readonly maxHeaderListBytes: number;
+  /**
+   * Most connections at once: at the cap the connection idle the longest (no open call) is
+   * closed (GOAWAY) for a new one, which is refused only when every connection has a call open.
+   */
   readonly maxConnections: number;
+  /** Most connections from one client address. Default 0: no limit. */
+  readonly maxConnectionsPerAddress?: number | undefined;
+  /**
+   * Time from accept to the client's HTTP/2 preface and SETTINGS (TLS handshake included),
+   * in ms; a connection without them by then is closed. Default 10000; 0: none.
+   */
+  readonly firstBytesTimeoutMs?: number | undefined;
   /**
    * A response the peer's flow control holds back with no progress for this long is reset
    * (CANCEL) and released (both transports); on the lean transport a socket whose writes
@@ -43,6 +59,8 @@ export interface GrpcListener {
   readonly connections: number;
   /** Connections ended by each connection limit since start (connection-lifetime.ts). */
   readonly limitCloses: ReadonlyMap<LimitReason, number>;
+  /** Connections closed or refused by each connection guard limit since start (connection-guard.ts). */
+  readonly guardCloses: ReadonlyMap<GuardReason, number>;
   /**
    * Stops accepting connections and sends GOAWAY on every one; resolves once all have
    * closed, destroying what is left after graceMs.
@@ -79,4 +97,28 @@ async function removeStaleSocket(path: string): Promise<void> {
   } catch {
     // Nothing there.
   }
+}
+
+/** The connection guard's limits from the listener's options (defaults applied). */
+export function grpcGuardLimits(options: GrpcListenerOptions): ConnectionGuardLimits {
+  return {
+    maxConnections: options.maxConnections,
+    maxConnectionsPerAddress: options.maxConnectionsPerAddress ?? 0,
+    firstBytesTimeoutMs: options.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+  };
+}
+
+/**
+ * An idle gRPC connection evicted at the connection cap gets a graceful close (GOAWAY, so a
+ * client reconnects before its next call rather than failing it); it is destroyed this long
+ * after unless a call the client sent before reading the GOAWAY is still open, in ms.
+ */
+export const EVICT_GRACE_MS = 1000;
+
+/** Closes an evicted connection: `drain` now, `destroy` after EVICT_GRACE_MS if no call is open. */
+export function evictGracefully(drain: () => void, destroy: () => void, openCalls: () => number): void {
+  drain();
+  setTimeout(() => {
+    if (openCalls() === 0) destroy();
+  }, EVICT_GRACE_MS).unref();
 }

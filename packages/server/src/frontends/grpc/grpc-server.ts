@@ -18,6 +18,7 @@ import { Code, ServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
 import { inflateBounded } from '../shared/bounded-inflate.js';
 import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
+import type { GuardReason } from '../shared/connection-guard.js';
 import type { ListenerTls } from '../shared/listener-tls.js';
 import { credentialsOf } from '../shared/management-guard.js';
 import type { RequestEnd, RequestObserver } from '../shared/request-observer.js';
@@ -73,8 +74,18 @@ export interface GrpcServerOptions {
   readonly sendStallTimeoutMs?: number | undefined;
   /** A request whose message has not fully arrived this long after its headers is cancelled, in ms. Default 60000. */
   readonly bodyTimeoutMs?: number | undefined;
-  /** Most connections at once; further ones are refused by the kernel backlog. Default 4096. */
+  /**
+   * Most connections at once: at the cap the connection idle the longest is closed (GOAWAY)
+   * for a new one, which is refused only when every connection has a call open. Default 4096.
+   */
   readonly maxConnections?: number | undefined;
+  /** Most connections from one client address (further ones are refused at accept). Default 0: no limit. */
+  readonly maxConnectionsPerAddress?: number | undefined;
+  /**
+   * Time from accept to the client's HTTP/2 preface and SETTINGS (TLS handshake included), in
+   * ms; a connection without them by then is closed. Default 10000; 0: none.
+   */
+  readonly firstBytesTimeoutMs?: number | undefined;
   /**
    * Connection age and idle limits, as gRPC servers apply grpc.max_connection_age_ms,
    * grpc.max_connection_age_grace_ms and grpc.max_connection_idle_ms (connection-lifetime.ts).
@@ -104,6 +115,8 @@ export interface RunningGrpcServer {
   readonly connections: number;
   /** Connections ended by each connection limit since start (GrpcServerOptions.connectionLimits). */
   readonly limitCloses: ReadonlyMap<LimitReason, number>;
+  /** Connections closed or refused by each connection guard limit since start (connection-guard.ts). */
+  readonly guardCloses: ReadonlyMap<GuardReason, number>;
   /**
    * Drains: stops accepting connections, sends GOAWAY on every connection (clients open
    * new streams elsewhere; streams already started finish), resolves once every
@@ -611,6 +624,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
     maxHeaderListBytes: 64 * 1024,
     maxConnections: options.maxConnections ?? 4096,
+    maxConnectionsPerAddress: options.maxConnectionsPerAddress,
+    firstBytesTimeoutMs: options.firstBytesTimeoutMs,
     sendStallMs: options.sendStallTimeoutMs,
     tls: options.tls,
     connectionLimits: options.connectionLimits,
@@ -643,6 +658,9 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     },
     get limitCloses() {
       return mergeCounts(listeners.map((l) => l.limitCloses));
+    },
+    get guardCloses() {
+      return mergeCounts(listeners.map((l) => l.guardCloses));
     },
     close(graceMs) {
       closing ??= Promise.all(listeners.map((l) => l.close(graceMs))).then(() => {

@@ -5,8 +5,16 @@
 import http2 from 'node:http2';
 import type { Http2Server, Http2Session } from 'node:http2';
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { type GuardedConnection, createConnectionGuard, tcpSocketOf } from '../shared/connection-guard.js';
 import { tlsServerOptions } from '../shared/listener-tls.js';
-import { type GrpcListener, type GrpcListenerOptions, listenOn } from './grpc-listener.js';
+import {
+  type GrpcListener,
+  type GrpcListenerOptions,
+  evictGracefully,
+  grpcGuardLimits,
+  listenOn,
+} from './grpc-listener.js';
 import { NodeCallStream } from './node-call-stream.js';
 import { DEFAULT_SEND_STALL_MS } from './h2/connection.js';
 import { createLimitCounts, hasConnectionLimits, watchConnectionLifetime } from './connection-lifetime.js';
@@ -35,7 +43,6 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
       : tls.subscribe?.((context) => {
           secure.setSecureContext(context);
         });
-  server.maxConnections = options.maxConnections;
   const sessions = new Set<Http2Session>();
   /**
    * The TCP sockets under the sessions. Destroying a session whose write is stuck on a full
@@ -43,15 +50,33 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
    * so the grace period's end destroys the sockets themselves.
    */
   const sockets = new Set<Socket>();
-  server.on('connection', (socket: Socket) => {
+  const guard = createConnectionGuard(grpcGuardLimits(options));
+  /**
+   * The connection whose session node:http2 is making: it emits 'session' synchronously from
+   * its own 'connection' (plain) or 'secureConnection' (TLS) listener, which runs after ours.
+   */
+  let arriving: GuardedConnection | undefined;
+  const admitted = new WeakMap<Socket, GuardedConnection>();
+  server.prependListener('connection', (socket: Socket) => {
+    const guarded = guard.admit(socket);
+    if (guarded === undefined) return;
+    admitted.set(socket, guarded);
+    arriving = guarded;
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
+  });
+  secure?.prependListener('secureConnection', (socket: TLSSocket) => {
+    arriving = admitted.get(tcpSocketOf(socket));
+    arriving?.adopt(socket);
   });
   let draining = false;
   const limits = options.connectionLimits ?? {};
   const limitCloses = createLimitCounts();
   server.on('session', (session) => {
+    const guarded = arriving;
+    arriving = undefined;
     sessions.add(session);
+    if (guarded !== undefined) guardSession(session, guarded);
     const lifetime = hasConnectionLimits(limits)
       ? watchConnectionLifetime(limits, {
           drain: () => {
@@ -116,6 +141,7 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
       return sessions.size;
     },
     limitCloses: limitCloses.counts,
+    guardCloses: guard.counts,
     close(graceMs) {
       closing ??= new Promise<void>((resolve) => {
         draining = true;
@@ -123,6 +149,7 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
           logger.warn('grpc grace period over, cancelling calls', { graceMs, sessions: sessions.size });
           for (const session of sessions) session.destroy();
           for (const socket of sockets) socket.destroy();
+          guard.destroyAll();
         }, graceMs);
         unsubscribeTls?.();
         server.close(() => {
@@ -134,4 +161,30 @@ export async function startNodeListener(options: GrpcListenerOptions): Promise<G
       return closing;
     },
   };
+}
+
+/** Reports a session's first SETTINGS and open streams to its guarded connection; evicted, it gets GOAWAY. */
+function guardSession(session: Http2Session, guarded: GuardedConnection): void {
+  session.once('remoteSettings', () => {
+    guarded.started();
+  });
+  let open = 0;
+  session.on('stream', (stream: http2.ServerHttp2Stream) => {
+    guarded.inFlight(++open);
+    stream.once('close', () => {
+      guarded.inFlight(--open);
+    });
+  });
+  guarded.onEvict(() => {
+    evictGracefully(
+      () => {
+        if (!session.closed) session.close();
+      },
+      () => {
+        session.destroy();
+        session.socket?.destroy();
+      },
+      () => open,
+    );
+  });
 }

@@ -1,5 +1,7 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { type ConnectionGuard, type GuardedConnection, tcpSocketOf } from '../shared/connection-guard.js';
 
 /**
  * A keep-alive connection is closed while draining only once it has been idle this long, in
@@ -27,38 +29,51 @@ export interface ConnectionTracker {
   stop(): void;
 }
 
-interface ConnectionState {
+interface HttpConnection {
+  readonly guarded: GuardedConnection;
   /** Requests on it not yet answered (pipelining may make it more than one). */
   busy: number;
-  /** When it last turned idle (or was accepted). */
-  idleSince: number;
 }
 
-/** Tracks the connections of `server` (plain or TLS) from the moment it is called. */
-export function trackConnections(server: Server, secure: boolean): ConnectionTracker {
-  const connections = new Map<Socket, ConnectionState>();
+/**
+ * Tracks the connections of `server` (plain or TLS) in `guard` from the moment each TCP
+ * socket is accepted (the guard may refuse it before node:http or node:tls sees it); the
+ * first request head completes its first bytes.
+ */
+export function trackConnections(server: Server, secure: boolean, guard: ConnectionGuard): ConnectionTracker {
+  const connections = new WeakMap<Socket, HttpConnection>();
   let sweeper: NodeJS.Timeout | undefined;
 
-  server.on(secure ? 'secureConnection' : 'connection', (socket: Socket) => {
-    connections.set(socket, { busy: 0, idleSince: Date.now() });
-    socket.once('close', () => connections.delete(socket));
+  server.prependListener('connection', (socket: Socket) => {
+    const guarded = guard.admit(socket);
+    if (guarded !== undefined) connections.set(socket, { guarded, busy: 0 });
   });
-  server.on('request', (req, res) => {
-    const state = connections.get(req.socket);
-    if (state === undefined) return;
-    state.busy++;
-    res.once('close', () => {
-      state.busy--;
-      if (state.busy === 0) state.idleSince = Date.now();
+  if (secure) {
+    server.on('secureConnection', (socket: TLSSocket) => {
+      const connection = connections.get(tcpSocketOf(socket));
+      if (connection === undefined) return;
+      connection.guarded.adopt(socket);
+      connections.set(socket, connection);
     });
-  });
+  }
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    const connection = connections.get(req.socket);
+    if (connection === undefined) return;
+    connection.guarded.started();
+    connection.guarded.inFlight(++connection.busy);
+    res.once('close', () => {
+      connection.guarded.inFlight(--connection.busy);
+    });
+  };
+  server.on('request', onRequest);
+  server.on('checkContinue', onRequest);
 
   const sweep = (idleMs: number): void => {
     const now = Date.now();
-    for (const [socket, state] of connections) {
-      if (state.busy === 0 && now - state.idleSince >= idleMs) socket.destroy();
+    for (const { socket, busy, idleSince } of guard.connections()) {
+      if (busy === 0 && now - idleSince >= idleMs) socket.destroy();
     }
-    if (connections.size === 0 && sweeper !== undefined) {
+    if (guard.size === 0 && sweeper !== undefined) {
       clearInterval(sweeper);
       sweeper = undefined;
     }
@@ -66,18 +81,18 @@ export function trackConnections(server: Server, secure: boolean): ConnectionTra
 
   return {
     get size() {
-      return connections.size;
+      return guard.size;
     },
     closeWhenIdle(idleMs) {
       sweep(idleMs);
-      if (connections.size > 0 && sweeper === undefined) {
+      if (guard.size > 0 && sweeper === undefined) {
         sweeper = setInterval(() => {
           sweep(idleMs);
         }, SWEEP_MS);
       }
     },
     destroyAll() {
-      for (const socket of connections.keys()) socket.destroy();
+      guard.destroyAll();
     },
     stop() {
       if (sweeper !== undefined) clearInterval(sweeper);

@@ -2,13 +2,29 @@ import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { Server as NetServer } from 'node:net';
 import { type ListenerTls, tlsServerOptions, writeTlsBatchesWithoutCopy } from '../shared/listener-tls.js';
+import {
+  type ConnectionGuardLimits,
+  DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+  type GuardReason,
+  createConnectionGuard,
+} from '../shared/connection-guard.js';
 import { DRAIN_IDLE_MS, trackConnections } from './connection-tracker.js';
 import type { HttpEdge } from './http-edge.js';
 
 /** Connection hygiene of an HTTP listener. */
 export interface HttpLimits {
-  /** Most connections at once (further ones are closed at accept). Default 4096. */
+  /**
+   * Most connections at once: at the cap the connection idle the longest is closed for a new
+   * one, which is refused only when every connection has a request in flight. Default 4096.
+   */
   readonly maxConnections?: number | undefined;
+  /** Most connections from one client address (further ones are refused at accept). Default 0: no limit. */
+  readonly maxConnectionsPerAddress?: number | undefined;
+  /**
+   * Time from accept to the first complete request head (TLS handshake included), in ms; a
+   * connection that has not sent it by then is closed. Default 10000; 0: none.
+   */
+  readonly firstBytesTimeoutMs?: number | undefined;
   /** Time a client has to send the request headers, in ms (slowloris). Default 20000. */
   readonly headersTimeoutMs?: number | undefined;
   /** Time a client has to send the whole request (headers and body), in ms. Default 300000. */
@@ -31,6 +47,10 @@ export interface StartHttpServerOptions extends HttpLimits {
 export interface StartedHttpServer {
   /** The bound port. */
   readonly port: number;
+  /** Connections open now. */
+  readonly connections: number;
+  /** Connections closed or refused by each connection limit since start (connection-guard.ts). */
+  readonly guardCloses: ReadonlyMap<GuardReason, number>;
   /**
    * Drains: stops accepting connections, answers the requests in flight (and any that
    * arrive on open connections) with `Connection: close`, closes keep-alive connections
@@ -53,11 +73,11 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
         });
   secure?.on('secureConnection', writeTlsBatchesWithoutCopy);
   server.on('checkContinue', edge.checkContinue);
-  server.maxConnections = options.maxConnections ?? 4096;
   server.headersTimeout = options.headersTimeoutMs ?? 20_000;
   server.requestTimeout = options.requestTimeoutMs ?? 300_000;
   server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 65_000;
-  const tracker = trackConnections(server, secure !== undefined);
+  const guard = createConnectionGuard(guardLimits(options));
+  const tracker = trackConnections(server, secure !== undefined, guard);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -66,6 +86,10 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
       const port = typeof address === 'object' && address !== null ? address.port : options.port;
       resolve({
         port,
+        get connections() {
+          return guard.size;
+        },
+        guardCloses: guard.counts,
         close: (graceMs?: number) =>
           new Promise<void>((done, fail) => {
             const force =
@@ -91,4 +115,13 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
       });
     });
   });
+}
+
+/** The connection guard's limits from an HTTP listener's (defaults applied). */
+function guardLimits(limits: HttpLimits): ConnectionGuardLimits {
+  return {
+    maxConnections: limits.maxConnections ?? 4096,
+    maxConnectionsPerAddress: limits.maxConnectionsPerAddress ?? 0,
+    firstBytesTimeoutMs: limits.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+  };
 }

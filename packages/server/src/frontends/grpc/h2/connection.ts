@@ -61,6 +61,8 @@ export interface H2ConnectionOptions {
    * 'data' listener. Default false.
    */
   readonly directReads?: boolean | undefined;
+  /** Called once the client's preface and first SETTINGS have arrived. Default none. */
+  readonly onPreface?: (() => void) | undefined;
   /** Called synchronously for each new stream; the stream's DATA follows. */
   readonly onStream: (stream: H2Stream) => void;
   /** Called once when the socket has closed. */
@@ -699,6 +701,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     if (!this.gotSettings) {
       this.gotSettings = true;
       this.clearHeaderTimer();
+      this.options.onPreface?.();
     }
     /** The frame's last INITIAL_WINDOW_SIZE, applied once after the loop (a frame may hold thousands). */
     let initialWindow = -1;

@@ -7,7 +7,14 @@ import net from 'node:net';
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import { tlsServerOptions, writeTlsBatchesWithoutCopy } from '../../shared/listener-tls.js';
-import { type GrpcListener, type GrpcListenerOptions, listenOn } from '../grpc-listener.js';
+import { type GuardedConnection, createConnectionGuard, tcpSocketOf } from '../../shared/connection-guard.js';
+import {
+  type GrpcListener,
+  type GrpcListenerOptions,
+  evictGracefully,
+  grpcGuardLimits,
+  listenOn,
+} from '../grpc-listener.js';
 import {
   type ConnectionLifetime,
   createLimitCounts,
@@ -25,15 +32,10 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
   let draining = false;
   let onIdle: (() => void) | undefined;
 
+  const guard = createConnectionGuard(grpcGuardLimits(options));
   const limits = options.connectionLimits ?? {};
   const limitCloses = createLimitCounts();
-  const serve = (socket: Socket, directReads = false): H2Connection | undefined => {
-    // Adopted sockets (withDirectReads) are not counted by the server's own maxConnections;
-    // 0 is no limit, as there.
-    if (options.maxConnections > 0 && connections.size >= options.maxConnections) {
-      socket.destroy();
-      return undefined;
-    }
+  const serve = (socket: Socket, guarded: GuardedConnection, directReads = false): H2Connection => {
     let lifetime: ConnectionLifetime | undefined;
     const connection = new H2Connection(socket, {
       directReads,
@@ -45,7 +47,24 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
       headerTimeoutMs: options.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
       logger,
       onStream: options.onStream,
-      onActiveStreams: (count) => lifetime?.activeStreams(count),
+      onPreface: () => {
+        guarded.started();
+        guarded.onEvict(() => {
+          evictGracefully(
+            () => {
+              connection.drain();
+            },
+            () => {
+              connection.destroy();
+            },
+            () => connection.openStreams,
+          );
+        });
+      },
+      onActiveStreams: (count) => {
+        guarded.inFlight(count);
+        lifetime?.activeStreams(count);
+      },
       onClose: () => {
         lifetime?.closed();
         connections.delete(connection);
@@ -87,19 +106,28 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
         },
       });
       if (socket === null) return;
+      const guarded = guard.admit(socket ?? accepted);
+      if (guarded === undefined) return;
       if (socket === undefined) {
-        serve(accepted);
+        serve(accepted, guarded);
         accepted.resume();
-      } else connection = serve(socket, true);
+      } else connection = serve(socket, guarded, true);
     });
   } else {
+    const admitted = new WeakMap<Socket, GuardedConnection>();
     const secure = tls.createServer({ ...tlsServerOptions(listenerTls), ALPNProtocols: ['h2'] }, (socket) => {
-      if (socket.alpnProtocol !== 'h2') {
+      const guarded = admitted.get(tcpSocketOf(socket));
+      if (socket.alpnProtocol !== 'h2' || guarded === undefined) {
         socket.destroy();
         return;
       }
+      guarded.adopt(socket);
       writeTlsBatchesWithoutCopy(socket);
-      serve(socket);
+      serve(socket, guarded);
+    });
+    secure.prependListener('connection', (socket: Socket) => {
+      const guarded = guard.admit(socket);
+      if (guarded !== undefined) admitted.set(socket, guarded);
     });
     secure.on('tlsClientError', (error) => {
       logger.debug('grpc tls error', { error });
@@ -109,8 +137,6 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
     });
     server = secure;
   }
-  // Counts only TLS sockets: plain ones are adopted (withDirectReads) and counted in serve().
-  server.maxConnections = options.maxConnections;
   server.on('error', (error) => {
     logger.debug('grpc listener error', { error });
   });
@@ -124,6 +150,7 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
       return connections.size;
     },
     limitCloses: limitCloses.counts,
+    guardCloses: guard.counts,
     close(graceMs) {
       closing ??= new Promise<void>((resolve) => {
         draining = true;
@@ -137,6 +164,7 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
         const force = setTimeout(() => {
           logger.warn('grpc grace period over, cancelling calls', { graceMs, connections: connections.size });
           for (const connection of connections) connection.destroy();
+          guard.destroyAll();
         }, graceMs);
         onIdle = done;
         server.close(() => {
