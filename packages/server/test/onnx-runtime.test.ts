@@ -10,6 +10,7 @@ import {
   type WorkerFaults,
   createOnnxSessionFactory,
   loadFailureCode,
+  withoutHostPaths,
   runFailureCode,
 } from '../src/runtime/onnx-session-factory.js';
 import { silentLogger } from '../src/util/logger.js';
@@ -331,6 +332,20 @@ describe('onnx runtime: pressure for admission', () => {
 });
 
 describe('onnxruntime failure codes', () => {
+  it('load errors keep no host path: absolute paths are cut to their last part, relative ones stay', () => {
+    assert.equal(
+      withoutHostPaths(
+        'Load model from m/1/model.onnx failed:/onnxruntime_src/onnxruntime/core/graph/model.cc:202 onnxruntime::Model::Model(...) Unsupported model IR version: 99',
+      ),
+      'Load model from m/1/model.onnx failed:model.cc:202 onnxruntime::Model::Model(...) Unsupported model IR version: 99',
+    );
+    assert.equal(
+      withoutHostPaths("open '/home/u/models/x/1/model.onnx': C:\\a\\b.onnx"),
+      "open 'model.onnx': b.onnx",
+    );
+    assert.equal(withoutHostPaths('shape [1,2] at node 3/4'), 'shape [1,2] at node 3/4');
+  });
+
   it('blames the request only when onnxruntime says the input is wrong', () => {
     assert.equal(
       loadFailureCode('Load model from m/1/model.onnx failed:Protobuf parsing failed.'),

@@ -360,6 +360,7 @@ function consoleApi(deps: ListenerDeps): HttpApi {
   const { config, core, ops } = deps;
   return createConsoleApi({
     service: core.service,
+    guard: ops.guard,
     modelConfig: (name) => core.manager.modelConfig(name),
     versionTimes: (model, version) => core.versionTimes(model, version),
     batching: {

@@ -132,6 +132,11 @@ export function createServingCore(
       threadNice: config.workerThreadNice,
       maxWaitMs: config.maxJsonDecodeBacklogMs,
       burstPerThread: config.admissionBurstPerInstance,
+      limits: {
+        maxDepth: config.jsonMaxDepth,
+        maxObjectKeys: config.jsonMaxObjectKeys,
+        maxValues: config.jsonMaxValues,
+      },
       onShed: (model, error) => {
         shedReporter.report('json-decode', model, error.message);
       },

@@ -82,6 +82,9 @@ export const FLAG_GROUPS: readonly FlagGroup[] = [
       'http_keepalive_timeout_ms',
       'http_headers_timeout_ms',
       'request_body_timeout_ms',
+      'json_max_depth',
+      'json_max_object_keys',
+      'json_max_values',
       'grpc_channel_arguments',
       'grpc_transport',
     ],
@@ -103,6 +106,7 @@ export const FLAG_GROUPS: readonly FlagGroup[] = [
     flags: [
       'monitoring_config_file',
       'access_log_sampling_rate',
+      'access_log_max_failures_per_second',
       'otlp_traces_endpoint',
       'trace_sampling_rate',
       'ssl_config_file',

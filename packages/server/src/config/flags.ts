@@ -93,7 +93,27 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   rest_api_num_threads: {
     key: 'restApiNumThreads',
     type: 'int',
-    help: 'threads reading JSON predict bodies off the event loop (0: on the event loop)',
+    help: 'threads reading JSON tensor bodies off the event loop, one body each at a time (0: on the event loop)',
+  },
+  json_max_depth: {
+    key: 'jsonMaxDepth',
+    type: 'int',
+    help: 'deepest nesting of lists and objects in a JSON tensor body (REST, KServe, /invocations); deeper: 400',
+  },
+  json_max_object_keys: {
+    key: 'jsonMaxObjectKeys',
+    type: 'int',
+    help: 'most keys in one object of a JSON tensor body; more: 400',
+  },
+  json_max_values: {
+    key: 'jsonMaxValues',
+    type: 'int',
+    help: 'most JSON values (numbers, strings, lists, objects) in a JSON tensor body; more: 400',
+  },
+  access_log_max_failures_per_second: {
+    key: 'accessLogMaxFailuresPerSecond',
+    type: 'int',
+    help: 'failed requests access-logged per second at most, at any sampling rate; the rest counted in one line (0: none)',
   },
   allow_version_labels_for_unavailable_models: {
     key: 'allowVersionLabelsForUnavailableModels',
@@ -300,7 +320,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   access_log_sampling_rate: {
     key: 'accessLogSamplingRate',
     type: 'float',
-    help: 'share of successful requests access-logged, 0..1; errors always',
+    help: 'share of successful requests access-logged, 0..1; failed ones up to --access_log_max_failures_per_second',
   },
   otlp_traces_endpoint: {
     key: 'otlpTracesEndpoint',

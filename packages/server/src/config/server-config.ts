@@ -64,11 +64,23 @@ export interface ServerConfig {
    */
   readonly restMaxBodyBytes: number;
   /**
-   * Threads that read JSON predict bodies (REST `:predict`, `/invocations`) off the event
-   * loop (`--rest_api_num_threads`; TF Serving's flag sizes its HTTP threads). Default 1,
-   * started on first use; 0 reads them on the event loop.
+   * Threads that read JSON tensor bodies (REST `:predict`, KServe `/infer`, `/invocations`) off
+   * the event loop, one body each at a time (`--rest_api_num_threads`; TF Serving's flag sizes
+   * its HTTP threads). Default 2 (a big body never holds up the others), started on first use;
+   * 0 reads them on the event loop.
    */
   readonly restApiNumThreads: number;
+  /** Deepest nesting in a JSON tensor body (`--json_max_depth`); deeper: 400. Default 100. */
+  readonly jsonMaxDepth: number;
+  /** Most keys in one object of a JSON tensor body (`--json_max_object_keys`); more: 400. Default 1000. */
+  readonly jsonMaxObjectKeys: number;
+  /** Most JSON values in a JSON tensor body (`--json_max_values`); more: 400. Default 2^26. */
+  readonly jsonMaxValues: number;
+  /**
+   * Failed requests access-logged per second at most, whatever `accessLogSamplingRate` is
+   * (`--access_log_max_failures_per_second`). Default 100; 0 logs none.
+   */
+  readonly accessLogMaxFailuresPerSecond: number;
   /** Allow labels pointing at versions that are not loaded (`--allow_version_labels_for_unavailable_models`). */
   readonly allowVersionLabelsForUnavailableModels: boolean;
   /** Batching (`--enable_batching`, `--batching_parameters_file`); acted on by the batching layer. */
@@ -358,7 +370,11 @@ export const DEFAULTS = {
   serializeAsTensorContent: false,
   restTimeoutMs: 30_000,
   restMaxBodyBytes: 256 * 1024 * 1024,
-  restApiNumThreads: 1,
+  restApiNumThreads: 2,
+  jsonMaxDepth: 100,
+  jsonMaxObjectKeys: 1000,
+  jsonMaxValues: 2 ** 26,
+  accessLogMaxFailuresPerSecond: 100,
   allowVersionLabelsForUnavailableModels: false,
   enableBatching: false,
   batchingParametersFile: undefined,
@@ -524,6 +540,7 @@ export function resolveServerConfig(
     ['max_json_decode_backlog_ms', config.maxJsonDecodeBacklogMs],
     ['min_request_body_bytes_per_s', config.minRequestBodyBytesPerS],
     ['rest_api_num_threads', config.restApiNumThreads],
+    ['access_log_max_failures_per_second', config.accessLogMaxFailuresPerSecond],
     ['worker_thread_nice', config.workerThreadNice],
     ['gc_headroom_mb', config.gcHeadroomMb],
     ['response_cache_bytes', config.responseCacheBytes],
@@ -539,6 +556,9 @@ export function resolveServerConfig(
   }
   for (const [key, value] of [
     ['max_queued_requests', config.maxQueuedRequests],
+    ['json_max_depth', config.jsonMaxDepth],
+    ['json_max_object_keys', config.jsonMaxObjectKeys],
+    ['json_max_values', config.jsonMaxValues],
     ['max_inflight_request_bytes', config.maxInflightRequestBytes],
     ['max_inflight_requests', config.maxInflightRequests],
     ['max_connections', config.maxConnections],

@@ -8,6 +8,8 @@ import type { FastJsonFormat, NumericPredictBody } from '@visionserve/protocol';
 
 /** One admitted body's share of the decode backlog; released when its decode ends or its request does. */
 export interface DecodeTicket {
+  /** The request's signal (admit's `call`): a body still waiting for a thread when it aborts is dropped. */
+  readonly signal?: AbortSignal | undefined;
   release(): void;
 }
 
@@ -45,9 +47,11 @@ export interface JsonDecoder {
   check(bytes: number): void;
   /**
    * Admits a body of `bytes` into the decode backlog (once it has arrived), or throws as
-   * `check` does.
+   * `check` does. `call.signal`: the request's; a read with this ticket whose body still
+   * waits for a decode thread when it aborts (deadline, client gone) rejects with its reason
+   * at once.
    */
-  admit(bytes: number): DecodeTicket;
+  admit(bytes: number, call?: { readonly signal?: AbortSignal | undefined }): DecodeTicket;
   /**
    * Memory to read a body of `bytes` bytes (its declared length) into, which the decode
    * threads read without a copy (reused shared memory); undefined when such a body is read

@@ -62,6 +62,11 @@ export function loadFailureCode(message: string): Code {
     : Code.INTERNAL;
 }
 
+/** `text` with each absolute path (`/a/b/c.cc:12`, `C:\\a\\b`) cut to its last part (`c.cc:12`). */
+export function withoutHostPaths(text: string): string {
+  return text.replace(/(?<![\w.])(?:[A-Za-z]:)?(?:[\\/][\w.+@-]+)+[\\/]([\w.+@-]+)/g, '$1');
+}
+
 /**
  * The code of a failed run: INVALID_ARGUMENT when onnxruntime's message blames the
  * request (an input's shape, dimensions, type or name), INTERNAL otherwise (the model
@@ -211,9 +216,12 @@ function startWorker(
   });
 }
 
-/** A failed load as clients see it: the model directory replaced by name/version. */
+/**
+ * A failed load as clients see it: the model directory replaced by name/version, and any other
+ * absolute path (onnxruntime's source files, the host's directories) cut to its last part.
+ */
 function loadError(source: ModelSource, raw: string, code?: Code): ServingError {
-  const message = raw.split(source.path).join(`${source.modelName}/${source.version}`);
+  const message = withoutHostPaths(raw.split(source.path).join(`${source.modelName}/${source.version}`));
   return new ServingError(
     code ?? loadFailureCode(raw),
     `Failed to load model ${source.modelName} version ${source.version}: ${message}`,

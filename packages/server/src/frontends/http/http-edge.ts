@@ -11,7 +11,7 @@ import { type UploadRate, watchUploadRate } from './upload-rate.js';
 import { sendJsonError } from './send.js';
 
 /** Largest unread request body drained (read and discarded) after an early answer, in bytes. */
-export const DRAIN_UNREAD_BODY_BYTES = 16 * 1024 * 1024;
+export { DRAIN_UNREAD_BODY_BYTES } from './send.js';
 
 export interface HttpEdgeOptions {
   /** Mounted in order; the first API whose route (or `owns` pattern) matches a path serves it. */
@@ -184,17 +184,9 @@ function reply(
   if (reason === 'unsupported-content-encoding') {
     headers['Accept-Encoding'] = (api?.contentEncodings ?? ['gzip']).join(', ');
   }
-  // A body left unread (an answer before reading it, e.g. a refusal): one of declared
-  // length up to DRAIN_UNREAD_BODY_BYTES is read and discarded after the answer (Node
-  // does that) and the connection stays open; closing instead while the client still
-  // sends would reset the connection, and the client could lose the answer. Bigger or
-  // undeclared bodies close the connection rather than being drained.
-  if (
-    !req.complete &&
-    (reason === 'body-too-slow' || !(Number(req.headers['content-length']) <= DRAIN_UNREAD_BODY_BYTES))
-  ) {
-    headers['Connection'] = 'close';
-  }
+  // A body left unread: sendJsonError closes the connection or lets Node drain it (send.ts);
+  // a body too slow to wait for is never drained.
+  if (reason === 'body-too-slow' && !req.complete) headers['Connection'] = 'close';
   if (reason === 'overloaded') headers['Retry-After'] = '1';
   sendJsonError(res, status, serving.message, headers);
 }

@@ -111,7 +111,7 @@ async function serveTensorBody<A, D>(
       })
       .finally(arrived);
     const arrivedAt = process.hrtime.bigint();
-    ticket = decoder?.admit(body.byteLength);
+    ticket = decoder?.admit(body.byteLength, ctx);
     const decoded = await reading.decode(body, ticket);
     await route.handle({
       ctx,

@@ -284,7 +284,7 @@ export function serveInvocation(
       servable.admit(call);
       const body = await readBody(request.body);
       const decoder = plan.decodeThread ? deps.jsonDecode : undefined;
-      const ticket = decoder?.admit(body.byteLength);
+      const ticket = decoder?.admit(body.byteLength, call);
       try {
         const decoded = decoder === undefined ? undefined : await decodeInvocationJson(decoder, body, ticket);
         return await plan.answer(body, decoded, call);
