@@ -154,6 +154,17 @@ describe('admission', () => {
     await manager.close();
   });
 
+  it('never starts a request whose deadline has passed, even on an idle model (DEADLINE_EXCEEDED)', async () => {
+    const { service, factory, manager } = await setup(0);
+    factory.queued = 0;
+    assert.throws(
+      () => service.admit({ name: 'm' }, { deadline: Date.now() - 1 }),
+      (e: unknown) => e instanceof ServingError && e.code === Code.DEADLINE_EXCEEDED,
+    );
+    service.admit({ name: 'm' }, { deadline: Date.now() + 1000 });
+    await manager.close();
+  });
+
   it('tells the policy of every refusal, with the error the caller gets', async () => {
     const told: [string, ServingError][] = [];
     const { service, factory, manager } = await setup(150, (model, error) => told.push([model, error]));

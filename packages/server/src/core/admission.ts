@@ -42,6 +42,11 @@ export function checkAdmission(
   deadline: number | undefined,
   pending = 0,
 ): void {
+  // A request whose deadline has passed never starts, however idle the model (its run could
+  // otherwise finish before the deadline's timer fires, and answer a call the client gave up).
+  if (deadline !== undefined && deadline <= Date.now()) {
+    throw new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline Exceeded');
+  }
   const pressure = session.pressure?.(pending);
   if (pressure === undefined || pressure.queued === 0) return;
   const { queued, maxQueued } = pressure;
