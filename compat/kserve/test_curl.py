@@ -1,4 +1,4 @@
-"""The curl examples of the README's KServe section, run as written (port substituted)."""
+"""The curl examples of the KServe section of docs/apis.md (once the README's), run as written (port substituted)."""
 import json
 import subprocess
 

@@ -151,7 +151,7 @@ model_config_list {
         extra_args=[
             f"--saved_model_converter_python={sys.executable}",
             f"--saved_model_cache_dir={CACHE / 'conversions'}",
-            # cnn_no_config fails to load on purpose (its status names the ops): start anyway.
+            # cnn_no_config loads without serving_bytes (its status names the ops).
             "--wait_for_models=true",
         ],
         ready_timeout=600,

@@ -325,18 +325,18 @@ func TestWrongManifestsFail(t *testing.T) {
 	}
 }
 
-// The README's own-overlay example (namespace, image, a variant) renders and validates, so the
-// documented way to customise keeps working.
+// The own-overlay example of docs/deployment.md (namespace, image, a variant) renders and
+// validates, so the documented way to customise keeps working.
 func TestReadmeOverlayExample(t *testing.T) {
 	v, facts := validator(t)
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "docs", "deployment.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(readme), "cat > my-visionserve/kustomization.yaml <<'YAML'\n")
 	body, _, ok2 := strings.Cut(after, "\nYAML\n")
 	if !ok || !ok2 {
-		t.Fatal("README: the my-visionserve/kustomization.yaml example is gone; update this test")
+		t.Fatal("docs/deployment.md: the my-visionserve/kustomization.yaml example is gone; update this test")
 	}
 	dir := t.TempDir()
 	abs, _ := filepath.Abs(filepath.Join(repoRoot, "deploy"))
@@ -348,7 +348,7 @@ func TestReadmeOverlayExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs, _ := v.ValidateStream("README overlay", bytes.NewReader(out))
+	errs, _ := v.ValidateStream("docs/deployment.md overlay", bytes.NewReader(out))
 	for _, e := range errs {
 		t.Error(e)
 	}

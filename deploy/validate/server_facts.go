@@ -13,7 +13,7 @@ type ServerFacts struct {
 	// Flags are the `serve` flag names (packages/server/src/config/flags.ts).
 	Flags map[string]bool
 	// Metrics are the Prometheus metric names the server exports
-	// (packages/server/src/observability/serving-metrics.ts).
+	// (packages/server/src/observability/*.ts).
 	Metrics map[string]bool
 }
 
@@ -29,9 +29,23 @@ func LoadServerFacts(root string) (*ServerFacts, error) {
 	if err != nil {
 		return nil, err
 	}
-	metricsTS, err := os.ReadFile(filepath.Join(root, "packages/server/src/observability/serving-metrics.ts"))
+	// The metric definitions live in several files of observability/ (TF Serving's names, ours,
+	// the scrape-time collectors): every .ts file there is read.
+	observability := filepath.Join(root, "packages/server/src/observability")
+	entries, err := os.ReadDir(observability)
 	if err != nil {
 		return nil, err
+	}
+	var metricsTS []byte
+	for _, e := range entries {
+		if e.IsDir() || filepath.Ext(e.Name()) != ".ts" {
+			continue
+		}
+		text, err := os.ReadFile(filepath.Join(observability, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		metricsTS = append(metricsTS, text...)
 	}
 	f := &ServerFacts{Flags: map[string]bool{}, Metrics: map[string]bool{}}
 	for _, m := range flagEntry.FindAllStringSubmatch(string(flagsTS), -1) {
@@ -48,7 +62,7 @@ func LoadServerFacts(root string) (*ServerFacts, error) {
 	}
 	for _, must := range []string{"visionserve_requests_in_flight", "visionserve_queue_depth"} {
 		if !f.Metrics[must] {
-			return nil, fmt.Errorf("serving-metrics.ts: metric %q not found (%d parsed): update server_facts.go", must, len(f.Metrics))
+			return nil, fmt.Errorf("observability/*.ts: metric %q not found (%d parsed): update server_facts.go", must, len(f.Metrics))
 		}
 	}
 	return f, nil

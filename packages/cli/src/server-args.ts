@@ -78,6 +78,7 @@ export async function startInProcessServer(
       sagemakerPort: -1,
       fileSystemPollSeconds: 0,
       maxQueueWaitMs: 0,
+      maxJsonDecodeBacklogMs: 0,
       logLevel: 'warn',
       ...flags,
     },

@@ -51,26 +51,28 @@ async function soccerClip(dir: string, file: string, codecArgs: readonly string[
 }
 
 interface LiveState {
-  answers: number;
-  sent: number;
+  answered: number;
   dropped: number;
-  boxes: number;
   latencyMs: number;
-  last: string;
+  boxes: number;
+  labels: string;
+  stats: string;
 }
 
+/** What the view shows: its stats line ("… frames/s · latency … ms · D dropped · A answered"), labels and boxes. */
 async function liveState(page: Page): Promise<LiveState> {
-  return page.evaluate<LiveState>(`(() => {
-    const status = document.querySelector('[data-testid=live-status]');
-    return {
-      answers: Number(status?.getAttribute('data-answers') ?? 0),
-      sent: Number(status?.getAttribute('data-sent') ?? 0),
-      dropped: Number(status?.getAttribute('data-dropped') ?? 0),
-      latencyMs: Number(status?.getAttribute('data-latency-ms')),
-      boxes: Number(document.querySelector('[data-testid=live-canvas]')?.getAttribute('data-boxes') ?? 0),
-      last: document.querySelector('[data-testid=live-last]')?.textContent ?? '',
-    };
-  })()`);
+  const seen = await page.evaluate<{ stats: string; labels: string; boxes: number }>(`(() => ({
+    stats: document.getElementById('live-stats')?.textContent ?? '',
+    labels: document.getElementById('live-labels')?.textContent ?? '',
+    boxes: Number(document.querySelector('[data-testid=live-canvas]')?.getAttribute('data-boxes') ?? 0),
+  }))()`);
+  const number = (re: RegExp): number => Number(re.exec(seen.stats)?.[1] ?? NaN);
+  return {
+    ...seen,
+    answered: number(/(\d+) answered/),
+    dropped: number(/(\d+) dropped/),
+    latencyMs: number(/latency ([\d.]+) ms/),
+  };
 }
 
 /**
@@ -96,12 +98,13 @@ async function overlayPixels(page: Page): Promise<number> {
   })()`);
 }
 
-/** Polls the view's status (the page's CSP forbids the string predicates of waitForFunction). */
+/** Polls the view's stats line (the page's CSP forbids the string predicates of waitForFunction). */
 async function waitForAnswers(page: Page, count: number): Promise<void> {
   const until = Date.now() + 120_000;
-  while ((await liveState(page)).answers < count) {
-    if (Date.now() > until)
-      throw new Error(`fewer than ${count} answers: ${JSON.stringify(await liveState(page))}`);
+  for (;;) {
+    const state = await liveState(page);
+    if (state.answered >= count) return;
+    if (Date.now() > until) throw new Error(`fewer than ${count} answers: ${JSON.stringify(state)}`);
     await page.waitForTimeout(200);
   }
 }
@@ -142,35 +145,24 @@ describe('console Live view in Chromium (fake camera, video file)', { skip }, ()
     await h?.close();
   });
 
-  it('the camera: frames stream to the detector, boxes labelled person are drawn over the picture', async () => {
+  it('the camera (CSP enforced): frames stream to the detector, boxes labelled person are drawn over the picture', async () => {
     await page.goto(`${h.rest}/console/#live`);
     await page.selectOption('#live-model', 'detector');
     await page.click('#live-camera');
     await waitForAnswers(page, 5);
     const state = await liveState(page);
-    const answer = JSON.parse(state.last) as {
-      frame: number;
-      result: { predictions: unknown[] };
-      dropped: number;
-    };
-    assert.ok(answer.frame >= 4, `frame ${answer.frame}`);
-    assert.match(state.last, /"label":"person"/);
+    assert.match(state.labels, /person/);
     assert.ok(state.boxes >= 2, `boxes drawn: ${state.boxes}`);
-    // At most two frames unanswered at any time: sent never runs ahead of answered + dropped by more.
-    assert.ok(state.sent - (answer.frame + 1) <= 2, JSON.stringify(state));
-    // The round trip of the last answer: more than the server's share of it, which is more than 0.
     assert.ok(state.latencyMs > 0 && state.latencyMs < 120_000, JSON.stringify(state));
     assert.ok((await overlayPixels(page)) > 500, 'overlay pixels over the picture');
-    assert.match((await page.locator('[data-testid=live-status]').innerText()) ?? '', /frames\/s · latency/);
     await page.screenshot({ path: join(tmpdir(), 'vs-console-live-camera.png'), fullPage: true });
   });
 
-  it('Stop ends the stream: no more answers come', async () => {
+  it('Stop ends the stream and the drawing', async () => {
     await page.click('#live-stop');
-    await page.waitForTimeout(300);
-    const stopped = (await liveState(page)).answers;
+    assert.equal((await liveState(page)).stats, 'Stopped.');
     await page.waitForTimeout(1500);
-    assert.equal((await liveState(page)).answers, stopped);
+    assert.equal((await liveState(page)).stats, 'Stopped.');
   });
 
   it('a chosen video file (WebM) streams the same way', async () => {
@@ -181,7 +173,7 @@ describe('console Live view in Chromium (fake camera, video file)', { skip }, ()
     await page.setInputFiles('#live-file', clip);
     await waitForAnswers(page, 3);
     const state = await liveState(page);
-    assert.match(state.last, /"label":"person"/);
+    assert.match(state.labels, /person/);
     assert.ok(state.boxes >= 2, `boxes drawn: ${state.boxes}`);
     assert.ok((await overlayPixels(page)) > 500, 'overlay pixels over the picture');
     await page.screenshot({ path: join(tmpdir(), 'vs-console-live-file.png'), fullPage: true });

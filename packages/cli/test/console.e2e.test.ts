@@ -3,7 +3,8 @@
  * `chromium` package (scripts/setup-browser.sh installs it when missing; without it the
  * test is skipped with the reason). A real server with MobileNetV2 and the TF-OD detector,
  * metrics on. Screenshots go to a temp directory, or to docs/ with UPDATE_SCREENSHOTS=1 (not
- * the Try-it page, which shows a photo from ../shared).
+ * the Try-it page, which shows a photo from ../shared). The Live view runs in a second browser
+ * whose fake camera plays scene_soccer.jpg.
  */
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,6 +14,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, type Page, chromium } from 'playwright-core';
+import sharp from 'sharp';
 import { IMAGES, REPO_ROOT } from './helpers/shared.js';
 import { findChromium } from './helpers/system-tools.js';
 import { tempRepo } from './helpers/model-repo.js';
@@ -219,5 +221,69 @@ describe('web console in Chromium (Playwright)', { skip }, () => {
       ),
     );
     assert.deepEqual(found, []);
+  });
+});
+
+describe('console Live view with a fake camera (Chromium)', { skip }, () => {
+  let h: Harness;
+  let browser: Browser;
+  let page: Page;
+
+  before(async () => {
+    const root = await tempRepo();
+    await placeDetector(root);
+    h = await startHarness({
+      modelName: 'detector',
+      modelBasePath: join(root, 'detector'),
+      fileSystemPollSeconds: 0,
+    });
+    // Chromium's fake camera plays a Motion JPEG file: JPEG frames one after the other (its
+    // reader takes even-sized baseline frames: the photo is scaled to 640×480 first).
+    const frame = await sharp(readFileSync(join(IMAGES, 'scene_soccer.jpg')))
+      .resize(640, 480, { fit: 'fill' })
+      .jpeg({ quality: 90 })
+      .toBuffer();
+    const clip = join(await mkdtemp(join(tmpdir(), 'vs-live-')), 'soccer.mjpeg');
+    await writeFile(clip, Buffer.concat(Array<Buffer>(10).fill(frame)));
+    browser = await chromium.launch({
+      executablePath: (browserBinary as { path: string }).path,
+      args: [
+        '--no-sandbox',
+        '--disable-dev-shm-usage',
+        '--disable-gpu',
+        '--use-fake-ui-for-media-stream',
+        '--use-fake-device-for-media-stream',
+        `--use-file-for-fake-video-capture=${clip}`,
+      ],
+    });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
+    page = await context.newPage();
+  });
+  after(async () => {
+    await browser?.close();
+    await h?.close();
+  });
+
+  it('sends the camera over the frame stream and draws the persons and the ball with frames/s and latency', async () => {
+    await page.goto(`${h.rest}/console/#live`);
+    await page.selectOption('#live-model', 'detector');
+    await page.getByRole('button', { name: 'Start camera' }).click();
+    await page.waitForFunction(
+      "Number(document.querySelector('[data-testid=live-canvas]')?.dataset.boxes ?? 0) > 0 && /person/.test(document.getElementById('live-labels')?.textContent ?? '')",
+      undefined,
+      { timeout: 60_000 },
+    );
+    const labels = await page.locator('#live-labels').innerText();
+    assert.match(labels, /person/);
+    assert.match(labels, /sports ball/);
+    await page.waitForFunction(
+      "/answered/.test(document.getElementById('live-stats')?.textContent ?? '') && Number(/(\\d+) answered/.exec(document.getElementById('live-stats').textContent)[1]) >= 3",
+      undefined,
+      { timeout: 60_000 },
+    );
+    const stats = await page.locator('#live-stats').innerText();
+    assert.match(stats, /^\d+\.\d frames\/s · latency \d+(\.\d+)? ms · \d+ dropped · \d+ answered$/);
+    await page.getByRole('button', { name: 'Stop' }).click();
+    assert.equal(await page.locator('#live-stats').innerText(), 'Stopped.');
   });
 });

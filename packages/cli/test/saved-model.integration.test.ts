@@ -327,14 +327,30 @@ describe('TensorFlow SavedModel versions (converter stand-in)', () => {
     assert.ok(Math.abs(r! - 0.5) < 1e-6 && Math.abs(g! - 0.5) < 1e-6 && Math.abs(b! - 0.5) < 1e-6);
   });
 
-  it('fails the load naming the signature and the TensorFlow ops without an ONNX equivalent', async () => {
+  it('serves the signatures that converted and names the others with their ops (partial load)', async () => {
     const status = (await request(`${h.rest}/v1/models/cnn_without_config`)).json() as StatusJson;
     const v = status.model_version_status[0]!;
-    assert.equal(v.state, 'END');
-    assert.equal(v.status.error_code, 'UNIMPLEMENTED');
-    assert.match(
+    assert.equal(v.state, 'AVAILABLE');
+    assert.equal(v.status.error_code, 'OK');
+    assert.equal(
       v.status.error_message,
-      /signature "serving_bytes" uses TensorFlow ops with no ONNX equivalent: DecodeJpeg/,
+      'Signatures not served: "serving_bytes" uses TensorFlow ops with no ONNX equivalent: DecodeJpeg',
+    );
+    const metadata = (await request(`${h.rest}/v1/models/cnn_without_config/metadata`)).json() as {
+      metadata: { signature_def: { signature_def: Record<string, unknown> }; unserved_signatures: unknown };
+    };
+    assert.deepEqual(Object.keys(metadata.metadata.signature_def.signature_def), ['serving_default']);
+    assert.deepEqual(metadata.metadata.unserved_signatures, {
+      serving_bytes: 'uses TensorFlow ops with no ONNX equivalent: DecodeJpeg',
+    });
+    const bytes = await postJson(`${h.rest}/v1/models/cnn_without_config:predict`, {
+      signature_name: 'serving_bytes',
+      instances: [{ b64: 'AAAA' }],
+    });
+    assert.equal(bytes.status, 400);
+    assert.match(
+      JSON.stringify(bytes.json),
+      /not served: it uses TensorFlow ops with no ONNX equivalent: DecodeJpeg/,
     );
   });
 

@@ -6,7 +6,7 @@
  * config file is reported in TF Serving's words, and the gRPC APIs answer on the Unix socket
  * of --grpc_socket_path (real `visionserve serve` processes, real sockets).
  */
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readdir, writeFile } from 'node:fs/promises';
@@ -152,9 +152,11 @@ describe('start-up as TF Serving', () => {
 
   it('a fixed port that is taken fails at once, before any model loads', async () => {
     const blocker = createNetServer();
-    const port = await new Promise<number>((resolve) =>
-      blocker.listen(0, '127.0.0.1', () => resolve((blocker.address() as { port: number }).port)),
-    );
+    const port = await new Promise<number>((resolve) => {
+      blocker.listen(0, '127.0.0.1', () => {
+        resolve((blocker.address() as { port: number }).port);
+      });
+    });
     try {
       const failed = await run(process.execPath, [
         CLI,
@@ -166,7 +168,7 @@ describe('start-up as TF Serving', () => {
         `--model_config_file=${join(root, 'models.config')}`,
       ]).then(
         () => assert.fail('the server started on a taken port'),
-        (e: { code: number; stderr: string }) => e,
+        (e: unknown) => e as { code: number; stderr: string },
       );
       assert.equal(failed.code, 2);
       assert.match(failed.stderr, new RegExp(`--rest_api_port=${port}: the port is already in use`));
@@ -221,7 +223,7 @@ describe('start-up as TF Serving', () => {
       `--model_config_file=${bad}`,
     ]).then(
       () => assert.fail('started on a bad config file'),
-      (e: { code: number; stderr: string }) => e,
+      (e: unknown) => e as { code: number; stderr: string },
     );
     assert.notEqual(failed.code, 0);
     assert.match(failed.stderr, /Error parsing text-format tensorflow\.serving\.ModelServerConfig: 2:17: /);

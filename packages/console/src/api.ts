@@ -29,7 +29,8 @@ export interface VersionJson {
 
 export interface ModelJson {
   readonly name: string;
-  readonly basePath: string;
+  /** Null unless the caller may manage models (the admin token, when one is set). */
+  readonly basePath: string | null;
   readonly versionPolicy: unknown;
   readonly versionLabels: Readonly<Record<string, number>>;
   readonly batching: {
@@ -43,8 +44,13 @@ export interface ModelJson {
 /** The console page lives at <console>/; its API at <console>/api/. */
 export const API = 'api';
 
-export async function getJson<T>(path: string): Promise<T> {
-  const res = await fetch(path);
+/** The admin token the Manage view keeps for this tab (sent where the server asks for it). */
+export function adminToken(): string {
+  return sessionStorage.getItem('visionserve-admin-token') ?? '';
+}
+
+export async function getJson<T>(path: string, headers: Record<string, string> = {}): Promise<T> {
+  const res = await fetch(path, { headers });
   const text = await res.text();
   if (!res.ok) {
     let message = text;
@@ -59,7 +65,10 @@ export async function getJson<T>(path: string): Promise<T> {
 }
 
 export async function models(): Promise<ModelJson[]> {
-  return (await getJson<{ models: ModelJson[] }>(`${API}/models`)).models;
+  // Base paths come only to callers that may manage models.
+  const token = adminToken();
+  const headers: Record<string, string> = token === '' ? {} : { Authorization: `Bearer ${token}` };
+  return (await getJson<{ models: ModelJson[] }>(`${API}/models`, headers)).models;
 }
 
 /** The version requests would reach now: the highest AVAILABLE one. */

@@ -1,10 +1,10 @@
 import { renderCompare } from './compare-view.js';
-import { renderLive, stopLive } from './live-view.js';
 import { h } from './dom.js';
 import { renderManage } from './manage-view.js';
 import { renderModels } from './models-view.js';
 import { renderTraffic, stopTraffic } from './traffic-view.js';
 import { renderTry } from './try-view.js';
+import { renderLive, stopLive } from './live-view.js';
 
 const view = document.getElementById('view')!;
 const tabs = ['models', 'traffic', 'try', 'live', 'compare', 'manage'] as const;

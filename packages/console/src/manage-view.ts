@@ -1,5 +1,5 @@
 import { createGrpcWebChannel, createTfsGrpcStub } from '@visionserve/client/grpc-web';
-import { type ModelJson, models } from './api.js';
+import { type ModelJson, adminToken, models } from './api.js';
 import { h } from './dom.js';
 
 const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error));
@@ -10,7 +10,7 @@ function entryOf(m: ModelJson): Entry {
   const policy = m.versionPolicy as { kind: string; numVersions?: number; versions?: number[] } | null;
   return {
     name: m.name,
-    basePath: m.basePath,
+    basePath: m.basePath ?? '',
     versionPolicy:
       policy?.kind === 'all'
         ? { all: true }
@@ -28,7 +28,7 @@ function entryOf(m: ModelJson): Entry {
 export async function renderManage(view: HTMLElement): Promise<void> {
   let list = await models();
   const token = h('input', { id: 'manage-token', type: 'password', autocomplete: 'off' });
-  token.value = sessionStorage.getItem('visionserve-admin-token') ?? '';
+  token.value = adminToken();
   const status = h('p', { role: 'status', id: 'manage-status' });
   const apply = async (entries: Entry[], what: string): Promise<void> => {
     sessionStorage.setItem('visionserve-admin-token', token.value);
@@ -85,7 +85,15 @@ export async function renderManage(view: HTMLElement): Promise<void> {
         reload.addEventListener('click', () => {
           void apply(list.map(entryOf), `Reloading ${m.name}`);
         });
-        return h('li', {}, h('strong', {}, m.name), ` (${m.basePath}) `, unload, ' ', reload);
+        return h(
+          'li',
+          {},
+          h('strong', {}, m.name),
+          ` (${m.basePath ?? 'base path hidden'}) `,
+          unload,
+          ' ',
+          reload,
+        );
       }),
     );
   };

@@ -24,7 +24,9 @@ function modelCard(model: ModelJson): HTMLElement {
     'section',
     { class: 'card', 'data-testid': 'model', 'data-model': model.name, 'aria-label': `Model ${model.name}` },
     h('h3', {}, model.name),
-    h('p', { class: 'muted' }, 'Base path ', h('code', {}, model.basePath)),
+    model.basePath === null
+      ? h('p', { class: 'muted' }, 'Base path shown to callers that may manage models (Manage: admin token)')
+      : h('p', { class: 'muted' }, 'Base path ', h('code', {}, model.basePath)),
     h(
       'p',
       {},

@@ -1,12 +1,7 @@
 import { API, type ModelJson, defaultSignature, models, servingVersion } from './api.js';
+import { type Box, type LabelledBox, drawBoxes } from './boxes.js';
 import { formatMs, h, table } from './dom.js';
 
-interface Box {
-  readonly ymin: number;
-  readonly xmin: number;
-  readonly ymax: number;
-  readonly xmax: number;
-}
 interface TryAnswer {
   readonly model: string;
   readonly version: number;
@@ -20,8 +15,6 @@ interface TryAnswer {
   readonly timings: { decodeMs: number; predictMs: number; postprocessMs: number; totalMs: number };
 }
 
-const BOX_COLORS = ['#d62728', '#1f77b4', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf'];
-
 async function drawDetections(
   canvas: HTMLCanvasElement,
   file: Blob,
@@ -33,29 +26,8 @@ async function drawDetections(
   canvas.height = bitmap.height;
   const ctx = canvas.getContext('2d')!;
   ctx.drawImage(bitmap, 0, 0);
-  const result = answer.predictions as {
-    detections: { label?: string; class_id: number; score: number; box: Box }[];
-  };
-  ctx.lineWidth = Math.max(2, bitmap.width / 300);
-  ctx.font = `${Math.max(14, Math.round(bitmap.width / 50))}px sans-serif`;
-  result.detections
-    .filter((d) => d.score >= minScore)
-    .forEach((d, i) => {
-      const color = BOX_COLORS[i % BOX_COLORS.length]!;
-      const x = d.box.xmin * bitmap.width;
-      const y = d.box.ymin * bitmap.height;
-      const w = (d.box.xmax - d.box.xmin) * bitmap.width;
-      const hh = (d.box.ymax - d.box.ymin) * bitmap.height;
-      ctx.strokeStyle = color;
-      ctx.strokeRect(x, y, w, hh);
-      const text = `${d.label ?? d.class_id} ${(d.score * 100).toFixed(0)}%`;
-      const tw = ctx.measureText(text).width + 6;
-      const th = parseInt(ctx.font, 10) + 4;
-      ctx.fillStyle = color;
-      ctx.fillRect(x, Math.max(0, y - th), tw, th);
-      ctx.fillStyle = '#ffffff';
-      ctx.fillText(text, x + 3, Math.max(th - 4, y - 4));
-    });
+  const result = answer.predictions as { detections: readonly LabelledBox[] };
+  drawBoxes(ctx, bitmap.width, bitmap.height, result.detections, minScore);
 }
 
 function jsonEditor(model: ModelJson, out: HTMLElement): HTMLElement {

@@ -38,6 +38,8 @@ export type ErrorReason =
   | 'load-timeout'
   /** Admission control refused the request before it was read (HTTP 503 with Retry-After). */
   | 'overloaded'
+  /** A request body arrived slower than the minimum upload rate (HTTP 408, connection closed). */
+  | 'body-too-slow'
   /** A request Content-Encoding the endpoint cannot decode (400 by default; KServe/Triton: 501). */
   | 'unsupported-content-encoding';
 

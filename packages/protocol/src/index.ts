@@ -7,6 +7,7 @@ export * from './tensor.js';
 export * from './json-writer.js';
 export * from './tfs-json-decode.js';
 export * from './numeric-json.js';
+export * from './json-limits.js';
 export * from './tfs-json-encode.js';
 export * from './records.js';
 export * from './tf-example.js';

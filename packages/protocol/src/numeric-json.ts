@@ -11,6 +11,8 @@
  * it returns undefined and the caller takes the general path, whose errors are the contract.
  */
 
+import { type JsonLimits, NO_JSON_LIMITS } from './json-limits.js';
+
 /**
  * A rectangular nested list of JSON numbers read by readNumericPredictBody. Numbers of up
  * to 15 significant digits are read exactly; longer ones (up to 18 digits, such as the
@@ -282,10 +284,14 @@ class Reader {
 
   /** The next tensor's values go into the caller's scratch array (see readFastJsonBody). */
   private borrowed: boolean;
+  /** JSON values read so far (limits.maxValues). */
+  private values = 0;
 
   constructor(
     private readonly bytes: Uint8Array,
     scratch?: Float64Array<ArrayBuffer>,
+    /** Past one of these the reader falls back (the general path's check then refuses the body). */
+    private readonly limits: JsonLimits = NO_JSON_LIMITS,
   ) {
     this.estimateBudget = bytes.length;
     this.borrowed = scratch !== undefined;
@@ -329,14 +335,31 @@ class Reader {
     return s;
   }
 
-  /** A rectangular nested list of numbers (or one number). */
-  tensor(): PackedNumbers {
+  /** One more JSON value (limits.maxValues), or a fall back. */
+  counted(values: number): void {
+    this.values += values;
+    if (this.values > this.limits.maxValues) throw FALLBACK;
+  }
+
+  /** A list or object at nesting `level` (the body is 1), within limits.maxDepth, or a fall back. */
+  atLevel(level: number): void {
+    if (level > this.limits.maxDepth) throw FALLBACK;
+  }
+
+  /** Keys read so far of one object (limits.maxObjectKeys), or a fall back. */
+  keyCounted(keys: number): void {
+    if (keys > this.limits.maxObjectKeys) throw FALLBACK;
+  }
+
+  /** A rectangular nested list of numbers (or one number), its outermost list at level `level`. */
+  tensor(level: number): PackedNumbers {
     this.count = 0;
     this.inexactCount = 0;
     this.ws();
     const shape: number[] = [];
     if (this.bytes[this.pos] === LBRACKET) {
-      this.list(shape);
+      if (level > this.limits.maxDepth) throw FALLBACK;
+      this.list(shape, this.limits.maxDepth - level);
     } else {
       const start = this.pos;
       const v = this.number();
@@ -344,6 +367,14 @@ class Reader {
       this.push(v);
     }
     const n = this.count;
+    // Its lists count as values too.
+    let lists = 0;
+    let product = 1;
+    for (const size of shape) {
+      lists += product;
+      product *= size;
+    }
+    this.counted(n + lists);
     const values = this.scratch;
     // Hand the array over when little of it is unused (or it is the caller's scratch, which
     // the first tensor views); else copy the values out and keep the array for the next
@@ -367,7 +398,7 @@ class Reader {
    * exactly at the innermost level). Numbers are parsed in line into the scratch array
    * (see number() for the rules; this is the same code, kept here for speed).
    */
-  private list(shape: number[]): void {
+  private list(shape: number[], deeperLevels: number): void {
     const b = this.bytes;
     const len = b.length;
     const begin = this.pos;
@@ -395,7 +426,7 @@ class Reader {
       while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
       if (c === LBRACKET) {
         if (leaf >= 0 && depth >= leaf) throw FALLBACK;
-        if (++depth >= MAX_DEPTH) throw FALLBACK;
+        if (++depth >= MAX_DEPTH || depth > deeperLevels) throw FALLBACK;
         if (depth === shape.length) shape.push(-1);
         sizes[depth] = 0;
         p++;
@@ -664,7 +695,8 @@ class Reader {
    * `packKey` key becomes PackedNumbers.
    */
   value(depth: number, packKey: string): unknown {
-    if (depth >= MAX_DEPTH) throw FALLBACK;
+    if (depth >= MAX_DEPTH || depth >= this.limits.maxDepth) throw FALLBACK;
+    this.counted(1);
     this.ws();
     const b = this.bytes;
     const c = b[this.pos];
@@ -676,12 +708,15 @@ class Reader {
         this.pos++;
         return out;
       }
-      for (;;) {
+      for (let keys = 1; ; keys++) {
+        this.keyCounted(keys);
         const key = this.string();
         if (key === '__proto__' || Object.hasOwn(out, key)) throw FALLBACK;
         this.expect(COLON);
         out[key] =
-          key === packKey && this.numericListAhead() ? this.tensor() : this.value(depth + 1, packKey);
+          key === packKey && this.numericListAhead()
+            ? this.tensor(depth + 2)
+            : this.value(depth + 1, packKey);
         this.ws();
         const d = b[this.pos++];
         if (d === COMMA) continue;
@@ -747,36 +782,44 @@ class Reader {
 export function readNumericPredictBody(
   bytes: Uint8Array,
   scratch?: Float64Array<ArrayBuffer>,
+  limits?: JsonLimits,
 ): NumericPredictBody | undefined {
   // Only worth it, and only tried, when the body is big enough to hold a real tensor.
   if (bytes.byteLength < 256) return undefined;
-  const r = new Reader(bytes, scratch);
+  const r = new Reader(bytes, scratch, limits);
   try {
     const body: NumericPredictBody = {};
     r.expect(LBRACE);
-    for (;;) {
+    r.atLevel(1);
+    r.counted(1);
+    for (let keys = 1; ; keys++) {
+      r.keyCounted(keys);
       const key = r.string();
       if (Object.hasOwn(body, key)) return undefined; // duplicate keys: JSON.parse keeps the last
       r.expect(COLON);
       if (key === 'signature_name') {
+        r.counted(1);
         body[key] = r.string();
       } else if (key === 'instances') {
         r.ws();
         if (bytes[r.pos] !== LBRACKET) return undefined;
-        body[key] = r.tensor();
+        body[key] = r.tensor(2);
       } else if (key === 'inputs') {
         r.ws();
         if (bytes[r.pos] === LBRACE) {
           r.pos++;
+          r.atLevel(2);
+          r.counted(1);
           const named: Record<string, PackedNumbers> = {};
           r.ws();
           if (bytes[r.pos] === RBRACE) return undefined;
-          for (;;) {
+          for (let keys = 1; ; keys++) {
+            r.keyCounted(keys);
             const name = r.string();
             if (Object.hasOwn(named, name) || name === '__proto__' || name === 'b64') return undefined;
             r.expect(COLON);
             Object.defineProperty(named, name, {
-              value: r.tensor(),
+              value: r.tensor(3),
               enumerable: true,
               writable: true,
               configurable: true,
@@ -789,7 +832,7 @@ export function readNumericPredictBody(
           }
           body[key] = named;
         } else {
-          body[key] = r.tensor();
+          body[key] = r.tensor(2);
         }
       } else {
         return undefined;
@@ -824,32 +867,38 @@ export type FastJsonFormat = 'tfs-predict' | 'sagemaker-json' | 'kserve-infer';
  * `scratch`: an array of the caller's that the body's first tensor is read into when it fits
  * (its PackedNumbers then views it: valid until the caller reuses the array); default, and for
  * the other tensors, arrays of the reader's own.
+ *
+ * `limits`: a body past one of them is not taken (undefined), at the point where the reader
+ * passes it; the caller's check before the general path (checkJsonLimits) then refuses it.
+ * Default: none.
  */
 export function readFastJsonBody(
   format: FastJsonFormat,
   bytes: Uint8Array,
   scratch?: Float64Array<ArrayBuffer>,
+  limits?: JsonLimits,
 ): unknown {
   switch (format) {
     case 'tfs-predict':
-      return readNumericPredictBody(bytes, scratch);
+      return readNumericPredictBody(bytes, scratch, limits);
     case 'sagemaker-json':
-      return readSageMakerJsonBody(bytes, scratch);
+      return readSageMakerJsonBody(bytes, scratch, limits);
     case 'kserve-infer':
-      return readPackedObject(bytes, 'data', scratch);
+      return readPackedObject(bytes, 'data', scratch, limits);
   }
 }
 
 function readSageMakerJsonBody(
   bytes: Uint8Array,
   scratch?: Float64Array<ArrayBuffer>,
+  limits?: JsonLimits,
 ): NumericPredictBody | undefined {
   if (bytes.byteLength < 256) return undefined;
-  const r = new Reader(bytes, scratch);
+  const r = new Reader(bytes, scratch, limits);
   r.ws();
-  if (bytes[r.pos] !== LBRACKET) return readNumericPredictBody(bytes, scratch);
+  if (bytes[r.pos] !== LBRACKET) return readNumericPredictBody(bytes, scratch, limits);
   try {
-    const list = r.tensor();
+    const list = r.tensor(1);
     r.end();
     const shape = list.shape;
     if (shape.length === 0 || shape[0] === 0) return undefined;
@@ -865,9 +914,10 @@ function readPackedObject(
   bytes: Uint8Array,
   packKey: string,
   scratch?: Float64Array<ArrayBuffer>,
+  limits?: JsonLimits,
 ): Record<string, unknown> | undefined {
   if (bytes.byteLength < 256) return undefined;
-  const r = new Reader(bytes, scratch);
+  const r = new Reader(bytes, scratch, limits);
   try {
     r.ws();
     if (bytes[r.pos] !== LBRACE) return undefined;

@@ -12,8 +12,11 @@ file, and for signatures that read serialized tf.Examples the features the serve
 tf2onnx keeps a signature's input/output keys as the ONNX names. It does not fail on TensorFlow
 ops without an ONNX equivalent: it leaves them in the graph and exits 0. Every node (nested
 graphs included) is therefore checked against the ONNX operator schemas, and such ops are
-reported by name. Signatures whose only such op is ParseExample(V2) over dense features are
-converted again with the graph cut after it (the server then parses the tf.Examples itself).
+reported by name. A signature whose graph parses serialized tf.Examples (ParseExample,
+ParseExampleV2, ParseSingleExample) is converted with the graph cut after the parse op: the
+op's dense outputs become graph inputs named by their feature keys, and the manifest records
+the op's features (keys, dtypes, shapes, defaults; sparse and ragged ones are recorded but not
+served) so that the server parses the tf.Examples itself.
 
 stdout: one JSON line ({"ok": true} or {"ok": false, "error": ...}); stderr: a human log.
 Exit codes: 0 manifest written (some signatures may be unsupported; see it), 1 fatal error,
@@ -41,7 +44,7 @@ DTYPES = {
 }
 FEATURE_DTYPES = {"float32": "float32", "int64": "int64", "string": "string"}
 STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
-PARSE_OPS = {"ParseExampleV2", "ParseExample"}
+PARSE_OPS = {"ParseExampleV2", "ParseExample", "ParseSingleExample"}
 
 
 def log(message):
@@ -136,15 +139,19 @@ def tensor_info(info, tf):
     return {"dtype": DTYPES[name], "shape": shape, "graphName": info.name}
 
 
-def convert(tf2onnx, saved_model, tag, signature, opset, input_names=None, output_names=None, rename=None):
-    """tf2onnx's own command-line path (tf_loader.from_saved_model + _convert_common), with
-    large-model output (external data; needed beyond 2 GB and about half the peak memory)."""
-    from tf2onnx import convert as tfconvert, tf_loader
-    graph_def, inputs, outputs, tables, to_rename = tf_loader.from_saved_model(
-        saved_model, input_names, output_names, tag=[tag], signatures=[signature], large_model=True,
+def load_graph(saved_model, tag, signature):
+    """tf2onnx's loader: (frozen GraphDef, input names, output names, tables, renames)."""
+    from tf2onnx import tf_loader
+    return tf_loader.from_saved_model(
+        saved_model, None, None, tag=[tag], signatures=[signature], large_model=True,
         return_initialized_tables=True, return_tensors_to_rename=True)
-    if rename:
-        to_rename.update(rename)
+
+
+def convert_graph(saved_model, loaded, opset):
+    """tf2onnx's own command-line path after loading (_convert_common), with large-model output
+    (external data; needed beyond 2 GB and about half the peak memory)."""
+    from tf2onnx import convert as tfconvert
+    graph_def, inputs, outputs, tables, to_rename = loaded
     return tfconvert._convert_common(  # pylint: disable=protected-access
         graph_def, name=saved_model, continue_on_error=False, opset=opset, large_model=True,
         input_names=inputs, output_names=outputs, tensors_to_rename=to_rename, initialized_tables=tables)
@@ -183,45 +190,180 @@ def onnx_io(model, onnx):
     return ({v.name: one(v) for v in model.graph.input}, {v.name: one(v) for v in model.graph.output})
 
 
-def parse_example_cut(tf, saved_model, tag, signature, declared):
-    """For a signature that feeds serialized tf.Examples into one ParseExampleV2 op with dense
-    features only: (graph input names, graph output names, renames, features); else None."""
-    if len(declared["inputs"]) != 1:
+class NotServable(Exception):
+    """A signature the converter recognises but cannot serve; the message says why."""
+
+
+def graph_nodes(graph_def):
+    return {node.name: node for node in graph_def.node}
+
+
+def const_value(nodes, ref, tf):
+    """The value of a Const tensor (through Identity nodes), or None."""
+    name = ref.split(":")[0].lstrip("^")
+    node = nodes.get(name)
+    while node is not None and node.op == "Identity":
+        node = nodes.get(node.input[0].split(":")[0])
+    if node is None or node.op != "Const":
         return None
-    (input_key, info), = declared["inputs"].items()
-    if info["dtype"] != "string":
-        return None
-    function = tf.saved_model.load(saved_model, tags=[tag]).signatures[signature]
-    ops = [op for op in function.graph.get_operations() if op.type in PARSE_OPS]
-    if len(ops) != 1 or ops[0].type != "ParseExampleV2":
-        return None
-    op = ops[0]
-    if op.get_attr("num_sparse") != 0 or op.get_attr("ragged_value_types"):
-        return None
-    # ParseExampleV2 inputs: serialized, names, sparse_keys, dense_keys, ragged_keys, dense_defaults...
-    keys = [k.decode() for k in tf.get_static_value(op.inputs[3]).tolist()]
-    dtypes = op.get_attr("Tdense")
-    shapes = op.get_attr("dense_shapes")
-    features, rename, inputs = [], {}, []
+    return tf.make_ndarray(node.attr["value"].tensor)
+
+
+def text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def parse_op_facts(node, nodes, tf):
+    """(dense [(key, dtype enum, dims, default ndarray|None)], sparse keys, ragged keys, single)
+    of one parse node, from its attributes and constant inputs."""
+    a = node.attr
+    inputs = list(node.input)
+    if node.op == "ParseExampleV2":
+        n_dense = len(a["Tdense"].list.type)
+        keys = [text(k) for k in const_value(nodes, inputs[3], tf).reshape(-1).tolist()]
+        sparse = [text(k) for k in const_value(nodes, inputs[2], tf).reshape(-1).tolist()]
+        ragged = [text(k) for k in const_value(nodes, inputs[4], tf).reshape(-1).tolist()]
+        defaults, single = inputs[5:5 + n_dense], False
+    elif node.op == "ParseExample":
+        n_sparse, n_dense = a["Nsparse"].i, a["Ndense"].i
+        sparse = [text(const_value(nodes, r, tf).item()) for r in inputs[2:2 + n_sparse]]
+        keys = [text(const_value(nodes, r, tf).item()) for r in inputs[2 + n_sparse:2 + n_sparse + n_dense]]
+        ragged, defaults, single = [], inputs[2 + n_sparse + n_dense:], False
+    else:  # ParseSingleExample
+        keys = [text(k) for k in a["dense_keys"].list.s]
+        sparse = [text(k) for k in a["sparse_keys"].list.s]
+        ragged, defaults, single = [], inputs[1:], True
+    values = constant_values(nodes, defaults, tf)
+    dense = []
     for i, key in enumerate(keys):
-        dtype = FEATURE_DTYPES.get(dtypes[i].name)
-        shape = [int(d.size) for d in shapes[i].dim]
-        if dtype is None or any(d < 0 for d in shape):
-            return None
-        default = tf.get_static_value(op.inputs[5 + i])
-        feature = {"key": key, "dtype": dtype, "shape": shape}
-        if default is not None and default.size > 0:
-            values = default.reshape(-1).tolist()
-            feature["defaultValue"] = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in values]
-        features.append(feature)
-        tensor = op.outputs[i].name  # dense values come first when there are no sparse features
-        inputs.append(tensor)
-        rename[tensor] = key
-    outputs = []
-    for key, out in declared["outputs"].items():
-        outputs.append(out["graphName"])
-        rename[out["graphName"]] = key
-    return inputs, outputs, rename, {"inputKey": input_key, "features": features}
+        dims = [int(d.size) for d in a["dense_shapes"].list.shape[i].dim]
+        dense.append((key, a["Tdense"].list.type[i], dims, values[i]))
+    return dense, sparse, ragged, single
+
+
+def constant_values(nodes, refs, tf):
+    """Values of tensors computed from constants alone (a default is often a Const reshaped);
+    None for those that need a feed."""
+    values = [const_value(nodes, r, tf) for r in refs]
+    missing = [i for i, v in enumerate(values) if v is None]
+    if not missing:
+        return values
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.node.extend(nodes.values())
+    with tf.Graph().as_default() as graph:
+        tf.import_graph_def(graph_def, name="")
+        with tf.compat.v1.Session(graph=graph) as session:
+            for i in missing:
+                try:
+                    values[i] = session.run(refs[i] if ":" in refs[i] else refs[i] + ":0")
+                except Exception:  # noqa: BLE001 - needs a feed: no default
+                    values[i] = None
+    return values
+
+
+def feature_spec(key, dtype_enum, dims, default, tf):
+    from tensorflow.core.framework import types_pb2
+    dtype = FEATURE_DTYPES.get(DTYPES.get(types_pb2.DataType.Name(dtype_enum), ""))
+    if dtype is None:
+        raise NotServable(f"tf.Example feature {key!r} has dtype {types_pb2.DataType.Name(dtype_enum)}")
+    if any(d < 0 for d in dims):
+        raise NotServable(f"tf.Example feature {key!r} is a variable-length dense feature (shape {dims})")
+    feature = {"key": key, "dtype": dtype, "shape": dims}
+    if default is not None and default.size > 0:
+        feature["defaultValue"] = [text(v) for v in default.reshape(-1).tolist()]
+    return feature
+
+
+def cut_after_parse(loaded, declared, tf):
+    """For a signature whose graph parses its one string input as tf.Examples: the loaded
+    graph with the parse op's dense outputs replaced by placeholders named by feature key,
+    and the manifest's `examples`. None when the graph has no parse op; NotServable when it
+    has one the server cannot feed (several, sparse or ragged features in use, ...)."""
+    graph_def, inputs, outputs, tables, to_rename = loaded
+    parse = [n for n in graph_def.node if n.op in PARSE_OPS]
+    strings = [k for k, v in declared["inputs"].items() if v["dtype"] == "string"]
+    if not parse or not strings:
+        return None  # e.g. a signature fed from the parse op's outputs: tf2onnx cuts there itself
+    if len(parse) > 1 or len(declared["inputs"]) != 1 or len(strings) != 1:
+        raise NotServable(f"parses tf.Examples with {len(parse)} ops over {len(declared['inputs'])} inputs "
+                          "(one op over one string input is supported)")
+    node, nodes = parse[0], graph_nodes(graph_def)
+    dense, sparse, ragged, single = parse_op_facts(node, nodes, tf)
+    single = single or declared["inputs"][strings[0]]["shape"] == []  # a scalar parses unbatched
+    first_dense = 3 * len(sparse)
+    features, rename, placeholders = [], {}, {}
+    for i, (key, dtype_enum, dims, default) in enumerate(dense):
+        features.append(feature_spec(key, dtype_enum, dims, default, tf))
+        placeholders[first_dense + i] = (f"visionserve_feature_{i}", dtype_enum, ([] if single else [-1]) + dims)
+        rename[f"visionserve_feature_{i}:0"] = key
+    clash = {f["key"] for f in features} & set(declared["outputs"])
+    if clash:
+        raise NotServable(f"tf.Example feature keys {sorted(clash)} are also output keys")
+    used_other = rewrite_parse_outputs(graph_def, node.name, placeholders)
+    if used_other:
+        kinds = ", ".join(sparse + ragged) or "non-dense outputs"
+        raise NotServable(f"reads sparse or ragged tf.Example features ({kinds}), which are not supported")
+    graph_def.node.remove(node)
+    add_placeholders(graph_def, placeholders.values(), tf)
+    to_rename = {**(to_rename or {}), **rename}
+    new_inputs = [f"{name}:0" for name, _, _ in placeholders.values()]
+    examples = {"inputKey": strings[0], "op": node.op, "features": features}
+    if sparse or ragged:
+        examples.update(sparseKeys=sparse, raggedKeys=ragged)
+    return (graph_def, new_inputs, outputs, tables, to_rename), examples
+
+
+def rewrite_parse_outputs(graph_def, parse_name, placeholders):
+    """Points every use of the parse op's dense outputs at their placeholders; True when some
+    node still reads another output of it (sparse or ragged values)."""
+    other = False
+    for n in graph_def.node:
+        for j, ref in enumerate(n.input):
+            name, _, index = ref.partition(":")
+            if name != parse_name:
+                continue
+            k = int(index or 0)
+            if k in placeholders:
+                n.input[j] = placeholders[k][0]
+            else:
+                other = True
+    return other
+
+
+def add_placeholders(graph_def, specs, tf):
+    for name, dtype_enum, dims in specs:
+        node = graph_def.node.add(name=name, op="Placeholder")
+        node.attr["dtype"].type = dtype_enum
+        node.attr["shape"].shape.CopyFrom(tf.TensorShape([None if d < 0 else d for d in dims]).as_proto())
+
+
+def isolate_outputs(loaded, declared, tf):
+    """Each output through an Identity of its own: tf2onnx loses an output that also feeds
+    another output through an op it rewrites (a canned estimator's class_ids -> AsString)."""
+    graph_def, inputs, outputs, tables, to_rename = loaded
+    to_rename = dict(to_rename or {})
+    if any(to_rename.get(ref) not in declared["outputs"] for ref in outputs):
+        return loaded
+    isolated = []
+    for i, ref in enumerate(outputs):
+        alias = to_rename.pop(ref)
+        node = graph_def.node.add(name=f"visionserve_output_{i}", op="Identity", input=[ref])
+        node.attr["T"].type = tf.as_dtype(declared["outputs"][alias]["dtype"]).as_datatype_enum
+        isolated.append(f"{node.name}:0")
+        to_rename[isolated[-1]] = alias
+    return graph_def, inputs, isolated, tables, to_rename
+
+
+def known_rank_example_batches(graph_def):
+    """A string placeholder of unknown rank feeding ParseExample(V2) holds a batch: say so
+    (tf2onnx's shape inference reads unknown rank as a scalar and then fails on the op)."""
+    nodes = graph_nodes(graph_def)
+    for n in graph_def.node:
+        if n.op in ("ParseExample", "ParseExampleV2"):
+            src = nodes.get(n.input[0].split(":")[0])
+            if src is not None and src.op == "Placeholder" and src.attr["shape"].shape.unknown_rank:
+                src.attr["shape"].shape.unknown_rank = False
+                src.attr["shape"].shape.dim.add(size=-1)
 
 
 def convert_signature(env, args, out_dir, files_by_hash, name, declared, collector):
@@ -229,18 +371,18 @@ def convert_signature(env, args, out_dir, files_by_hash, name, declared, collect
     entry = {"methodName": declared["methodName"], "inputs": declared["inputs"], "outputs": declared["outputs"]}
     started = time.time()
     collector.ops.clear()
-    model, external = convert(tf2onnx, args.saved_model, args.tag, name, args.opset)
+    loaded = load_graph(args.saved_model, args.tag, name)
+    known_rank_example_batches(loaded[0])
+    try:
+        cut = cut_after_parse(loaded, declared, tf)
+    except NotServable as e:
+        entry.update(status="unsupported", error=str(e), seconds=round(time.time() - started, 2))
+        return entry
+    if cut is not None:
+        loaded, entry["examples"] = cut
+    loaded = isolate_outputs(loaded, declared, tf)
+    model, external = convert_graph(args.saved_model, loaded, args.opset)
     bad = ops_without_schema(model, onnx) + collector.ops
-    cut = None
-    if bad and set(bad) <= PARSE_OPS:
-        cut = parse_example_cut(tf, args.saved_model, args.tag, name, declared)
-        if cut is not None:
-            graph_inputs, graph_outputs, rename, examples = cut
-            collector.ops.clear()
-            model, external = convert(tf2onnx, args.saved_model, args.tag, name, args.opset,
-                                      graph_inputs, graph_outputs, rename)
-            bad = ops_without_schema(model, onnx) + collector.ops
-            entry["examples"] = examples
     entry["seconds"] = round(time.time() - started, 2)
     if bad:
         entry.update(status="unsupported", unsupportedOps=sorted(bad),

@@ -214,7 +214,10 @@ export interface CoreCallCounts {
   withServable: number;
   predict: number;
   status: number;
+  /** `InferenceService.admit`: admission that acquires the version itself (gRPC, before pinning). */
   admit: number;
+  /** `Servable.admit`: admission on a version already pinned (not a core call of its own). */
+  servableAdmit: number;
 }
 
 /**
@@ -225,7 +228,7 @@ export interface CoreCallCounts {
 export function fakeInferenceService<A = undefined>(
   models: FakeModels<A>,
 ): InferenceService<A> & { readonly calls: CoreCallCounts } {
-  const calls: CoreCallCounts = { withServable: 0, predict: 0, status: 0, admit: 0 };
+  const calls: CoreCallCounts = { withServable: 0, predict: 0, status: 0, admit: 0, servableAdmit: 0 };
   const servableFor = (spec: ModelSpec): Servable<A> => {
     const { version, signature, assets } = models.resolve(spec);
     const signatures = { serving_default: signature };
@@ -242,6 +245,10 @@ export function fakeInferenceService<A = undefined>(
       signatures,
       assets: assets as A,
       signature: signatureOf,
+      admit() {
+        calls.servableAdmit++;
+        return () => undefined;
+      },
       async predict(request, options) {
         const { name } = signatureOf(request.signatureName);
         const response = await models.run(
@@ -269,8 +276,9 @@ export function fakeInferenceService<A = undefined>(
       models.resolve(request.model);
       return models.run(request, options);
     },
-    admit() {
+    admit(spec) {
       calls.admit++;
+      models.resolve(spec);
       return () => undefined;
     },
     status(spec) {

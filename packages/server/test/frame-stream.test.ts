@@ -38,6 +38,7 @@ function gatedService(): {
     version: 1,
     assets: ASSETS,
     signatures: {},
+    admit: () => () => undefined,
     signature: () => ({
       name: 'serving_default',
       signature: {
@@ -99,11 +100,12 @@ const LIMITS: FrameStreamLimits = {
   frameTimeoutMs: 0,
 };
 
-function setup(limits: Partial<FrameStreamLimits> = {}) {
+/** `decodes`: image decodes at once; 1 makes runs start in frame order, so runs[i] is frame i's. */
+function setup(limits: Partial<FrameStreamLimits> = {}, decodes = 4) {
   const { service, runs } = gatedService();
   const streams = createFrameStreams({
     service,
-    imageDecodes: createConcurrencyLimit(4),
+    imageDecodes: createConcurrencyLimit(decodes),
     logger: createMemoryLogger(),
     limits: { ...LIMITS, ...limits },
   });
@@ -120,7 +122,7 @@ const frames = (answers: readonly FrameAnswer[]): number[] => answers.map((a) =>
 
 void describe('frame stream core', () => {
   void it('answers in frame order when runs finish out of order', async () => {
-    const { streams, runs } = setup();
+    const { streams, runs } = setup({}, 1);
     const sink = testSink();
     const stream = streams.open(
       { model: { name: 'm' }, policy: 'all', headers: {}, transport: 'http' },

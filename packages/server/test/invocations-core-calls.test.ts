@@ -102,7 +102,7 @@ describe('/invocations JPEG -> top-5 in one core call', () => {
   });
   after(() => server.close(1000));
 
-  it('decodes, runs and answers top-5 with one withServable and no other core call', async () => {
+  it('decodes, runs and answers top-5 with one withServable, admitted on it, and no other core call', async () => {
     const jpeg = await sharedImage('cat_tabby.jpg');
     const before = { ...service.calls };
     const res = await fetch(`${url}/invocations`, {
@@ -122,6 +122,9 @@ describe('/invocations JPEG -> top-5 in one core call', () => {
     assert.equal(service.calls.withServable - before.withServable, 1);
     assert.equal(service.calls.predict - before.predict, 0);
     assert.equal(service.calls.status - before.status, 0);
+    // Admitted once, on the version already pinned: no second acquire of it.
+    assert.equal(service.calls.admit - before.admit, 0);
+    assert.equal(service.calls.servableAdmit - before.servableAdmit, 1);
     assert.equal(runs.length, 1);
     // The run got the preprocessed image of the pinned version: NCHW float32 224x224.
     assert.equal(runs[0]!.model.version, 3);

@@ -306,6 +306,70 @@ describe('JSON decode pool', () => {
     await open.close();
   });
 
+  it('refuses a body past the limits with INVALID_ARGUMENT, on a thread and here, and copies small tensors back instead of moving them', async () => {
+    const limits = { maxDepth: 100, maxObjectKeys: 1000, maxValues: 1_000_000 };
+    const pool = createJsonDecodePool({ threads: 1, maxWaitMs: 0, logger: createMemoryLogger(), limits });
+    try {
+      const keys = (n: number) =>
+        Buffer.from(`{"inputs":{${Array.from({ length: n }, (_, i) => `"k${i}":[${i}]`).join(',')}}}`);
+      const tooMany = (e: unknown) =>
+        e instanceof ServingError &&
+        e.code === Code.INVALID_ARGUMENT &&
+        /more than 1000 keys/.test(e.message);
+      // 100,000 keys: 1.5 MB on a thread; 3,000 keys: 43 KB here.
+      await assert.rejects(pool.readTfsPredictBody(keys(100_000)), tooMany);
+      await assert.rejects(pool.read('kserve-infer', keys(100_000)), tooMany);
+      await assert.rejects(pool.readTfsPredictBody(keys(3000)), tooMany);
+      assert.deepEqual(pool.counts, { offThread: 2, inline: 1 });
+      // 1,000 one-number tensors (under 64 KiB each: copied with the message) arrive whole.
+      const body = (await pool.readNumericPredictBody(
+        Buffer.concat([keys(1000), Buffer.alloc(70_000, 32)]),
+      ))!;
+      const named = body['inputs'] as Record<string, PackedNumbers>;
+      assert.equal(Object.keys(named).length, 1000);
+      assert.deepEqual([...named['k999']!.exactValues()], [999]);
+      const deep = Buffer.from(`{"instances":${'['.repeat(70_000)}${']'.repeat(70_000)}}`);
+      await assert.rejects(pool.readTfsPredictBody(deep), (e: unknown) => {
+        return e instanceof ServingError && /nested deeper than 100 levels/.test(e.message);
+      });
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('drops a body still waiting for a thread when its request aborts, at once', async () => {
+    const pool = createJsonDecodePool({ threads: 1, maxWaitMs: 0, logger: createMemoryLogger() });
+    try {
+      // A body that keeps the one thread busy (the general path over 300,000 keys).
+      const slow = Buffer.from(
+        `{"inputs":{${Array.from({ length: 300_000 }, (_, i) => `"k${i}":"v"`).join(',')}}}`,
+      );
+      const busy = pool.readTfsPredictBody(slow);
+      const controller = new AbortController();
+      const ticket = pool.admit(0, { signal: controller.signal });
+      const waiting = pool.readNumericPredictBody(bodies.instances!, ticket);
+      const started = performance.now();
+      const deadline = new ServingError(Code.DEADLINE_EXCEEDED, 'deadline');
+      setTimeout(() => {
+        controller.abort(deadline);
+      }, 20);
+      await assert.rejects(waiting, (e: unknown) => e === deadline);
+      const aborted = performance.now() - started;
+      await busy;
+      const read = performance.now() - started;
+      assert.ok(aborted < read, `aborted after ${aborted} ms, the body ahead read after ${read} ms`);
+      // Only the first body reached the thread.
+      assert.equal(pool.counts.offThread, 1);
+      // An aborted signal before the read: refused at once too.
+      await assert.rejects(
+        pool.readNumericPredictBody(bodies.instances!, ticket),
+        (e: unknown) => e === deadline,
+      );
+    } finally {
+      await pool.close();
+    }
+  });
+
   describe('a decode thread that dies', () => {
     const dir = mkdtempSync(join(tmpdir(), 'vs-decode-'));
     after(() => {

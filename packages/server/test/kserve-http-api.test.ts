@@ -223,7 +223,7 @@ void describe('KServe v2 HTTP API (fakes)', () => {
   });
 
   void it('infers with JSON in and out, echoing the id, in one scoped core call', async () => {
-    const before = service.calls.withServable;
+    const before = { ...service.calls };
     const r = await call(
       'POST',
       '/v2/models/half/infer',
@@ -238,7 +238,9 @@ void describe('KServe v2 HTTP API (fakes)', () => {
       id: 'q1',
       outputs: [{ name: 'y', datatype: 'FP32', shape: [3], data: [2.5, 3, 4.5] }],
     });
-    assert.equal(service.calls.withServable - before, 1);
+    assert.equal(service.calls.withServable - before.withServable, 1);
+    assert.equal(service.calls.admit - before.admit, 0, 'admitted on the pinned version, not re-acquired');
+    assert.equal(service.calls.servableAdmit - before.servableAdmit, 1);
   });
 
   void it('reads big JSON data on a decode thread into the same values, and sheds on its backlog with 503', async () => {

@@ -196,6 +196,24 @@ describe('findSageMakerModels', () => {
     await writeFile(join(top, '1', 'saved_model.pb'), '');
     assert.deepEqual((await findSageMakerModels(top, 'model')).models, [{ name: 'model', basePath: top }]);
   });
+
+  it('reads zero-padded version directories as TF Serving does (<model>/00000123 is a version, not a model)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vs-smdir-'));
+    await mkdir(join(dir, 'padded', '00000123', 'variables'), { recursive: true });
+    await writeFile(join(dir, 'padded', '00000123', 'saved_model.pb'), '');
+    await mkdir(join(dir, 'named', 'v1'), { recursive: true });
+    await writeFile(join(dir, 'named', 'v1', 'model.onnx'), '');
+    assert.deepEqual((await findSageMakerModels(dir)).models, [
+      { name: 'padded', basePath: join(dir, 'padded') },
+    ]);
+    // In a model.tar.gz too: unpacked, then found the same way.
+    const archive = await mkdtemp(join(tmpdir(), 'vs-archive-'));
+    execFileSync('tar', ['-czf', join(archive, 'model.tar.gz'), '-C', join(dir, 'padded'), '.']);
+    await extractModelArchive(join(archive, 'model.tar.gz'), join(archive, 'out'));
+    assert.deepEqual((await findSageMakerModels(join(archive, 'out'), 'model')).models, [
+      { name: 'model', basePath: join(archive, 'out') },
+    ]);
+  });
 });
 
 describe('predictionsAsLines', () => {

@@ -10,6 +10,7 @@ import {
   type WorkerFaults,
   createOnnxSessionFactory,
   loadFailureCode,
+  withoutHostPaths,
   runFailureCode,
 } from '../src/runtime/onnx-session-factory.js';
 import { silentLogger } from '../src/util/logger.js';
@@ -55,7 +56,7 @@ describe('onnx runtime (worker threads)', () => {
   });
 
   it('classifies the tabby cat with MobileNetV2 and keeps the event loop free', async () => {
-    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1 });
+    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1, maxQueuedRuns: 77 });
     // shared/models holds the file under its zoo name: stage it as <version>/model.onnx.
     const base = await stageModel('mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
     const real = await factory.load(source('mobilenet', base));
@@ -99,7 +100,7 @@ describe('onnx runtime (worker threads)', () => {
 
   it('drops a queued request whose signal aborts', async () => {
     const base = await stageModel('mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
-    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1 });
+    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1, maxQueuedRuns: 77 });
     const session = await factory.load(source('mobilenet', base));
     sessions.push(session);
     const big = () => ({
@@ -144,7 +145,7 @@ describe('onnx runtime: large outputs lent from the worker', () => {
 
   it('lends shared memory a later run never refills while the lease holds it, and reuses it after release or abort', async () => {
     const base = await stageModel('yolox', 1, sharedModel('yolox_nano.onnx'));
-    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1 });
+    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1, maxQueuedRuns: 77 });
     const session = await factory.load(source('yolox', base));
     try {
       // What each input gives, moved rather than lent (no lease).
@@ -303,9 +304,9 @@ describe('onnx runtime: worker failures and back-pressure', () => {
 });
 
 describe('onnx runtime: pressure for admission', () => {
-  it('estimates the wait of a new run, counting runs admitted but not submitted yet', async () => {
+  it('estimates the wait of a new run, counting runs decoded but not submitted yet; tells its instances and queue bound', async () => {
     const base = await stageModel('mobilenet', 1, sharedModel('mobilenetv2-12-int8.onnx'));
-    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1 });
+    const factory = createOnnxSessionFactory({ logger: silentLogger, instances: 1, maxQueuedRuns: 77 });
     const session = await factory.load(source('mobilenet', base));
     const one = (): Record<string, Tensor> => ({
       input: { dtype: 'float32', shape: [1, 3, 224, 224], data: new Float32Array(3 * 224 * 224) },
@@ -315,13 +316,14 @@ describe('onnx runtime: pressure for admission', () => {
       const idle = session.pressure!();
       const runMs = idle.runMs;
       assert.ok(runMs > 0);
-      assert.deepEqual(idle, { queued: 0, estimatedWaitMs: 0, runMs });
+      const bounds = { instances: 1, maxQueued: 77 };
+      assert.deepEqual(idle, { queued: 0, estimatedWaitMs: 0, runMs, ...bounds });
       // Idle instance: the first admitted request takes it; the next waits for it.
       assert.equal(session.pressure!(1).estimatedWaitMs, 0.5 * runMs);
-      assert.deepEqual(session.pressure!(3), { queued: 3, estimatedWaitMs: 2.5 * runMs, runMs });
+      assert.deepEqual(session.pressure!(3), { queued: 3, estimatedWaitMs: 2.5 * runMs, runMs, ...bounds });
       const running = session.run(one());
       const busy = session.pressure!(2);
-      assert.deepEqual(busy, { queued: 2, estimatedWaitMs: 2.5 * runMs, runMs });
+      assert.deepEqual(busy, { queued: 2, estimatedWaitMs: 2.5 * runMs, runMs, ...bounds });
       await running;
     } finally {
       await session.close();
@@ -330,6 +332,20 @@ describe('onnx runtime: pressure for admission', () => {
 });
 
 describe('onnxruntime failure codes', () => {
+  it('load errors keep no host path: absolute paths are cut to their last part, relative ones stay', () => {
+    assert.equal(
+      withoutHostPaths(
+        'Load model from m/1/model.onnx failed:/onnxruntime_src/onnxruntime/core/graph/model.cc:202 onnxruntime::Model::Model(...) Unsupported model IR version: 99',
+      ),
+      'Load model from m/1/model.onnx failed:model.cc:202 onnxruntime::Model::Model(...) Unsupported model IR version: 99',
+    );
+    assert.equal(
+      withoutHostPaths("open '/home/u/models/x/1/model.onnx': C:\\a\\b.onnx"),
+      "open 'model.onnx': b.onnx",
+    );
+    assert.equal(withoutHostPaths('shape [1,2] at node 3/4'), 'shape [1,2] at node 3/4');
+  });
+
   it('blames the request only when onnxruntime says the input is wrong', () => {
     assert.equal(
       loadFailureCode('Load model from m/1/model.onnx failed:Protobuf parsing failed.'),

@@ -60,11 +60,32 @@ void describe('conversion manifests', () => {
     }
   });
 
-  void it('gives the runtime one file per signature; unsupported ones fail the load unless served elsewhere', () => {
+  void it('gives the runtime the signatures that converted and the others with their reason', () => {
     const m = parseConversionManifest({
       format: 1,
       signatures: {
         serving_default: OK,
+        serving_bytes: { status: 'unsupported', methodName: '', unsupportedOps: ['DecodeJpeg'] },
+        broken: { status: 'error', methodName: '', error: 'ValueError: boom' },
+      },
+    });
+    const partial = modelFilesOf('/cache/k', m);
+    assert.deepEqual(Object.keys(partial.signatures), ['serving_default']);
+    assert.equal(partial.signatures['serving_default']!.path, '/cache/k/s0/model.onnx');
+    assert.deepEqual(partial.unserved, {
+      serving_bytes: 'uses TensorFlow ops with no ONNX equivalent: DecodeJpeg',
+      broken: 'did not convert: ValueError: boom',
+    });
+    // Signatures served another way (visionserve.json) are not reported.
+    const files = modelFilesOf('/cache/k', m, new Set(['serving_bytes', 'broken']));
+    assert.deepEqual(Object.keys(files.signatures), ['serving_default']);
+    assert.equal(files.unserved, undefined);
+  });
+
+  void it('fails a version with nothing servable, naming every signature and why', () => {
+    const m = parseConversionManifest({
+      format: 1,
+      signatures: {
         serving_bytes: { status: 'unsupported', methodName: '', unsupportedOps: ['DecodeJpeg'] },
         broken: { status: 'error', methodName: '', error: 'ValueError: boom' },
       },
@@ -78,8 +99,5 @@ void describe('conversion manifests', () => {
           e.message,
         ),
     );
-    const files = modelFilesOf('/cache/k', m, new Set(['serving_bytes', 'broken']));
-    assert.deepEqual(Object.keys(files.signatures), ['serving_default']);
-    assert.equal(files.signatures['serving_default']!.path, '/cache/k/s0/model.onnx');
   });
 });

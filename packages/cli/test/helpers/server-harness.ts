@@ -36,6 +36,7 @@ export async function startHarness(
     // Functional tests must not depend on how fast this machine is: no load shedding
     // unless a test asks for it (the admission tests do).
     maxQueueWaitMs: 0,
+    maxJsonDecodeBacklogMs: 0,
     ...flags,
   });
   const server = await startVisionServer(config, silentLogger, hooks);

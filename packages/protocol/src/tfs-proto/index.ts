@@ -7,6 +7,7 @@ export * from './wire-bytes.js';
 export * from './predict-response-decoder.js';
 export * from './predict-request-writer.js';
 export * from './tf-example-proto.js';
+export { denseExamplesToTensors } from './tf-example-wire.js';
 export * from '../gen/tensorflow/core/example/example_pb.js';
 export * from '../gen/tensorflow/core/example/feature_pb.js';
 export * from '../gen/tensorflow/core/framework/tensor_pb.js';

@@ -5,6 +5,7 @@
 import { create, fromBinary } from '@bufbuild/protobuf';
 import { invalidArgument } from '../errors.js';
 import type { TfsClass } from '../tfs-json-examples.js';
+import { WireFallback, readExampleFeatures } from './tf-example-wire.js';
 import type { ExampleFeatures, ExampleInput, FeatureValues } from '../tf-example.js';
 import { type Example, ExampleSchema } from '../gen/tensorflow/core/example/example_pb.js';
 import type { Feature } from '../gen/tensorflow/core/example/feature_pb.js';
@@ -64,10 +65,16 @@ export function exampleInputFromProto(input: Input | undefined): ExampleInput {
 }
 
 /**
- * A serialized tf.Example; bytes that do not parse are INVALID_ARGUMENT with TensorFlow's
+ * A serialized tf.Example (read off the wire by tf-example-wire.ts; protobuf-es decodes what
+ * that reader leaves to it); bytes that do not parse are INVALID_ARGUMENT with TensorFlow's
  * wording `Could not parse example input, value: '...'`.
  */
 export function parseSerializedExample(bytes: Uint8Array): ExampleFeatures {
+  try {
+    return readExampleFeatures(bytes);
+  } catch (error) {
+    if (!(error instanceof WireFallback)) throw error;
+  }
   let example: Example;
   try {
     example = fromBinary(ExampleSchema, bytes);

@@ -350,6 +350,7 @@ function pressure(b: Batcher, extraQueued: number): ReturnType<NonNullable<Sessi
     queued: inner.queued + queued,
     estimatedWaitMs: inner.estimatedWaitMs + batches * inner.runMs,
     runMs: inner.runMs,
+    instances: inner.instances,
   };
 }
 
@@ -527,6 +528,7 @@ export function createBatchingSession(session: Session, options: BatchingSession
     signature: session.signature,
     ...(session.checkInputs === undefined ? {} : { checkInputs: session.checkInputs.bind(session) }),
     ...(session.signatures === undefined ? {} : { signatures: session.signatures }),
+    ...(session.unservedSignatures === undefined ? {} : { unservedSignatures: session.unservedSignatures }),
     pressure: (extraQueued = 0) => pressure(b, extraQueued),
     run: (inputs, runOptions = {}) => run(b, inputs, runOptions),
     close: () => close(b),

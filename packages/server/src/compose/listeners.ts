@@ -12,9 +12,6 @@ import { type ServerConfig } from '../config/server-config.js';
 import type { HttpApi } from '../frontends/http/http-api.js';
 import { createHttpEdge } from '../frontends/http/http-edge.js';
 import { type StartedHttpServer, startHttpServer } from '../frontends/http/start-http-server.js';
-import { type FrameStreams, createFrameStreams } from '../frontends/stream/frame-stream.js';
-import { createWebSocketStreams } from '../frontends/stream/websocket-streams.js';
-import { createGrpcFrameStreamService } from '../frontends/stream/grpc-frame-streams.js';
 import { createTfsRestApi } from '../frontends/tfs-rest/index.js';
 import { type RunningGrpcServer, startGrpcServer } from '../frontends/grpc/index.js';
 import { createTfsGrpcServices } from '../frontends/tfs-grpc/index.js';
@@ -34,6 +31,9 @@ import {
   createKServeService,
 } from '../frontends/kserve/index.js';
 import type { GrpcService } from '../frontends/grpc/index.js';
+import { type FrameStreams, createFrameStreams } from '../frontends/stream/frame-stream.js';
+import { createGrpcFrameStreamService } from '../frontends/stream/grpc-frame-streams.js';
+import { createWebSocketStreams } from '../frontends/stream/websocket-streams.js';
 import type { ConcurrencyLimit } from '../frontends/shared/concurrency-limit.js';
 import { modelConfigsFromMessage } from '../repository/model-config-file.js';
 import { findModelDirectory, listModelDirectories } from '../repository/model-roots.js';
@@ -170,6 +170,21 @@ export async function startInOrder<T>(
 export function createListeners(deps: ListenerDeps): Listeners {
   const { config, ops, core } = deps;
   const kserve = createKServe(deps);
+  // Live video: frame streams (WebSocket on the REST port, a gRPC method), one core for every transport.
+  const frameStreams = createFrameStreams({
+    service: core.service,
+    imageDecodes: deps.imageDecodes,
+    logger: deps.logger.child({ component: 'stream' }),
+    observer: core.requestObserver,
+    limits: {
+      maxOpen: config.streamMaxOpen,
+      maxFrameBytes: config.streamMaxFrameBytes,
+      queueFrames: config.streamQueueFrames,
+      inflightFrames: config.streamInflightFrames,
+      unsentAnswers: config.streamUnsentAnswers,
+      frameTimeoutMs: config.restTimeoutMs,
+    },
+  });
   // One set of TF Serving gRPC services: the HTTP/2 server and gRPC-web on the REST port share it.
   const tfsGrpcServices = createTfsGrpcServices({
     service: core.service,
@@ -179,7 +194,6 @@ export function createListeners(deps: ListenerDeps): Listeners {
     readModelServerConfig: (message) => modelConfigsFromMessage(message),
     managementGuard: ops.guard,
   });
-  const frameStreams = createFrameStreamCore(deps);
   let rest: StartedHttpServer | undefined;
   let grpc: RunningGrpcServer | undefined;
   let sagemaker: StartedHttpServer | undefined;
@@ -205,7 +219,8 @@ export function createListeners(deps: ListenerDeps): Listeners {
       ),
     async open() {
       if (config.restPort >= 0) rest = await openRest(deps, kserve, tfsGrpcServices, frameStreams);
-      if (config.grpcPort >= 0) grpc = await openGrpc(deps, kserve, tfsGrpcServices, frameStreams);
+      if (config.grpcPort >= 0)
+        grpc = await openGrpc(deps, kserve, [...tfsGrpcServices, createGrpcFrameStreamService(frameStreams)]);
       const invoker = createInvoker(deps, rest?.port, grpc?.port);
       if (config.sagemakerPort >= 0)
         sagemaker = await openSageMaker(deps, kserve, invoker, rest?.port, grpc?.port);
@@ -219,25 +234,6 @@ export function createListeners(deps: ListenerDeps): Listeners {
       await core.handlerHost?.close();
     },
   };
-}
-
-/** Live video: frame streams (WebSocket on the REST port, gRPC), one core for every transport. */
-function createFrameStreamCore(deps: ListenerDeps): FrameStreams {
-  const { config, core } = deps;
-  return createFrameStreams({
-    service: core.service,
-    imageDecodes: deps.imageDecodes,
-    logger: deps.logger.child({ component: 'stream' }),
-    observer: core.requestObserver,
-    limits: {
-      maxOpen: config.streamMaxOpen,
-      maxFrameBytes: config.streamMaxFrameBytes,
-      queueFrames: config.streamQueueFrames,
-      inflightFrames: config.streamInflightFrames,
-      unsentAnswers: config.streamUnsentAnswers,
-      frameTimeoutMs: config.restTimeoutMs,
-    },
-  });
 }
 
 function createKServe(deps: ListenerDeps): KServeService {
@@ -312,8 +308,17 @@ function httpOptions(deps: ListenerDeps, port: number) {
   };
 }
 
+/** The window over which `--min_request_body_bytes_per_s` is measured, in ms. */
+const UPLOAD_RATE_WINDOW_MS = 5000;
+
 function edgeOptions(deps: ListenerDeps) {
-  return { observer: deps.core.requestObserver, cors: deps.config.enableCors, budget: deps.core.budget };
+  const { config, core } = deps;
+  return {
+    observer: core.requestObserver,
+    cors: config.enableCors,
+    budget: core.budget,
+    uploadRate: { minBytesPerSecond: config.minRequestBodyBytesPerS, windowMs: UPLOAD_RATE_WINDOW_MS },
+  };
 }
 
 /** The REST listener: TF Serving REST, KServe v2 HTTP, ops, console, gRPC-web. */
@@ -355,6 +360,7 @@ function consoleApi(deps: ListenerDeps): HttpApi {
   const { config, core, ops } = deps;
   return createConsoleApi({
     service: core.service,
+    guard: ops.guard,
     modelConfig: (name) => core.manager.modelConfig(name),
     versionTimes: (model, version) => core.versionTimes(model, version),
     batching: {
@@ -390,12 +396,11 @@ function grpcWebApi(deps: ListenerDeps, services: GrpcService[]): HttpApi {
   });
 }
 
-/** The gRPC listener (TCP port and --grpc_socket_path): TF Serving and KServe gRPC. */
+/** The gRPC listener (TCP port and --grpc_socket_path): TF Serving, frame streams and KServe gRPC. */
 function openGrpc(
   deps: ListenerDeps,
   kserve: KServeService,
-  tfsGrpcServices: GrpcService[],
-  frameStreams: FrameStreams,
+  services: GrpcService[],
 ): Promise<RunningGrpcServer> {
   const { config, ops, logger } = deps;
   const channelArguments = parseGrpcChannelArguments(config.grpcChannelArguments);
@@ -430,8 +435,7 @@ function openGrpc(
       observer: deps.core.requestObserver,
       tls: ops.tls?.listener,
       services: [
-        ...tfsGrpcServices,
-        createGrpcFrameStreamService(frameStreams),
+        ...services,
         ...(config.kserveGrpc
           ? [
               createKServeGrpcService({

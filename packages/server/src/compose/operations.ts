@@ -67,11 +67,13 @@ export async function createOperations(config: ServerConfig, logger: Logger): Pr
   }
   const sinks: RequestSink[] = [];
   if (metrics !== undefined) sinks.push(metrics);
-  if (config.accessLogSamplingRate > 0) {
+  // Failed requests are access-logged at any sampling rate (up to a rate per second).
+  if (config.accessLogSamplingRate > 0 || config.accessLogMaxFailuresPerSecond > 0) {
     sinks.push(
       createAccessLog({
         logger: logger.child({ component: 'access' }),
         samplingRate: config.accessLogSamplingRate,
+        maxFailuresPerSecond: config.accessLogMaxFailuresPerSecond,
       }),
     );
   }

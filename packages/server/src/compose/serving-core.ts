@@ -104,6 +104,8 @@ export function createServingCore(
     logger: logger.child({ component: 'core' }),
     admission: {
       maxQueueWaitMs: config.maxQueueWaitMs,
+      burstPerInstance: config.admissionBurstPerInstance,
+      minArrivalBytesPerSecond: config.minRequestBodyBytesPerS,
       onShed: (model, error) => {
         shedReporter.report('queue-wait', model, error.message);
       },
@@ -128,7 +130,13 @@ export function createServingCore(
     jsonDecode: createJsonDecodePool({
       threads: config.restApiNumThreads,
       threadNice: config.workerThreadNice,
-      maxWaitMs: config.maxQueueWaitMs,
+      maxWaitMs: config.maxJsonDecodeBacklogMs,
+      burstPerThread: config.admissionBurstPerInstance,
+      limits: {
+        maxDepth: config.jsonMaxDepth,
+        maxObjectKeys: config.jsonMaxObjectKeys,
+        maxValues: config.jsonMaxValues,
+      },
       onShed: (model, error) => {
         shedReporter.report('json-decode', model, error.message);
       },

@@ -71,6 +71,9 @@ export const FLAG_GROUPS: readonly FlagGroup[] = [
     flags: [
       'max_queue_wait_ms',
       'max_queued_requests',
+      'admission_burst_per_instance',
+      'max_json_decode_backlog_ms',
+      'min_request_body_bytes_per_s',
       'max_inflight_request_bytes',
       'max_inflight_requests',
       'max_connections',
@@ -79,8 +82,22 @@ export const FLAG_GROUPS: readonly FlagGroup[] = [
       'http_keepalive_timeout_ms',
       'http_headers_timeout_ms',
       'request_body_timeout_ms',
+      'json_max_depth',
+      'json_max_object_keys',
+      'json_max_values',
       'grpc_channel_arguments',
       'grpc_transport',
+    ],
+  },
+  {
+    title: 'Live video: frame streams',
+    doc: 'video.md',
+    flags: [
+      'stream_max_open',
+      'stream_max_frame_bytes',
+      'stream_queue_frames',
+      'stream_inflight_frames',
+      'stream_unsent_answers',
     ],
   },
   {
@@ -89,6 +106,7 @@ export const FLAG_GROUPS: readonly FlagGroup[] = [
     flags: [
       'monitoring_config_file',
       'access_log_sampling_rate',
+      'access_log_max_failures_per_second',
       'otlp_traces_endpoint',
       'trace_sampling_rate',
       'ssl_config_file',

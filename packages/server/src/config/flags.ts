@@ -93,7 +93,27 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   rest_api_num_threads: {
     key: 'restApiNumThreads',
     type: 'int',
-    help: 'threads reading JSON predict bodies off the event loop (0: on the event loop)',
+    help: 'threads reading JSON tensor bodies off the event loop, one body each at a time (0: on the event loop)',
+  },
+  json_max_depth: {
+    key: 'jsonMaxDepth',
+    type: 'int',
+    help: 'deepest nesting of lists and objects in a JSON tensor body (REST, KServe, /invocations); deeper: 400',
+  },
+  json_max_object_keys: {
+    key: 'jsonMaxObjectKeys',
+    type: 'int',
+    help: 'most keys in one object of a JSON tensor body; more: 400',
+  },
+  json_max_values: {
+    key: 'jsonMaxValues',
+    type: 'int',
+    help: 'most JSON values (numbers, strings, lists, objects) in a JSON tensor body; more: 400',
+  },
+  access_log_max_failures_per_second: {
+    key: 'accessLogMaxFailuresPerSecond',
+    type: 'int',
+    help: 'failed requests access-logged per second at most, at any sampling rate; the rest counted in one line (0: none)',
   },
   allow_version_labels_for_unavailable_models: {
     key: 'allowVersionLabelsForUnavailableModels',
@@ -136,12 +156,27 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   max_queue_wait_ms: {
     key: 'maxQueueWaitMs',
     type: 'int',
-    help: 'refuse requests facing more queued work than this, per model, in ms (0: off)',
+    help: 'refuse requests facing more queued work than this, per model, in ms (0: off; requests queue until their deadline or the queue bound)',
   },
   max_queued_requests: {
     key: 'maxQueuedRequests',
     type: 'int',
-    help: 'runs a model version queues at most',
+    help: 'runs a model version queues at most; more are refused at the headers',
+  },
+  admission_burst_per_instance: {
+    key: 'admissionBurstPerInstance',
+    type: 'int',
+    help: 'requests queued per inference instance or JSON decode thread that the wait limits never refuse',
+  },
+  max_json_decode_backlog_ms: {
+    key: 'maxJsonDecodeBacklogMs',
+    type: 'int',
+    help: 'refuse JSON bodies facing more decode work than this, in ms (0: off)',
+  },
+  min_request_body_bytes_per_s: {
+    key: 'minRequestBodyBytesPerS',
+    type: 'int',
+    help: 'least rate of a request body: slower HTTP bodies (per 5 s window) get 408 and a close, and bodies count as queued work only while at least this fast (0: off)',
   },
   max_inflight_request_bytes: {
     key: 'maxInflightRequestBytes',
@@ -186,27 +221,27 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   stream_max_open: {
     key: 'streamMaxOpen',
     type: 'int',
-    help: 'frame streams (WebSocket) open at once, all listeners (default 64)',
+    help: 'frame streams (WebSocket and gRPC) open at once, all listeners',
   },
   stream_max_frame_bytes: {
     key: 'streamMaxFrameBytes',
     type: 'int',
-    help: 'largest encoded frame on a frame stream; a larger one closes it (1009) (default 8 MiB)',
+    help: 'largest encoded frame on a frame stream; a larger one closes it (1009)',
   },
   stream_queue_frames: {
     key: 'streamQueueFrames',
     type: 'int',
-    help: 'frames waiting per stream with policy=all before the server stops reading it (default 4)',
+    help: 'frames waiting per stream with policy=all before the server stops reading it',
   },
   stream_inflight_frames: {
     key: 'streamInflightFrames',
     type: 'int',
-    help: 'frames of one stream decoded or run at once (default 2)',
+    help: 'frames of one stream decoded or run at once',
   },
   stream_unsent_answers: {
     key: 'streamUnsentAnswers',
     type: 'int',
-    help: 'answers of one stream not yet written to its socket before it starts no new frame (default 8)',
+    help: 'answers of one stream not yet written to its socket before it starts no new frame',
   },
   grpc_channel_arguments: {
     key: 'grpcChannelArguments',
@@ -285,7 +320,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   access_log_sampling_rate: {
     key: 'accessLogSamplingRate',
     type: 'float',
-    help: 'share of successful requests access-logged, 0..1; errors always',
+    help: 'share of successful requests access-logged, 0..1; failed ones up to --access_log_max_failures_per_second',
   },
   otlp_traces_endpoint: {
     key: 'otlpTracesEndpoint',

@@ -64,11 +64,23 @@ export interface ServerConfig {
    */
   readonly restMaxBodyBytes: number;
   /**
-   * Threads that read JSON predict bodies (REST `:predict`, `/invocations`) off the event
-   * loop (`--rest_api_num_threads`; TF Serving's flag sizes its HTTP threads). Default 1,
-   * started on first use; 0 reads them on the event loop.
+   * Threads that read JSON tensor bodies (REST `:predict`, KServe `/infer`, `/invocations`) off
+   * the event loop, one body each at a time (`--rest_api_num_threads`; TF Serving's flag sizes
+   * its HTTP threads). Default 2 (a big body never holds up the others), started on first use;
+   * 0 reads them on the event loop.
    */
   readonly restApiNumThreads: number;
+  /** Deepest nesting in a JSON tensor body (`--json_max_depth`); deeper: 400. Default 100. */
+  readonly jsonMaxDepth: number;
+  /** Most keys in one object of a JSON tensor body (`--json_max_object_keys`); more: 400. Default 1000. */
+  readonly jsonMaxObjectKeys: number;
+  /** Most JSON values in a JSON tensor body (`--json_max_values`); more: 400. Default 2^26. */
+  readonly jsonMaxValues: number;
+  /**
+   * Failed requests access-logged per second at most, whatever `accessLogSamplingRate` is
+   * (`--access_log_max_failures_per_second`). Default 100; 0 logs none.
+   */
+  readonly accessLogMaxFailuresPerSecond: number;
   /** Allow labels pointing at versions that are not loaded (`--allow_version_labels_for_unavailable_models`). */
   readonly allowVersionLabelsForUnavailableModels: boolean;
   /** Batching (`--enable_batching`, `--batching_parameters_file`); acted on by the batching layer. */
@@ -97,13 +109,36 @@ export interface ServerConfig {
   /**
    * Refuse a request (UNAVAILABLE / 503 with Retry-After) when its model version already has
    * more than this much queued work, estimated from recent run times, in ms; 0 disables
-   * (`--max_queue_wait_ms`). Requests whose deadline the queue cannot meet are refused too.
-   * Default 100, measured with the overload test (docs/overload.md): against 250 the same
-   * goodput with a lower p99 for the accepted requests.
+   * (`--max_queue_wait_ms`), beyond the burst of `admissionBurstPerInstance`. Requests whose
+   * deadline (or request timeout) the queue cannot meet are refused whatever it is. Default 0:
+   * requests queue as in TF Serving, up to `maxQueuedRequests` (docs/overload.md).
    */
   readonly maxQueueWaitMs: number;
-  /** Runs one model version queues at most, whatever their estimated wait (`--max_queued_requests`). Default 1000. */
+  /**
+   * Runs one model version queues at most, whatever their estimated wait; beyond it requests
+   * are refused at their headers (`--max_queued_requests`). Default 128 (docs/overload.md: the
+   * memory it holds at 3× capacity).
+   */
   readonly maxQueuedRequests: number;
+  /**
+   * Requests queued per inference instance (and JSON bodies per decode thread) that the wait
+   * limits (`maxQueueWaitMs`, `maxJsonDecodeBacklogMs`) never refuse
+   * (`--admission_burst_per_instance`). Default 4.
+   */
+  readonly admissionBurstPerInstance: number;
+  /**
+   * Longest JSON decode backlog (bodies arrived, not yet decoded) a new body may join, in ms
+   * (`--max_json_decode_backlog_ms`); 0 disables. Default 100 (the limit measured before it had
+   * a flag of its own, docs/overload.md).
+   */
+  readonly maxJsonDecodeBacklogMs: number;
+  /**
+   * Least rate of an HTTP request body in bytes per second, over each 5 s window while it is
+   * read (`--min_request_body_bytes_per_s`): slower is answered 408 and closed; 0 disables.
+   * Admission counts a body on its way (HTTP or gRPC) as queued work only while it arrives at
+   * least this fast. Default 1024 (docs/overload.md).
+   */
+  readonly minRequestBodyBytesPerS: number;
   /**
    * Request bodies held at once across every listener, in bytes (`--max_inflight_request_bytes`);
    * a request that would pass it is refused before its body is read. Default 512 MiB.
@@ -335,7 +370,11 @@ export const DEFAULTS = {
   serializeAsTensorContent: false,
   restTimeoutMs: 30_000,
   restMaxBodyBytes: 256 * 1024 * 1024,
-  restApiNumThreads: 1,
+  restApiNumThreads: 2,
+  jsonMaxDepth: 100,
+  jsonMaxObjectKeys: 1000,
+  jsonMaxValues: 2 ** 26,
+  accessLogMaxFailuresPerSecond: 100,
   allowVersionLabelsForUnavailableModels: false,
   enableBatching: false,
   batchingParametersFile: undefined,
@@ -345,8 +384,11 @@ export const DEFAULTS = {
   numRequestIterationsForWarmup: 1,
   shutdownGraceMs: 10_000,
   logLevel: 'info',
-  maxQueueWaitMs: 100,
-  maxQueuedRequests: 1000,
+  maxQueueWaitMs: 0,
+  maxQueuedRequests: 128,
+  admissionBurstPerInstance: 4,
+  maxJsonDecodeBacklogMs: 100,
+  minRequestBodyBytesPerS: 1024,
   maxInflightRequestBytes: 512 * 1024 * 1024,
   maxInflightRequests: 4096,
   maxConnections: 4096,
@@ -494,7 +536,11 @@ export function resolveServerConfig(
   }
   for (const [key, value] of [
     ['max_queue_wait_ms', config.maxQueueWaitMs],
+    ['admission_burst_per_instance', config.admissionBurstPerInstance],
+    ['max_json_decode_backlog_ms', config.maxJsonDecodeBacklogMs],
+    ['min_request_body_bytes_per_s', config.minRequestBodyBytesPerS],
     ['rest_api_num_threads', config.restApiNumThreads],
+    ['access_log_max_failures_per_second', config.accessLogMaxFailuresPerSecond],
     ['worker_thread_nice', config.workerThreadNice],
     ['gc_headroom_mb', config.gcHeadroomMb],
     ['response_cache_bytes', config.responseCacheBytes],
@@ -510,6 +556,9 @@ export function resolveServerConfig(
   }
   for (const [key, value] of [
     ['max_queued_requests', config.maxQueuedRequests],
+    ['json_max_depth', config.jsonMaxDepth],
+    ['json_max_object_keys', config.jsonMaxObjectKeys],
+    ['json_max_values', config.jsonMaxValues],
     ['max_inflight_request_bytes', config.maxInflightRequestBytes],
     ['max_inflight_requests', config.maxInflightRequests],
     ['max_connections', config.maxConnections],

@@ -8,6 +8,8 @@ import type { FastJsonFormat, NumericPredictBody } from '@visionserve/protocol';
 
 /** One admitted body's share of the decode backlog; released when its decode ends or its request does. */
 export interface DecodeTicket {
+  /** The request's signal (admit's `call`): a body still waiting for a thread when it aborts is dropped. */
+  readonly signal?: AbortSignal | undefined;
   release(): void;
 }
 
@@ -31,16 +33,25 @@ export interface LentBody {
  * bodies go to decode threads (`threads`, started on first use) and the event loop only
  * moves bytes; the tensors come back as transferred arrays.
  *
- * Admission: the bodies admitted and not yet decoded form a backlog, estimated in ms from
- * the measured decode speed; a request whose body would wait longer than `maxWaitMs` is
- * refused before its body is read (UNAVAILABLE, reason `overloaded`: HTTP 503).
+ * Admission: the bodies admitted (arrived) and not yet decoded form a backlog, estimated in
+ * ms from the measured decode speed; a request whose body would wait longer than
+ * `maxWaitMs` is refused before its body is read (UNAVAILABLE, reason `overloaded`: HTTP 503).
  */
 export interface JsonDecoder {
   /**
-   * Admits a body of `bytes` (its declared length) or throws UNAVAILABLE (reason
-   * `overloaded`) when the decode backlog with it would pass `maxWaitMs`.
+   * Throws UNAVAILABLE (reason `overloaded`) when a body of `bytes` (its declared length)
+   * would make the decode backlog longer than `maxWaitMs` (beyond the burst every thread
+   * takes): the check at the headers, which joins nothing, so a body still arriving is not
+   * counted as decode work.
    */
-  admit(bytes: number): DecodeTicket;
+  check(bytes: number): void;
+  /**
+   * Admits a body of `bytes` into the decode backlog (once it has arrived), or throws as
+   * `check` does. `call.signal`: the request's; a read with this ticket whose body still
+   * waits for a decode thread when it aborts (deadline, client gone) rejects with its reason
+   * at once.
+   */
+  admit(bytes: number, call?: { readonly signal?: AbortSignal | undefined }): DecodeTicket;
   /**
    * Memory to read a body of `bytes` bytes (its declared length) into, which the decode
    * threads read without a copy (reused shared memory); undefined when such a body is read

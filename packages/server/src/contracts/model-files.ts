@@ -10,6 +10,11 @@ import type { DType, ExampleFeatureSpec } from '@visionserve/protocol';
 export interface ModelFiles {
   /** Signature name -> its file. */
   readonly signatures: Readonly<Record<string, SignatureFile>>;
+  /**
+   * Signatures of the model's own format left out of `signatures` (e.g. a SavedModel
+   * signature that did not convert), with the reason each is not served. Default: none.
+   */
+  readonly unserved?: Readonly<Record<string, string>> | undefined;
 }
 
 /** One declared tensor of a signature (the SavedModel's TensorInfo). */

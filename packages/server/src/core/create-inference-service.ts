@@ -1,15 +1,21 @@
 import { Code, ServingError, type Tensor, internal } from '@visionserve/protocol';
 import type { Logger } from '../util/logger.js';
 import { abortError, raceAbort } from './abort-error.js';
-import { type AdmissionPolicy, checkAdmission } from './admission.js';
+import { type AdmissionPolicy, QUEUE_AS_TF_SERVING, checkAdmission } from './admission.js';
 import type { InferenceObserver, PredictEnd } from './inference-observer.js';
-import { type PendingAdmissions, createPendingAdmissions } from './pending-admissions.js';
-import type { CallOptions, InferenceService, Servable, ServablePredictRequest } from './inference-service.js';
+import { type PendingRuns, createPendingRuns } from './pending-admissions.js';
+import type {
+  BodyArrival,
+  CallOptions,
+  InferenceService,
+  Servable,
+  ServablePredictRequest,
+} from './inference-service.js';
 import type { InferenceStatistics } from './inference-statistics.js';
 import type { ModelManager, ServableHandle } from './model-manager.js';
 import { type RequestStatistics, createRequestStatistics } from './request-statistics.js';
 import { type ResponseCache, responseCacheKey } from './response-cache.js';
-import { type RunOptions, type Session, sessionSignatures } from './session.js';
+import { type RunOptions, type Session, sessionSignatures, unservedNote } from './session.js';
 import { DEFAULT_SIGNATURE_NAME, type Signature, batchesAlongDimension0 } from './signature.js';
 import { validateInputs, validateOutputFilter } from './validate-inputs.js';
 
@@ -79,7 +85,7 @@ interface ServableContext<A> {
   readonly logger: Logger;
   readonly admission: AdmissionPolicy;
   /** Requests admitted before their body was read, whose runs are not submitted yet. */
-  readonly pending: PendingAdmissions;
+  readonly pending: PendingRuns;
   readonly signatures: Readonly<Record<string, Signature>>;
   readonly adaptInputs: InputAdapter<A>;
   readonly cache: ResponseCache | undefined;
@@ -101,7 +107,10 @@ function resolveSignature<A>(s: Scope<A>, name?: string): { name: string; signat
   const { signatures } = s.context;
   const resolved = signatureNameOf(name);
   if (!Object.hasOwn(signatures, resolved)) {
-    throw new ServingError(Code.FAILED_PRECONDITION, `Serving signature key "${resolved}" not found.`);
+    throw new ServingError(
+      Code.FAILED_PRECONDITION,
+      `Serving signature key "${resolved}" not found.${unservedNote(s.handle.session.unservedSignatures, resolved)}`,
+    );
   }
   return { name: resolved, signature: signatures[resolved]! };
 }
@@ -154,12 +163,10 @@ function observedPredict<A>(
 }
 
 /** Admission as the run is about to be submitted; a shed request counts as one that reached the model. */
-function admitRun<A>(s: Scope<A>, signal: AbortSignal | undefined, options: CallOptions): void {
+function admitRun<A>(s: Scope<A>, options: CallOptions): void {
   const { session, name } = s.handle;
   const { admission, pending } = s.context;
   try {
-    // An admitted request's run is about to be submitted: it now counts as queued.
-    if (signal !== undefined) pending.take(session, signal);
     checkAdmission(session, admission, name, options.deadline ?? s.call.deadline, pending.count(session));
   } catch (error) {
     s.stats?.predicting();
@@ -188,6 +195,23 @@ function requestedOutputs<A>(
     outputs[alias] = tensor;
   }
   return outputs;
+}
+
+/** The model's inputs from a client's inputs to an adapted signature; queued work meanwhile. */
+async function adaptedInputs<A>(
+  s: Scope<A>,
+  signature: Signature,
+  inputs: Readonly<Record<string, Tensor>>,
+  signal: AbortSignal | undefined,
+): Promise<Record<string, Tensor>> {
+  const { handle, context } = s;
+  // Admitted model work from here on, while its inputs are adapted (an image decoded).
+  const leave = context.pending.enter(handle.session);
+  try {
+    return await raceAbort(context.adaptInputs(signature, inputs, handle.assets, signal), signal);
+  } finally {
+    leave();
+  }
 }
 
 /** Starts the session run of model inputs (by alias) and records it among the scope's runs. */
@@ -248,7 +272,8 @@ async function runScoped<A>(
     throw abortError(signal);
   }
   const { name, signature: sig } = resolveSignature(s, request.signatureName);
-  admitRun(s, signal, options);
+  if (options.arrivedAt !== undefined) s.stats?.arrived(options.arrivedAt);
+  admitRun(s, options);
   const adapted = sig.adapter !== undefined && request.modelInputs !== true;
   const modelSignature: Signature = { ...sig, inputs: sig.modelInputs ?? sig.inputs };
   validateInputs(adapted ? sig : modelSignature, request.inputs);
@@ -269,7 +294,7 @@ async function runScoped<A>(
   }
   let byAlias = request.inputs;
   if (adapted) {
-    byAlias = await raceAbort(context.adaptInputs(sig, request.inputs, handle.assets, signal), signal);
+    byAlias = await adaptedInputs(s, sig, request.inputs, signal);
     validateInputs(modelSignature, byAlias);
   }
   s.stats?.predicting();
@@ -307,8 +332,17 @@ function scopedServable<A>(
     name: handle.name,
     version: handle.version,
     signatures: context.signatures,
+    ...(handle.session.unservedSignatures === undefined
+      ? {}
+      : { unservedSignatures: handle.session.unservedSignatures }),
     assets: handle.assets,
     signature: (name) => resolveSignature(s, name),
+    admit(options: CallOptions = {}, body?: BodyArrival) {
+      const { admission, pending } = context;
+      const deadline = options.deadline ?? call.deadline;
+      checkAdmission(handle.session, admission, handle.name, deadline, pending.count(handle.session));
+      return body === undefined ? () => undefined : pending.arriving(handle.session, body);
+    },
     predict: (request, options = {}) =>
       observer === undefined
         ? runScoped(s, request, options, undefined)
@@ -323,8 +357,8 @@ function scopedServable<A>(
  */
 export function createInferenceService<A>(options: InferenceServiceOptions<A>): InferenceService<A> {
   const { manager, logger, statistics } = options;
-  const admission: AdmissionPolicy = options.admission ?? { maxQueueWaitMs: 0 };
-  const pending = createPendingAdmissions();
+  const admission: AdmissionPolicy = options.admission ?? QUEUE_AS_TF_SERVING;
+  const pending = createPendingRuns(admission.minArrivalBytesPerSecond ?? 0);
   const adaptInputs: InputAdapter<A> =
     options.adaptInputs ??
     (() => Promise.reject(new ServingError(Code.UNIMPLEMENTED, 'This signature needs an input adapter')));
@@ -421,14 +455,13 @@ export function createInferenceService<A>(options: InferenceServiceOptions<A>): 
       );
     },
 
-    admit(spec, callOptions = {}) {
+    admit(spec, callOptions = {}, body) {
       // An unknown model or version is answered now (NOT_FOUND), before the body is read.
       const handle: ServableHandle<A> = manager.acquire(spec);
       try {
         const { session } = handle;
-        const { signal } = callOptions;
-        checkAdmission(session, admission, handle.name, callOptions.deadline, pending.count(session, signal));
-        return signal === undefined ? () => undefined : pending.add(session, signal);
+        checkAdmission(session, admission, handle.name, callOptions.deadline, pending.count(session));
+        return body === undefined ? () => undefined : pending.arriving(session, body);
       } finally {
         handle.release();
       }

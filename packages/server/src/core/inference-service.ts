@@ -36,6 +36,14 @@ export interface PredictResponse {
   readonly outputs: Record<string, Tensor>;
 }
 
+/** A request body on its way, as its transport sees it (for admission: see Servable.admit). */
+export interface BodyArrival {
+  /** Bytes of the body received so far. */
+  received(): number;
+  /** The body's length when declared (Content-Length, the gRPC length prefix); undefined when not. */
+  readonly total: number | undefined;
+}
+
 export interface CallOptions {
   /** Deadline / client cancellation. */
   readonly signal?: AbortSignal | undefined;
@@ -47,7 +55,8 @@ export interface CallOptions {
   readonly deadline?: number | undefined;
   /**
    * process.hrtime.bigint() when the request arrived (its body read), for the statistics:
-   * success and fail durations and compute_input start here. Default: when the core call started.
+   * success and fail durations and compute_input start here. Default: when the core call
+   * started; a `Servable.predict` may name a later one (a scope opened before the body arrived).
    */
   readonly arrivedAt?: bigint | undefined;
 }
@@ -88,6 +97,8 @@ export interface Servable<A> {
    * derived from the version's assets (e.g. an encoded-image signature).
    */
   readonly signatures: Readonly<Record<string, Signature>>;
+  /** Signatures of the model's format that are not served, with the reason (partial load). */
+  readonly unservedSignatures?: Readonly<Record<string, string>> | undefined;
   /** The assets the version was loaded with (labels, image settings, handler module). */
   readonly assets: A;
   /**
@@ -95,6 +106,15 @@ export interface Servable<A> {
    * `Serving signature key "x" not found.` otherwise, as TF Serving answers.
    */
   signature(name?: string): { readonly name: string; readonly signature: Signature };
+  /**
+   * Admission before the request body is read, on this pinned version: throws UNAVAILABLE
+   * (reason `overloaded`) when its queue is full or the request could not finish before its
+   * deadline (or, with a queue-wait limit, would wait longer than it allows beyond the
+   * burst every instance queues). Cheap. With `body`, the request counts as queued work
+   * while its body arrives at the policy's minimum rate (a trickling one does not), until
+   * the returned release is called: call it once the body is in or the request ended.
+   */
+  admit(options?: CallOptions, body?: BodyArrival): () => void;
   /**
    * Validates the inputs and output filter against the signature (INVALID_ARGUMENT naming
    * the problem), runs the version and returns the outputs by alias. Rejects with the
@@ -125,15 +145,11 @@ export interface InferenceService<A = unknown> {
   /** `withServable` + `predict` on the spec's signature: the whole request for binary protocols. */
   predict(request: PredictRequest, options?: CallOptions): Promise<PredictResponse>;
   /**
-   * Admission before a request body is read: throws UNAVAILABLE (reason `overloaded`) when
-   * the version the spec names already has more queued work than allowed, or more than the
-   * deadline leaves time for, and NOT_FOUND for an unknown model or version (so a body
-   * that cannot be served is never read). Cheap.
-   * An admitted request (one with a signal) counts as queued from now on, until a predict
-   * with the same signal submits its run, the signal aborts, or the returned release is
-   * called: call it when the request ends (idempotent).
+   * `Servable.admit` on the version the spec names, for transports that admit a request
+   * before they pin its version (gRPC, on the first bytes of the message): NOT_FOUND for an
+   * unknown model or version, so a body that cannot be served is never read. Cheap.
    */
-  admit(spec: ModelSpec, options?: CallOptions): () => void;
+  admit(spec: ModelSpec, options?: CallOptions, body?: BodyArrival): () => void;
   /** Status of all versions of a model, or of one version/label. */
   status(model: ModelSpec): VersionStatus[];
   /** Replaces the whole served model set (models absent from `configs` are unloaded). */

@@ -16,4 +16,17 @@ export interface VersionStatus {
   readonly state: ModelState;
   /** Set when loading failed (state END) or when unloading failed. */
   readonly error?: { readonly code: Code; readonly message: string } | undefined;
+  /** Signatures of an AVAILABLE version that are not served, with the reason (partial load). */
+  readonly unservedSignatures?: Readonly<Record<string, string>> | undefined;
+}
+
+/**
+ * The status message of a version: its error, else the signatures it leaves out and why
+ * (an AVAILABLE version that loaded partially keeps error code OK), else "".
+ */
+export function versionStatusMessage(status: VersionStatus): string {
+  if (status.error !== undefined) return status.error.message;
+  const unserved = Object.entries(status.unservedSignatures ?? {});
+  if (unserved.length === 0) return '';
+  return `Signatures not served: ${unserved.map(([name, why]) => `"${name}" ${why}`).join('; ')}`;
 }

@@ -1,57 +1,71 @@
+import type { BodyArrival } from './inference-service.js';
 import type { Session } from './session.js';
 
 /**
- * Requests admitted before their body was read (`InferenceService.admit`) whose runs are
- * not submitted yet, per session. Admission counts them as queued: without them, requests
- * that a frontend is still reading or decoding (a REST body and its JSON parse cost more
- * main-thread time than a run) pile up unseen behind a queue that looks empty, and
- * nothing is shed while every answer gets later. An entry leaves when its request submits
- * its run, is aborted, or is released by its frontend; entries older than `ttlMs` are
- * dropped, so a caller that never releases cannot make the server refuse everything.
+ * Requests admitted whose runs are not submitted yet, per session, that admission counts as
+ * queued model work: requests whose inputs are being adapted (an encoded image decoded), and
+ * bodies still on their way while they arrive at least at `minBytesPerSecond` since their
+ * admission (after a grace of 100 ms for the first bytes). A body that trickles in (a byte every few seconds) is not work that exists: it
+ * drops out of the count within milliseconds and is bounded by the byte budget, the body
+ * timeout and the minimum upload rate instead; a body arriving at network speed is, and
+ * counting it is what lets a server under real overload refuse at the headers (before it
+ * reads the body) instead of reading every body it will refuse later.
  */
-export interface PendingAdmissions {
-  /** Admitted requests of `session` whose runs are not submitted, `except` left out. */
-  count(session: Session, except?: AbortSignal): number;
-  /** Records `signal`'s request as admitted; returns its release (idempotent). */
-  add(session: Session, signal: AbortSignal): () => void;
-  /** Forgets `signal`'s request (its run is being submitted). */
-  take(session: Session, signal: AbortSignal): void;
+export interface PendingRuns {
+  /** Requests of `session` counted now. */
+  count(session: Session): number;
+  /** Counts one request of `session` until the returned function is called (idempotent). */
+  enter(session: Session): () => void;
+  /**
+   * Counts a request of `session` whose body is arriving, while it arrives fast enough and
+   * is not complete, until the returned function is called (idempotent).
+   */
+  arriving(session: Session, body: BodyArrival): () => void;
 }
 
-/** Default age after which an entry no longer counts, in ms. */
-export const PENDING_TTL_MS = 60_000;
+/** A body's first bytes may take this long after its admission before its rate is judged, in ms. */
+const ARRIVAL_GRACE_MS = 100;
 
-export function createPendingAdmissions(ttlMs: number = PENDING_TTL_MS): PendingAdmissions {
-  /** session -> request signal -> (admitted at, release). */
-  const bySession = new WeakMap<Session, Map<AbortSignal, { at: number; release: () => void }>>();
-  const take = (session: Session, signal: AbortSignal): void => {
-    bySession.get(session)?.get(signal)?.release();
+export function createPendingRuns(minBytesPerSecond: number): PendingRuns {
+  const adapting = new WeakMap<Session, number>();
+  const arrivals = new WeakMap<Session, Set<{ readonly body: BodyArrival; readonly at: number }>>();
+  const onTheWay = (entry: { readonly body: BodyArrival; readonly at: number }, now: number): boolean => {
+    const received = entry.body.received();
+    if (entry.body.total !== undefined && received >= entry.body.total) return false;
+    return (
+      minBytesPerSecond > 0 && received >= ((now - entry.at - ARRIVAL_GRACE_MS) * minBytesPerSecond) / 1000
+    );
   };
   return {
-    count(session, except) {
-      const entries = bySession.get(session);
-      if (entries === undefined) return 0;
-      const old = performance.now() - ttlMs;
-      for (const [signal, entry] of entries) if (entry.at < old) take(session, signal);
-      return entries.size - (except !== undefined && entries.has(except) ? 1 : 0);
+    count(session) {
+      let n = adapting.get(session) ?? 0;
+      const entries = arrivals.get(session);
+      if (entries === undefined || entries.size === 0) return n;
+      const now = performance.now();
+      for (const entry of entries) if (onTheWay(entry, now)) n++;
+      return n;
     },
-    add(session, signal) {
-      let entries = bySession.get(session);
-      if (entries === undefined) {
-        entries = new Map();
-        bySession.set(session, entries);
-      }
-      const mine = entries;
-      const existing = mine.get(signal);
-      if (existing !== undefined) return existing.release;
-      const release = (): void => {
-        signal.removeEventListener('abort', release);
-        if (mine.get(signal)?.release === release) mine.delete(signal);
+    enter(session) {
+      adapting.set(session, (adapting.get(session) ?? 0) + 1);
+      let left = false;
+      return () => {
+        if (left) return;
+        left = true;
+        adapting.set(session, (adapting.get(session) ?? 1) - 1);
       };
-      mine.set(signal, { at: performance.now(), release });
-      signal.addEventListener('abort', release, { once: true });
-      return release;
     },
-    take,
+    arriving(session, body) {
+      let entries = arrivals.get(session);
+      if (entries === undefined) {
+        entries = new Set();
+        arrivals.set(session, entries);
+      }
+      const entry = { body, at: performance.now() };
+      entries.add(entry);
+      const mine = entries;
+      return () => {
+        mine.delete(entry);
+      };
+    },
   };
 }

@@ -19,6 +19,11 @@ export interface RunRecord {
 }
 
 export interface RequestStatistics {
+  /**
+   * The request's body arrived at `at` (process.hrtime.bigint()), later than the scope began
+   * (a scope opened at the headers, before the upload): the request is timed from there.
+   */
+  arrived(at: bigint): void;
   /** A predict call began: the scope is an inference request. */
   predicting(): void;
   /** A model run of `items` batch items is about to start. */
@@ -40,8 +45,9 @@ export function createRequestStatistics(
   recorder: InferenceStatistics,
   model: string,
   version: number,
-  arrivedAt: bigint,
+  scopeArrivedAt: bigint,
 ): RequestStatistics {
+  let arrivedAt = scopeArrivedAt;
   let predicted = false;
   let items = 0;
   let queueNs = 0;
@@ -50,6 +56,9 @@ export function createRequestStatistics(
   let lastRunEnd: bigint | undefined;
   let finished = false;
   return {
+    arrived(at) {
+      if (firstRunStart === undefined && at > arrivedAt) arrivedAt = at;
+    },
     predicting() {
       predicted = true;
     },

@@ -76,6 +76,10 @@ export interface SessionPressure {
   readonly estimatedWaitMs: number;
   /** Recent time of one run (moving average), in ms; 0 before the first run. */
   readonly runMs: number;
+  /** Runs that execute at once (instances). Default 1. */
+  readonly instances?: number | undefined;
+  /** Runs the queue holds at most (a run submitted beyond it is refused); undefined: no bound known. */
+  readonly maxQueued?: number | undefined;
 }
 
 export interface Session {
@@ -86,6 +90,11 @@ export interface Session {
    * SignatureDef); absent: `signature` alone, as serving_default.
    */
   readonly signatures?: Readonly<Record<string, Signature>> | undefined;
+  /**
+   * Signatures of the model's own format this session does not serve, with the reason
+   * (e.g. a SavedModel signature that did not convert): reported in the version's status.
+   */
+  readonly unservedSignatures?: Readonly<Record<string, string>> | undefined;
   run(inputs: Readonly<Record<string, Tensor>>, options?: RunOptions): Promise<Record<string, Tensor>>;
   /**
    * The session's current load, as if `extraQueued` more runs (default 0) were waiting
@@ -101,6 +110,15 @@ export interface Session {
   checkInputs?(inputs: Readonly<Record<string, Tensor>>): void;
   /** Releases the session; pending runs are rejected with UNAVAILABLE. */
   close(): Promise<void>;
+}
+
+/**
+ * What a not-found message for signature `name` adds when the model's format has it but it is
+ * not served (a partial load): ` (it is not served: it <reason>)`; else "".
+ */
+export function unservedNote(unserved: Readonly<Record<string, string>> | undefined, name: string): string {
+  const why = unserved !== undefined && Object.hasOwn(unserved, name) ? unserved[name] : undefined;
+  return why === undefined ? '' : ` (it is not served: it ${why})`;
 }
 
 /** The signatures a session can run, by name. */

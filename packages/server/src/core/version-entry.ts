@@ -169,6 +169,9 @@ export class VersionEntry<A> {
       version: this.version,
       state: this.state,
       ...(this.error === undefined ? {} : { error: this.error }),
+      ...(this.state === 'AVAILABLE' && this.session?.unservedSignatures !== undefined
+        ? { unservedSignatures: this.session.unservedSignatures }
+        : {}),
     };
   }
 }

@@ -115,11 +115,19 @@ export function parseConversionManifest(json: unknown): ConversionManifest {
   return { converter, signatures };
 }
 
+/** Why a signature that did not convert cannot be served. */
+function unservedReason(s: ConvertedSignature): string {
+  return s.unsupportedOps !== undefined && s.unsupportedOps.length > 0
+    ? `uses TensorFlow ops with no ONNX equivalent: ${s.unsupportedOps.join(', ')}`
+    : `did not convert: ${s.error ?? 'unknown error'}`;
+}
+
 /**
- * The runtime's files for a conversion. Every signature must have converted, except those
- * `replaced` names (served another way, e.g. from visionserve.json): otherwise the load
- * fails with UNIMPLEMENTED naming each signature and its TensorFlow ops without an ONNX
- * equivalent.
+ * The runtime's files for a conversion: every signature that converted. Those that did not
+ * are left out with their reason (`unserved`), as TF Serving serves the rest of a model;
+ * `replaced` names (served another way, e.g. from visionserve.json) are left out silently.
+ * Only a version with no signature converted fails, with UNIMPLEMENTED naming each
+ * signature and why (e.g. its TensorFlow ops without an ONNX equivalent).
  */
 export function modelFilesOf(
   dir: string,
@@ -127,15 +135,10 @@ export function modelFilesOf(
   replaced: ReadonlySet<string> = new Set(),
 ): ModelFiles {
   const files: Record<string, SignatureFile> = {};
-  const problems: string[] = [];
+  const unserved: Record<string, string> = {};
   for (const [name, s] of Object.entries(manifest.signatures)) {
     if (s.status !== 'ok') {
-      if (replaced.has(name)) continue;
-      problems.push(
-        s.unsupportedOps !== undefined && s.unsupportedOps.length > 0
-          ? `signature "${name}" uses TensorFlow ops with no ONNX equivalent: ${s.unsupportedOps.join(', ')}`
-          : `signature "${name}" did not convert: ${s.error ?? 'unknown error'}`,
-      );
+      if (!replaced.has(name)) unserved[name] = unservedReason(s);
       continue;
     }
     files[name] = {
@@ -146,11 +149,12 @@ export function modelFilesOf(
       examples: s.examples,
     };
   }
-  if (problems.length > 0) {
+  const problems = Object.entries(unserved).map(([name, why]) => `signature "${name}" ${why}`);
+  if (Object.keys(files).length === 0 && problems.length > 0) {
     throw new ServingError(
       Code.UNIMPLEMENTED,
       `SavedModel cannot be served: ${problems.join('; ')} (export the model without it, or serve an encoded-image signature from visionserve.json; see the README)`,
     );
   }
-  return { signatures: files };
+  return problems.length === 0 ? { signatures: files } : { signatures: files, unserved };
 }

@@ -7,6 +7,9 @@ import {
   fastBodyFromMessage,
   parseTfsJsonText,
   readFastJsonBody,
+  type JsonLimits,
+  NO_JSON_LIMITS,
+  checkJsonLimits,
 } from '@visionserve/protocol';
 import type { DecodeTicket, JsonDecoder } from '../contracts/json-decoder.js';
 import type { Logger } from '../util/logger.js';
@@ -34,6 +37,8 @@ export interface JsonDecodePoolOptions {
   readonly minBytes?: number;
   /** Longest decode backlog a new body may join, in ms; 0 admits everything. */
   readonly maxWaitMs: number;
+  /** Bodies per decode thread admitted whatever the backlog (a burst is never refused). Default 0. */
+  readonly burstPerThread?: number | undefined;
   readonly logger: Logger;
   /** Told of every refusal (e.g. to log that shedding started). Default: nothing. */
   readonly onShed?: ((model: undefined, error: ServingError) => void) | undefined;
@@ -45,6 +50,12 @@ export interface JsonDecodePoolOptions {
    * its thread).
    */
   readonly sharedBodyBytes?: number | undefined;
+  /**
+   * Structural limits of a body (nesting, keys of an object, values): past one, the read
+   * rejects with INVALID_ARGUMENT, at the point of the body where the scan passed it. Default:
+   * none.
+   */
+  readonly limits?: JsonLimits | undefined;
   /** The decode thread's module. Default json-decode-worker.js (tests give others). */
   readonly workerUrl?: URL | undefined;
 }
@@ -57,14 +68,16 @@ const INITIAL_MS_PER_BYTE = 1e-5;
 const EWMA = 0.2;
 
 interface Job {
-  readonly bytes: number;
+  readonly message: ToDecodeWorker;
+  readonly transfer: ArrayBuffer[];
+  /** Settles the read: the thread's reply, or undefined (read it here instead). */
   readonly resolve: (message: FromDecodeWorker | undefined) => void;
 }
 
 interface DecodeThread {
   readonly worker: Worker;
-  readonly jobs: Map<number, Job>;
-  pendingBytes: number;
+  /** The body this thread reads now (one at a time: the others wait in the pool's queue). */
+  job: Job | undefined;
 }
 
 /** The pool's state, shared by the module-level functions below. */
@@ -77,9 +90,14 @@ interface Decoder {
   msPerByte: number;
   /** Bytes of admitted bodies not decoded yet. */
   admittedBytes: number;
+  /** Admitted bodies not decoded yet. */
+  admittedBodies: number;
   nextId: number;
   closed: boolean;
   readonly pool: DecodeThread[];
+  /** Bodies waiting for a free thread, oldest first. */
+  readonly queue: Job[];
+  readonly limits: JsonLimits;
   readonly counts: { offThread: number; inline: number };
   readonly bodies: ReturnType<typeof createSharedBodyPool>;
   /** The slots' memory (a body in one owns the slot's memory after it too). */
@@ -94,15 +112,17 @@ function retire(d: Decoder, thread: DecodeThread, why: string, error?: unknown):
   const at = d.pool.indexOf(thread);
   if (at < 0) return;
   d.pool.splice(at, 1);
-  if (thread.jobs.size > 0 || error !== undefined) {
-    d.logger.error('JSON decode thread stopped; its bodies are read on the event loop', {
+  const job = thread.job;
+  thread.job = undefined;
+  if (job !== undefined || error !== undefined) {
+    d.logger.error('JSON decode thread stopped; its body is read on the event loop', {
       why,
-      pending: thread.jobs.size,
+      pending: job === undefined ? 0 : 1,
       error,
     });
   }
-  for (const job of thread.jobs.values()) job.resolve(undefined);
-  thread.jobs.clear();
+  job?.resolve(undefined);
+  dispatch(d);
 }
 
 function spawn(d: Decoder): DecodeThread {
@@ -110,19 +130,22 @@ function spawn(d: Decoder): DecodeThread {
   // Without V8's memory reducer, like the inference workers: its full GCs ran on the decode
   // thread between bodies, inside the next request's latency (worker-memory-reducer.ts).
   const worker = startWithoutMemoryReducer(
-    () => new Worker(options.workerUrl ?? WORKER_URL, { workerData: { nice: options.threadNice ?? 0 } }),
+    () =>
+      new Worker(options.workerUrl ?? WORKER_URL, {
+        workerData: { nice: options.threadNice ?? 0, limits: d.limits },
+      }),
   );
   worker.unref();
-  const thread: DecodeThread = { worker, jobs: new Map(), pendingBytes: 0 };
+  const thread: DecodeThread = { worker, job: undefined };
   worker.on('message', (reply: FromDecodeWorker) => {
-    const job = thread.jobs.get(reply.id);
-    if (job === undefined) return;
-    thread.jobs.delete(reply.id);
-    thread.pendingBytes -= job.bytes;
-    if (thread.jobs.size === 0) worker.unref();
+    const job = thread.job;
+    if (job === undefined || job.message.id !== reply.id) return;
+    thread.job = undefined;
+    worker.unref();
     if (reply.failure !== undefined)
       d.logger.error('JSON decode thread failed on a body', { error: reply.failure });
     job.resolve(reply);
+    dispatch(d);
   });
   worker.on('error', (error) => {
     retire(d, thread, 'error', error);
@@ -134,12 +157,21 @@ function spawn(d: Decoder): DecodeThread {
   return thread;
 }
 
-/** The thread with the least work queued; a new one while some are busy and fewer than `threads` run. */
-function pick(d: Decoder): DecodeThread {
-  let best: DecodeThread | undefined;
-  for (const t of d.pool) if (best === undefined || t.pendingBytes < best.pendingBytes) best = t;
-  if ((best === undefined || best.pendingBytes > 0) && d.pool.length < d.threads) return spawn(d);
-  return best!;
+/**
+ * Hands waiting bodies to free threads, starting threads up to `threads`: a body waits only
+ * while every thread reads another, never behind a body queued on a busy thread.
+ */
+function dispatch(d: Decoder): void {
+  while (d.queue.length > 0) {
+    let thread = d.pool.find((t) => t.job === undefined);
+    if (thread === undefined && d.pool.length < d.threads && !d.closed) thread = spawn(d);
+    if (thread === undefined) return;
+    const job = d.queue.shift()!;
+    thread.job = job;
+    // A thread holds the process open only while it reads a body.
+    thread.worker.ref();
+    thread.worker.postMessage(job.message, job.transfer);
+  }
 }
 
 /** The read on the event loop; `general`: a tfs-predict body the reader refuses is parsed generally. */
@@ -147,44 +179,66 @@ function inline(d: Decoder, format: FastJsonFormat, bytes: Uint8Array, general: 
   d.counts.inline++;
   const started = performance.now();
   try {
-    return (
-      readFastJsonBody(format, bytes) ??
-      (general
-        ? parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'))
-        : undefined)
-    );
+    const fast = readFastJsonBody(format, bytes, undefined, d.limits);
+    if (fast !== undefined) return fast;
+    // What the reader did not take goes to JSON.parse (here or in the caller): only within the limits.
+    checkJsonLimits(bytes, d.limits);
+    return general
+      ? parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'))
+      : undefined;
   } finally {
     measured(d, bytes.byteLength, performance.now() - started);
   }
 }
 
-/** Sends a body to a decode thread; undefined when the thread stopped before answering. */
+/**
+ * A body's reply from a decode thread once one is free to read it (undefined when the thread
+ * stopped before answering); rejects with the signal's reason when the request aborts
+ * (deadline, client gone) while the body still waits: it leaves the queue unread. A body a
+ * thread reads already is read to the end (the thread may be writing into a lent slot that
+ * must not be lent again before it is done).
+ */
 function readOffThread(
   d: Decoder,
   format: FastJsonFormat,
   bytes: Uint8Array,
   general: boolean,
+  signal: AbortSignal | undefined,
 ): Promise<FromDecodeWorker | undefined> {
-  const thread = pick(d);
-  const id = d.nextId++;
   // The thread reads shared memory as it is; other bodies it gets a copy of: the caller
   // keeps `bytes` (inexact numbers are read again from it, and it is the fallback if the
   // thread dies).
   const shared = bytes.buffer instanceof SharedArrayBuffer;
   const copy = shared ? bytes : new Uint8Array(bytes);
-  return new Promise<FromDecodeWorker | undefined>((resolve) => {
-    // A thread holds the process open only while it has bodies to answer.
-    if (thread.jobs.size === 0) thread.worker.ref();
-    thread.jobs.set(id, { bytes: bytes.byteLength, resolve });
-    thread.pendingBytes += bytes.byteLength;
-    const message: ToDecodeWorker = {
-      id,
-      format,
-      bytes: copy,
-      ...(general ? { general } : {}),
-      ...(shared && d.slots.has(bytes.buffer) && bytes.byteOffset === 0 ? { tail: true } : {}),
+  const message: ToDecodeWorker = {
+    id: d.nextId++,
+    format,
+    bytes: copy,
+    ...(general ? { general } : {}),
+    ...(shared && d.slots.has(bytes.buffer) && bytes.byteOffset === 0 ? { tail: true } : {}),
+  };
+  return new Promise<FromDecodeWorker | undefined>((resolve, reject) => {
+    const onAbort = (): void => {
+      const at = d.queue.indexOf(job);
+      if (at < 0) return;
+      d.queue.splice(at, 1);
+      reject(signal!.reason as Error);
     };
-    thread.worker.postMessage(message, shared ? [] : [copy.buffer as ArrayBuffer]);
+    const job: Job = {
+      message,
+      transfer: shared ? [] : [copy.buffer as ArrayBuffer],
+      resolve: (reply) => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(reply);
+      },
+    };
+    if (signal?.aborted === true) {
+      reject(signal.reason as Error);
+      return;
+    }
+    signal?.addEventListener('abort', onAbort, { once: true });
+    d.queue.push(job);
+    dispatch(d);
   });
 }
 
@@ -197,7 +251,7 @@ async function decode(
 ): Promise<unknown> {
   try {
     if (d.threads <= 0 || d.closed || bytes.byteLength < d.minBytes) return inline(d, format, bytes, general);
-    const reply = await readOffThread(d, format, bytes, general);
+    const reply = await readOffThread(d, format, bytes, general, ticket?.signal);
     if (reply === undefined) return inline(d, format, bytes, general);
     d.counts.offThread++;
     measured(d, bytes.byteLength, reply.ms);
@@ -209,28 +263,39 @@ async function decode(
   }
 }
 
-function admit(d: Decoder, bytes: number): DecodeTicket {
+/** Throws UNAVAILABLE when a body of `size` bytes would make the backlog too long (past the burst). */
+function check(d: Decoder, size: number): void {
   const { maxWaitMs } = d.options;
-  const size = Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
-  if (maxWaitMs > 0 && d.admittedBytes > 0) {
-    const wait = ((d.admittedBytes + size) * d.msPerByte) / Math.max(1, d.threads);
-    if (wait > maxWaitMs) {
-      const error = new ServingError(
-        Code.UNAVAILABLE,
-        `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
-        { reason: 'overloaded' },
-      );
-      d.options.onShed?.(undefined, error);
-      throw error;
-    }
-  }
+  const burst = (d.options.burstPerThread ?? 0) * Math.max(1, d.threads);
+  if (maxWaitMs <= 0 || d.admittedBytes === 0 || d.admittedBodies < burst) return;
+  const wait = ((d.admittedBytes + size) * d.msPerByte) / Math.max(1, d.threads);
+  if (wait <= maxWaitMs) return;
+  const error = new ServingError(
+    Code.UNAVAILABLE,
+    `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
+    { reason: 'overloaded' },
+  );
+  d.options.onShed?.(undefined, error);
+  throw error;
+}
+
+function sizeOf(bytes: number): number {
+  return Number.isFinite(bytes) && bytes > 0 ? bytes : 0;
+}
+
+function admit(d: Decoder, bytes: number, signal: AbortSignal | undefined): DecodeTicket {
+  const size = sizeOf(bytes);
+  check(d, size);
   d.admittedBytes += size;
+  d.admittedBodies++;
   let held = true;
   return {
+    signal,
     release() {
       if (!held) return;
       held = false;
       d.admittedBytes -= size;
+      d.admittedBodies--;
     },
   };
 }
@@ -239,9 +304,10 @@ async function close(d: Decoder): Promise<void> {
   d.closed = true;
   const stopping = d.pool.splice(0);
   for (const t of stopping) {
-    for (const job of t.jobs.values()) job.resolve(undefined);
-    t.jobs.clear();
+    t.job?.resolve(undefined);
+    t.job = undefined;
   }
+  for (const job of d.queue.splice(0)) job.resolve(undefined);
   await Promise.all(stopping.map((t) => t.worker.terminate()));
 }
 
@@ -254,9 +320,12 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
     logger: options.logger,
     msPerByte: INITIAL_MS_PER_BYTE,
     admittedBytes: 0,
+    admittedBodies: 0,
     nextId: 1,
     closed: false,
     pool: [],
+    queue: [],
+    limits: options.limits ?? NO_JSON_LIMITS,
     counts: { offThread: 0, inline: 0 },
     bodies: createSharedBodyPool({ maxBytes: options.sharedBodyBytes, minSlotBytes: minBytes }),
     slots: new WeakSet(),
@@ -264,7 +333,10 @@ export function createJsonDecodePool(options: JsonDecodePoolOptions): JsonDecode
   const read = (format: FastJsonFormat, bytes: Uint8Array, ticket?: DecodeTicket): Promise<unknown> =>
     decode(d, format, bytes, ticket, false);
   return {
-    admit: (bytes) => admit(d, bytes),
+    check: (bytes) => {
+      check(d, sizeOf(bytes));
+    },
+    admit: (bytes, call) => admit(d, bytes, call?.signal),
     bodyBuffer(bytes) {
       if (d.threads <= 0 || d.closed || !(bytes >= minBytes)) return undefined;
       // Twice the body: the decoded values go into the second half (ToDecodeWorker.tail).

@@ -8,7 +8,10 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { lowerThreadPriority } from './thread-priority.js';
 import {
+  type JsonLimits,
+  NO_JSON_LIMITS,
   ServingError,
+  checkJsonLimits,
   fastBodyToMessage,
   parseTfsJsonText,
   parsedBodyToMessage,
@@ -19,7 +22,9 @@ import type { FastBodyMessage } from '@visionserve/protocol';
 
 const port = parentPort;
 if (port === null) throw new Error('json-decode-worker.js runs as a worker thread');
-lowerThreadPriority((workerData as { nice?: number } | null)?.nice ?? 0);
+const data = workerData as { nice?: number; limits?: JsonLimits } | null;
+lowerThreadPriority(data?.nice ?? 0);
+const limits = data?.limits ?? NO_JSON_LIMITS;
 
 /**
  * Runs the reader (and the float32 rounding of fastBodyToMessage) over a small synthetic
@@ -86,12 +91,26 @@ function keepScratch(message: FastBodyMessage): void {
   scratch = new Float64Array(Math.min(SCRATCH_CAP, Math.ceil(most * 1.25) + 1024));
 }
 
+/** Smallest array moved to the main thread rather than copied with the message. */
+const MOVE_MIN_BYTES = 65_536;
+
+/**
+ * The buffers worth moving: node checks each buffer of a transfer list against all before it
+ * (a body of 100,000 one-number tensors took 15 s there), and a small one costs less to copy.
+ */
+function movable(transfer: readonly ArrayBuffer[]): ArrayBuffer[] {
+  return transfer.filter((buffer) => buffer.byteLength >= MOVE_MIN_BYTES);
+}
+
 port.on('message', (job: ToDecodeWorker) => {
   const started = performance.now();
   let reply: FromDecodeWorker;
   let transfer: ArrayBuffer[] = [];
   try {
-    const body = readFastJsonBody(job.format, job.bytes, scratch);
+    const body = readFastJsonBody(job.format, job.bytes, scratch, limits);
+    // What the reader did not take goes to JSON.parse (here or on the main thread): only
+    // within the limits.
+    if (body === undefined) checkJsonLimits(job.bytes, limits);
     if (body === undefined && job.general === true) {
       const b = job.bytes;
       const parsed = parseTfsJsonText(Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('utf8'));
@@ -111,7 +130,8 @@ port.on('message', (job: ToDecodeWorker) => {
     }
   } catch (error) {
     if (error instanceof ServingError) {
-      // The general path's answer to text that is not JSON: the caller's error.
+      // The general path's answer to text that is not JSON, or a body past the limits: the
+      // caller's error.
       reply = {
         id: job.id,
         ms: performance.now() - started,
@@ -131,7 +151,7 @@ port.on('message', (job: ToDecodeWorker) => {
     };
   }
   try {
-    port.postMessage(reply, transfer);
+    port.postMessage(reply, movable(transfer));
   } catch (error) {
     // A tree that cannot be cloned: the main thread's general path answers instead.
     port.postMessage({

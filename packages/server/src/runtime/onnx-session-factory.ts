@@ -62,6 +62,11 @@ export function loadFailureCode(message: string): Code {
     : Code.INTERNAL;
 }
 
+/** `text` with each absolute path (`/a/b/c.cc:12`, `C:\\a\\b`) cut to its last part (`c.cc:12`). */
+export function withoutHostPaths(text: string): string {
+  return text.replace(/(?<![\w.])(?:[A-Za-z]:)?(?:[\\/][\w.+@-]+)+[\\/]([\w.+@-]+)/g, '$1');
+}
+
 /**
  * The code of a failed run: INVALID_ARGUMENT when onnxruntime's message blames the
  * request (an input's shape, dimensions, type or name), INTERNAL otherwise (the model
@@ -140,6 +145,9 @@ function signatureOfFile(name: string, file: SignatureFile, model: WireModel): S
       : declaredSpecs(`Signature ${name} output`, file.outputs, onnx.outputs);
   if (file.examples !== undefined) {
     const { inputKey, features } = file.examples;
+    const declared = file.inputs?.[inputKey];
+    // One scalar serialized example parses without a batch dimension (as in TensorFlow).
+    const batch = declared?.shape?.length === 0 ? [] : [-1];
     const modelInputs: Record<string, TensorSpec> = {};
     for (const f of features) {
       const spec = onnx.inputs[f.key];
@@ -149,9 +157,8 @@ function signatureOfFile(name: string, file: SignatureFile, model: WireModel): S
           `Signature ${name}: feature "${f.key}" is not an input of the ONNX file`,
         );
       }
-      modelInputs[f.key] = { name: spec.name, dtype: spec.dtype, shape: [-1, ...f.shape] };
+      modelInputs[f.key] = { name: spec.name, dtype: spec.dtype, shape: [...batch, ...f.shape] };
     }
-    const declared = file.inputs?.[inputKey];
     return {
       inputs: { [inputKey]: { name: inputKey, dtype: 'string', shape: declared?.shape ?? [-1] } },
       outputs,
@@ -209,9 +216,12 @@ function startWorker(
   });
 }
 
-/** A failed load as clients see it: the model directory replaced by name/version. */
+/**
+ * A failed load as clients see it: the model directory replaced by name/version, and any other
+ * absolute path (onnxruntime's source files, the host's directories) cut to its last part.
+ */
 function loadError(source: ModelSource, raw: string, code?: Code): ServingError {
-  const message = raw.split(source.path).join(`${source.modelName}/${source.version}`);
+  const message = withoutHostPaths(raw.split(source.path).join(`${source.modelName}/${source.version}`));
   return new ServingError(
     code ?? loadFailureCode(raw),
     `Failed to load model ${source.modelName} version ${source.version}: ${message}`,
@@ -293,10 +303,14 @@ async function loadPool(source: ModelSource, options: OnnxRuntimeOptions): Promi
     intraOpThreads: init.intraOpThreads,
     ...(plain ? {} : { signatures: names }),
   });
+  for (const [signature, reason] of Object.entries(files.unserved ?? {})) {
+    log.warn('signature not served', { signature, reason });
+  }
   return createPoolSession({
     workers: ready.map((r) => r.worker),
     signature: signatures[defaultName]!,
     signatures: plain ? undefined : signatures,
+    unserved: files.unserved,
     modelOf,
     log,
     respawn: async () => (await startWorker(init, options.spareWorkers)).worker,
@@ -325,6 +339,8 @@ interface PoolOptions {
   readonly signature: Signature;
   /** Every signature when there are several (or other than serving_default). */
   readonly signatures: Readonly<Record<string, Signature>> | undefined;
+  /** Signatures of the model's format left out, with the reason. */
+  readonly unserved: Readonly<Record<string, string>> | undefined;
   /** Signature name -> the worker's model key that runs it. */
   readonly modelOf: Readonly<Record<string, string>>;
   readonly log: Logger;
@@ -442,6 +458,7 @@ function createPoolSession(pool: PoolOptions): Session {
     signature,
     checkInputs,
     ...(pool.signatures === undefined ? {} : { signatures: pool.signatures }),
+    ...(pool.unserved === undefined ? {} : { unservedSignatures: pool.unserved }),
     async run(inputs: Readonly<Record<string, Tensor>>, runOptions: RunOptions = {}) {
       if (closed) throw new ServingError(Code.UNAVAILABLE, 'Model version is unloading');
       const { signal } = runOptions;
@@ -491,7 +508,7 @@ function createPoolSession(pool: PoolOptions): Session {
       // the instances), plus half a run on average; nothing when an instance is free for it.
       const ahead = workers.running + queued - instances;
       const estimatedWaitMs = ahead >= 0 ? (ahead / instances + 0.5) * runMs : 0;
-      return { queued, estimatedWaitMs, runMs };
+      return { queued, estimatedWaitMs, runMs, instances, maxQueued: pool.maxQueuedRuns };
     },
     async close(): Promise<void> {
       if (closed) return;

@@ -18,6 +18,8 @@ import {
   parseTfsJsonText,
   parseTfsPredictBody,
   parseTfsPredictJson,
+  checkJsonLimits,
+  readFastJsonBody,
   readNumericPredictBody,
   shortestFloat32Slow,
   tfsJsonToTensors,
@@ -334,6 +336,38 @@ const numericSpecsArb = fc.array(
   { minLength: 1, maxLength: 2 },
 );
 
+/** Depth, most keys of one object and values of a parsed JSON value, as json-limits.ts counts them. */
+function jsonCounts(value: unknown, level = 1): { depth: number; keys: number; values: number } {
+  if (typeof value !== 'object' || value === null) return { depth: 0, keys: 0, values: 1 };
+  const children: unknown[] = Array.isArray(value) ? value : Object.values(value);
+  let depth = level;
+  let keys = Array.isArray(value) ? 0 : children.length;
+  let values = 1;
+  for (const child of children) {
+    const c = jsonCounts(child, level + 1);
+    depth = Math.max(depth, c.depth);
+    keys = Math.max(keys, c.keys);
+    values += c.values;
+  }
+  return { depth, keys, values };
+}
+
+/** Any JSON value, a few levels deep, with strings that hold brackets, quotes and escapes. */
+const jsonValueArb: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    fc.oneof(
+      fc.double({ noNaN: true, noDefaultInfinity: true }),
+      fc.integer(),
+      fc.boolean(),
+      fc.constant(null),
+    ),
+    fc.string({ unit: fc.constantFrom('a', '[', ']', '{', '}', '"', '\\', ',', ':', ' ', '\n', 'é') }),
+    fc.array(tie('value'), { maxLength: 5 }),
+    fc.dictionary(fc.string({ maxLength: 4 }), tie('value'), { maxKeys: 5 }),
+  ),
+})).value;
+
 describe('fuzz: TF Serving REST JSON', () => {
   it(
     'rest-json/round-trip: encodeTfsPredictRequest -> parse -> tensors is the identity (row and columnar, every JSON dtype)',
@@ -358,6 +392,45 @@ describe('fuzz: TF Serving REST JSON', () => {
           },
         ),
         400,
+      );
+    },
+  );
+
+  it(
+    'rest-json/limits: the structure scan counts depth, keys and values as the parsed tree has them; the fast readers never take a body past a limit',
+    targetOptions('rest-json/limits'),
+    (t) => {
+      const formats = ['tfs-predict', 'kserve-infer', 'sagemaker-json'] as const;
+      fuzzSync(
+        t,
+        'rest-json/limits',
+        fc.property(
+          jsonValueArb,
+          fc.boolean(),
+          fc.constantFrom(...formats),
+          fc.nat({ max: 2 }),
+          fc.boolean(),
+          (value, pretty, format, tighten, wrap) => {
+            // Wrapped as a predict body often enough for the fast readers to take part.
+            const body = wrap ? { inputs: value } : value;
+            const text = JSON.stringify(body, null, pretty ? 1 : undefined);
+            const bytes = Buffer.from(text.length < 256 ? text + ' '.repeat(256 - text.length) : text);
+            const c = jsonCounts(body);
+            const exact = { maxDepth: c.depth, maxObjectKeys: c.keys, maxValues: c.values };
+            checkJsonLimits(bytes, exact);
+            const key = (['maxDepth', 'maxObjectKeys', 'maxValues'] as const)[tighten]!;
+            if (exact[key] === 0) return;
+            const tighter = { ...exact, [key]: exact[key] - 1 };
+            const refused = outcome(() => {
+              checkJsonLimits(bytes, tighter);
+            });
+            if (refused.ok) throw new Error(`${key} ${tighter[key]} not refused: ${text.slice(0, 200)}`);
+            if (readFastJsonBody(format, bytes, undefined, tighter) !== undefined) {
+              throw new Error(`${format} took a body past ${key} ${tighter[key]}: ${text.slice(0, 200)}`);
+            }
+          },
+        ),
+        2000,
       );
     },
   );

@@ -17,7 +17,7 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { extname, join, normalize, sep } from 'node:path';
 import type { ServerResponse } from 'node:http';
-import { Code, ServingError, notFound } from '@visionserve/protocol';
+import { Code, ServingError, invalidArgument, notFound } from '@visionserve/protocol';
 import type { InferenceService } from '../../core/inference-service.js';
 import type { ModelConfig } from '../../core/model-config.js';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
@@ -25,6 +25,7 @@ import type { Logger } from '../../util/logger.js';
 import type { HttpApi, HttpContext, HttpRoute } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
 import { createConcurrencyLimit } from '../shared/concurrency-limit.js';
+import type { ManagementCredentials, ManagementGuard } from '../shared/management-guard.js';
 import { predictImage } from '../shared/image-predict.js';
 import type { TrafficSource } from '../shared/traffic-source.js';
 
@@ -66,6 +67,11 @@ export interface ConsoleApiOptions {
   /** Deadline of one API request in ms. Default 60000. */
   readonly requestTimeoutMs?: number | undefined;
   readonly logger: Logger;
+  /**
+   * Who may see the models' base paths (absolute paths of the host): callers the management
+   * guard lets manage models. Default: nobody.
+   */
+  readonly guard?: ManagementGuard | undefined;
 }
 
 const TYPES: Readonly<Record<string, string>> = {
@@ -86,7 +92,7 @@ const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'X-Content-Type-Options': 'nosniff',
   'X-Frame-Options': 'DENY',
   'Content-Security-Policy':
-    "default-src 'self'; img-src 'self' blob: data:; media-src 'self' blob: mediastream:; style-src 'self' 'unsafe-inline'; connect-src 'self'",
+    "default-src 'self'; img-src 'self' blob: data:; media-src 'self' blob:; style-src 'self' 'unsafe-inline'; connect-src 'self'",
   'Cache-Control': 'no-cache',
 };
 
@@ -194,7 +200,7 @@ async function sendLabels(
   service: ConsoleApiOptions['service'],
   { res, params }: HttpContext,
 ): Promise<void> {
-  const name = decodeURIComponent(params![1]!);
+  const name = modelName(params![1]!);
   const version = Number(params![2]);
   const labels = await service.withServable({ name, version }, (s) =>
     Promise.resolve(s.assets.vision.labels),
@@ -244,8 +250,9 @@ function consoleRoutes(
       name: 'console-models',
       methods: ['GET'],
       path: `${base}/api/models`,
-      handle: async ({ res }) => {
-        sendJson(res, 200, JSON.stringify({ models: await describeModels(options) }));
+      handle: async (ctx) => {
+        const paths = mayManage(options.guard, ctx.credentials());
+        sendJson(ctx.res, 200, JSON.stringify({ models: await describeModels(options, paths) }));
       },
     },
     {
@@ -305,7 +312,7 @@ function tryAnswer(result: TryResult, started: number): string {
 function imageTrial(options: ConsoleApiOptions, maxImageBytes: number): TryImage {
   const decodes = createConcurrencyLimit(2);
   return async (ctx) => {
-    const name = decodeURIComponent(ctx.params![1]!);
+    const name = modelName(ctx.params![1]!);
     const version = ctx.params![2] === undefined ? undefined : Number(ctx.params![2]);
     const started = performance.now();
     const body = await ctx.readBody(maxImageBytes);
@@ -403,7 +410,28 @@ export function createConsoleApi(options: ConsoleApiOptions): HttpApi {
 }
 
 /** Everything the Models page shows, read now. */
-async function describeModels(options: ConsoleApiOptions): Promise<unknown[]> {
+/** A model name from its URL segment; 400 for a malformed percent-encoding (`%ZZ`). */
+function modelName(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw invalidArgument(`Malformed percent-encoding in the model name: ${segment.slice(0, 64)}`);
+  }
+}
+
+/** Whether the guard lets these credentials manage models (and so see base paths). */
+function mayManage(guard: ManagementGuard | undefined, credentials: ManagementCredentials): boolean {
+  if (guard === undefined) return false;
+  try {
+    guard.check(credentials, 'see model base paths');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The models as the console shows them; `basePath` null unless `paths` (mayManage). */
+async function describeModels(options: ConsoleApiOptions, paths: boolean): Promise<unknown[]> {
   const { service } = options;
   const out: unknown[] = [];
   for (const name of service.modelNames()) {
@@ -446,7 +474,7 @@ async function describeModels(options: ConsoleApiOptions): Promise<unknown[]> {
     }
     out.push({
       name,
-      basePath: config?.basePath ?? '',
+      basePath: paths ? (config?.basePath ?? '') : null,
       versionPolicy: config?.versionPolicy ?? null,
       versionLabels: config?.versionLabels ?? {},
       batching: options.batching,

@@ -229,6 +229,17 @@ function edgeAnswers(error: unknown): boolean {
   );
 }
 
+/**
+ * A refusal (UNAVAILABLE) once the call's deadline has passed is what gRPC answers then,
+ * DEADLINE_EXCEEDED; any other error as it is.
+ */
+function pastDeadline(error: unknown, deadline: number | undefined): unknown {
+  const late = deadline !== undefined && Date.now() >= deadline;
+  return late && error instanceof ServingError && error.code === Code.UNAVAILABLE
+    ? new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded')
+    : error;
+}
+
 /** One unary call: read the framed message, run the method, answer with trailers. */
 async function call(
   options: GrpcWebApiOptions,
@@ -253,8 +264,12 @@ async function call(
     controller.abort(ctx.signal.reason);
   };
   ctx.signal.addEventListener('abort', onAbort, { once: true });
+  /** Once the body is in, every answer is a gRPC status (the edge answers only the read's refusals). */
+  let bodyRead = false;
+  let deadline: number | undefined;
   try {
     const scheduled = callDeadline(ctx, controller);
+    deadline = scheduled.deadline;
     timer = scheduled.timer;
     let body: Uint8Array;
     try {
@@ -265,6 +280,7 @@ async function call(
       answerStatus(cors, ctx, contentType, error);
       return;
     }
+    bodyRead = true;
     const { message, buffer } = readUnaryFrame(
       mode === 'text' ? decodeGrpcWebText(body) : body,
       method,
@@ -280,11 +296,11 @@ async function call(
     if (controller.signal.aborted) throw controller.signal.reason;
     writeAnswer(cors, ctx, mode, contentType, chunks);
   } catch (error) {
-    if (edgeAnswers(error)) throw error;
+    if (!bodyRead && edgeAnswers(error)) throw error;
     const cause =
       controller.signal.aborted && !(error instanceof ServingError)
         ? (controller.signal.reason as unknown)
-        : error;
+        : pastDeadline(error, deadline);
     if (!(cause instanceof ServingError))
       options.logger.error('grpc-web handler failed', { path, error: cause });
     answerStatus(cors, ctx, contentType, cause);

@@ -14,9 +14,9 @@
  * compression_algorithm sends them) are decompressed against the same budget; responses are
  * never compressed.
  */
-import { createGunzip, createInflate } from 'node:zlib';
 import { Code, ServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
+import { inflateBounded } from '../shared/bounded-inflate.js';
 import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
 import type { GuardReason } from '../shared/connection-guard.js';
 import type { ListenerTls } from '../shared/listener-tls.js';
@@ -366,66 +366,43 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
    * budget as it is produced (UNAVAILABLE when the budget runs out) and stops at
    * maxMessageBytes (RESOURCE_EXHAUSTED): a compression bomb costs at most the budget.
    */
-  const decompress = (
+  const decompress = async (
     call: CallState,
     method: GrpcMethod,
     bytes: Uint8Array,
-  ): Promise<{ message: Uint8Array; buffer: ArrayBuffer }> =>
-    new Promise((resolve, reject) => {
-      const z = call.encoding === 'gzip' ? createGunzip() : createInflate();
-      const chunks: Buffer[] = [];
-      let total = 0;
-      let failed = false;
-      const fail = (error: ServingError): void => {
-        if (failed) return;
-        failed = true;
-        chunks.length = 0;
-        z.destroy();
-        reject(error);
-      };
-      z.on('data', (chunk: Buffer) => {
-        total += chunk.byteLength;
-        if (total > maxMessageBytes) {
-          fail(
-            new ServingError(
+  ): Promise<{ message: Uint8Array; buffer: ArrayBuffer }> => {
+    const { chunks, total } = await inflateBounded(call.encoding === 'gzip' ? 'gzip' : 'deflate', bytes, {
+      maxBytes: maxMessageBytes,
+      grow: call.reservation === undefined ? undefined : (more) => call.reservation!.grow(more),
+      fail: (failure) =>
+        failure.kind === 'too-large'
+          ? new ServingError(
               Code.RESOURCE_EXHAUSTED,
               `Decompressed message larger than max (${maxMessageBytes})`,
-            ),
-          );
-        } else if (call.reservation !== undefined && !call.reservation.grow(chunk.byteLength)) {
-          fail(
-            new ServingError(
-              Code.UNAVAILABLE,
-              'Server is overloaded: too many request bytes in flight; retry later',
-              { reason: 'overloaded' },
-            ),
-          );
-        } else chunks.push(chunk);
-      });
-      z.on('error', (error) => {
-        fail(
-          new ServingError(
-            Code.INTERNAL,
-            `Cannot decompress the ${call.encoding!} message: ${error.message}`,
-          ),
-        );
-      });
-      z.on('end', () => {
-        if (failed) return;
-        const head = Buffer.concat(chunks, Math.min(total, PROBE_BYTES));
-        const offset = method.alignment?.(head);
-        const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
-        const buffer = messageBuffer(total + shift);
-        const message = new Uint8Array(buffer, shift, total);
-        let at = 0;
-        for (const c of chunks) {
-          message.set(c, at);
-          at += c.byteLength;
-        }
-        resolve({ message, buffer });
-      });
-      z.end(bytes);
+            )
+          : failure.kind === 'overloaded'
+            ? new ServingError(
+                Code.UNAVAILABLE,
+                'Server is overloaded: too many request bytes in flight; retry later',
+                { reason: 'overloaded' },
+              )
+            : new ServingError(
+                Code.INTERNAL,
+                `Cannot decompress the ${call.encoding!} message: ${failure.message}`,
+              ),
     });
+    const head = Buffer.concat(chunks, Math.min(total, PROBE_BYTES));
+    const offset = method.alignment?.(head);
+    const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
+    const buffer = messageBuffer(total + shift);
+    const message = new Uint8Array(buffer, shift, total);
+    let at = 0;
+    for (const c of chunks) {
+      message.set(c, at);
+      at += c.byteLength;
+    }
+    return { message, buffer };
+  };
 
   /**
    * Reads the one message of a unary request into an exactly sized buffer, reserving its
@@ -468,7 +445,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         // A compressed head cannot be read: such calls are admitted when their run is submitted.
         if (method.admit !== undefined && !compressed) {
           try {
-            const release = method.admit(seen, { signal: call.controller.signal, deadline: call.deadline });
+            const release = method.admit(seen, {
+              signal: call.controller.signal,
+              deadline: call.deadline,
+              body: { received: () => fill, total: length },
+            });
             call.release = release;
           } catch (error) {
             fail(error instanceof ServingError ? error : new ServingError(Code.INTERNAL, 'Internal error'));

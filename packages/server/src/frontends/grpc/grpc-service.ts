@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http2';
+import type { BodyArrival } from '../../core/inference-service.js';
 import type { OutputLease } from '../../core/session.js';
 import type { ManagementCredentials } from '../shared/management-guard.js';
 
@@ -53,7 +54,12 @@ export type AlignmentProbe = (head: Uint8Array) => number | undefined;
  */
 export type HeadAdmission = (
   head: Uint8Array,
-  call: { readonly signal: AbortSignal; readonly deadline: number | undefined },
+  call: {
+    readonly signal: AbortSignal;
+    readonly deadline: number | undefined;
+    /** The message on its way (bytes received of its length), for admission to count. */
+    readonly body: BodyArrival;
+  },
 ) => (() => void) | undefined;
 
 /** A streaming call as its handler sees it (client- and bidirectional streaming). */

@@ -27,6 +27,11 @@ export interface ConnectionTracker {
   destroyAll(): void;
   /** Stops the sweeping started by closeWhenIdle. */
   stop(): void;
+  /**
+   * An upgrade request (a WebSocket) took its connection over: its first bytes are in, and it
+   * is busy until it closes (never evicted as idle; the upgrade handler closes it on drain).
+   */
+  upgraded(req: IncomingMessage): void;
 }
 
 interface HttpConnection {
@@ -67,14 +72,6 @@ export function trackConnections(server: Server, secure: boolean, guard: Connect
   };
   server.on('request', onRequest);
   server.on('checkContinue', onRequest);
-  // An upgraded connection (a WebSocket frame stream) sent its request head and is in use for
-  // as long as it is open: neither the first-bytes deadline nor eviction at the cap applies.
-  server.prependListener('upgrade', (req: IncomingMessage) => {
-    const connection = connections.get(req.socket);
-    if (connection === undefined) return;
-    connection.guarded.started();
-    connection.guarded.inFlight(++connection.busy);
-  });
 
   const sweep = (idleMs: number): void => {
     const now = Date.now();
@@ -105,6 +102,15 @@ export function trackConnections(server: Server, secure: boolean, guard: Connect
     stop() {
       if (sweeper !== undefined) clearInterval(sweeper);
       sweeper = undefined;
+    },
+    upgraded(req) {
+      const connection = connections.get(req.socket);
+      if (connection === undefined) return;
+      connection.guarded.started();
+      connection.guarded.inFlight(++connection.busy);
+      req.socket.once('close', () => {
+        connection.guarded.inFlight(--connection.busy);
+      });
     },
   };
 }

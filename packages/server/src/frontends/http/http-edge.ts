@@ -7,10 +7,11 @@ import type { RequestEnd, RequestObserver } from '../shared/request-observer.js'
 import type { HttpApi, HttpContext, HttpRoute } from './http-api.js';
 import { readBody, sendBodyTooLarge } from './read-body.js';
 import { watchRequest } from './request-signal.js';
+import { type UploadRate, watchUploadRate } from './upload-rate.js';
 import { sendJsonError } from './send.js';
 
 /** Largest unread request body drained (read and discarded) after an early answer, in bytes. */
-export const DRAIN_UNREAD_BODY_BYTES = 16 * 1024 * 1024;
+export { DRAIN_UNREAD_BODY_BYTES } from './send.js';
 
 export interface HttpEdgeOptions {
   /** Mounted in order; the first API whose route (or `owns` pattern) matches a path serves it. */
@@ -31,6 +32,8 @@ export interface HttpEdgeOptions {
    * preflights are answered 200 when `Origin` is http(s)://..., else 400. Default false.
    */
   readonly cors?: boolean | undefined;
+  /** The least rate at which a body being read must arrive (408 and close below it). Default: no minimum. */
+  readonly uploadRate?: UploadRate | undefined;
 }
 
 /** The edge as a listener sees it: the request handler plus draining. */
@@ -53,7 +56,11 @@ export interface HttpEdge {
 }
 
 /** Statuses every API shares; an API's own table wins. */
-const EDGE_STATUS: Partial<Record<ErrorReason, number>> = { 'body-too-large': 413, overloaded: 503 };
+const EDGE_STATUS: Partial<Record<ErrorReason, number>> = {
+  'body-too-large': 413,
+  overloaded: 503,
+  'body-too-slow': 408,
+};
 
 /** CORS headers, TF Serving's values. */
 const CORS_HEADERS: Readonly<Record<string, string>> = {
@@ -177,14 +184,9 @@ function reply(
   if (reason === 'unsupported-content-encoding') {
     headers['Accept-Encoding'] = (api?.contentEncodings ?? ['gzip']).join(', ');
   }
-  // A body left unread (an answer before reading it, e.g. a refusal): one of declared
-  // length up to DRAIN_UNREAD_BODY_BYTES is read and discarded after the answer (Node
-  // does that) and the connection stays open; closing instead while the client still
-  // sends would reset the connection, and the client could lose the answer. Bigger or
-  // undeclared bodies close the connection rather than being drained.
-  if (!req.complete && !(Number(req.headers['content-length']) <= DRAIN_UNREAD_BODY_BYTES)) {
-    headers['Connection'] = 'close';
-  }
+  // A body left unread: sendJsonError closes the connection or lets Node drain it (send.ts);
+  // a body too slow to wait for is never drained.
+  if (reason === 'body-too-slow' && !req.complete) headers['Connection'] = 'close';
   if (reason === 'overloaded') headers['Retry-After'] = '1';
   sendJsonError(res, status, serving.message, headers);
 }
@@ -269,6 +271,13 @@ function contextFor(
         if (!edge.draining) res.removeHeader('Connection');
         res.writeContinue();
       }
+      const { uploadRate } = edge.options;
+      const stopWatch =
+        uploadRate === undefined
+          ? undefined
+          : watchUploadRate(req, uploadRate, (error) => {
+              watch.abort(error);
+            });
       return readBody(req, {
         alignAt: placement?.alignAt,
         into: placement?.into,
@@ -286,10 +295,14 @@ function contextFor(
                 }
                 return rs.reservation.grow(bytes);
               },
-      }).then((body) => {
-        rs.bytesIn += body.byteLength;
-        return body;
-      });
+      })
+        .then((body) => {
+          rs.bytesIn += body.byteLength;
+          return body;
+        })
+        .finally(() => {
+          stopWatch?.();
+        });
     },
   };
 }

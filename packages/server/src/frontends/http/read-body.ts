@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { gunzip, inflate } from 'node:zlib';
 import { Code, ServingError } from '@visionserve/protocol';
 import type { ContentEncoding } from './http-api.js';
-import { sendJsonError } from './send.js';
+import { inflateBounded } from '../shared/bounded-inflate.js';
+import { sendJson } from './send.js';
 
 export interface ReadBodyOptions {
   /** Largest accepted body in bytes, as received (compressed or not). */
@@ -15,7 +15,8 @@ export interface ReadBodyOptions {
   readonly signal?: AbortSignal | undefined;
   /**
    * Admission by memory: asked for the declared length before reading, or for each chunk
-   * of an undeclared body; false refuses the request (UNAVAILABLE, reason `overloaded`)
+   * of an undeclared body, and for each piece of a decompressed body as it is produced; false
+   * refuses the request (UNAVAILABLE, reason `overloaded`)
    * without buffering the rest.
    */
   readonly reserve?: ((bytes: number) => boolean) | undefined;
@@ -49,24 +50,14 @@ export function bodyTooLarge(message: string): ServingError {
 }
 
 /**
- * The body in memory of its own: `body` itself when it spans its whole ArrayBuffer (a
- * Buffer.concat or zlib result outside the pool), else a copy (pooled or shared memory).
- */
-function exclusive(body: Buffer): Buffer {
-  if (body.byteOffset === 0 && body.byteLength === body.buffer.byteLength) return body;
-  const copy = Buffer.allocUnsafeSlow(body.byteLength);
-  copy.set(body);
-  return copy;
-}
-
-/**
  * Reads a request body into one Buffer whose memory belongs to this request alone (never
  * pooled, never shared with the socket; or the caller's `into` memory): its ArrayBuffer may be handed to core as an owned
  * buffer (moved to a worker) once the caller no longer reads the body. A declared `Content-Length` over the limit is
  * refused before reading; an undeclared (chunked) body is refused as soon as it passes
  * the limit, and the rest is not buffered (the caller answers and closes the connection).
- * A `Content-Encoding` among `encodings` is decompressed with its own cap (a bomb stops
- * at the cap: 413); any other encoding than identity is refused with INVALID_ARGUMENT
+ * A `Content-Encoding` among `encodings` is decompressed with its own cap and against the
+ * budget (`reserve`), as it is produced (a bomb stops at the cap: 413, or at the budget: 503);
+ * any other encoding than identity is refused with INVALID_ARGUMENT
  * (reason `unsupported-content-encoding`), as is a body that does not decompress.
  */
 export async function readBody(req: IncomingMessage, options: ReadBodyOptions): Promise<Buffer> {
@@ -89,26 +80,41 @@ export async function readBody(req: IncomingMessage, options: ReadBodyOptions): 
   if (declared !== undefined && options.reserve?.(declared) === false) throw overloaded();
   const raw = await collect(req, options, declared, decoder === undefined);
   if (decoder === undefined) return raw;
-  const decompress = decoder === 'gzip' ? gunzip : inflate;
-  return new Promise<Buffer>((resolve, reject) => {
-    decompress(raw, { maxOutputLength: options.decompressedLimitBytes }, (error, out) => {
-      if (!error) resolve(exclusive(out));
-      else if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-        reject(
-          bodyTooLarge(
-            `Decompressed request body exceeds the limit of ${options.decompressedLimitBytes} bytes`,
-          ),
-        );
-      } else {
-        reject(
-          new ServingError(
-            Code.INVALID_ARGUMENT,
-            `Unable to decompress ${decoder} request body: ${error.message}`,
-          ),
-        );
-      }
-    });
+  return decompressed(decoder, raw, options);
+}
+
+/**
+ * A compressed body's content in one buffer of its own. Its decompressed bytes are counted
+ * against the request's share of the in-flight budget as they are produced and the stream
+ * stops at the limit (bounded-inflate.ts): a bomb costs at most that, and answers 413 (or
+ * 503 when the budget ran out first).
+ */
+async function decompressed(
+  decoder: ContentEncoding,
+  raw: Buffer,
+  options: ReadBodyOptions,
+): Promise<Buffer> {
+  const limit = options.decompressedLimitBytes;
+  const { chunks, total } = await inflateBounded(decoder, raw, {
+    maxBytes: limit,
+    grow: options.reserve,
+    fail: (failure) =>
+      failure.kind === 'too-large'
+        ? bodyTooLarge(`Decompressed request body exceeds the limit of ${limit} bytes`)
+        : failure.kind === 'overloaded'
+          ? overloaded()
+          : new ServingError(
+              Code.INVALID_ARGUMENT,
+              `Unable to decompress ${decoder} request body: ${failure.message}`,
+            ),
   });
+  const body = Buffer.allocUnsafeSlow(total);
+  let at = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return body;
 }
 
 /**
@@ -244,7 +250,8 @@ const LINGER_MS = 2_000;
  * a lingering close).
  */
 export function sendBodyTooLarge(req: IncomingMessage, res: ServerResponse, message: string): void {
-  sendJsonError(res, 413, message);
+  // Not sendJsonError: its Connection: close for an unread body is what lingering avoids.
+  sendJson(res, 413, JSON.stringify({ error: message }));
   if (req.complete) return;
   req.resume();
   const timer = setTimeout(() => {

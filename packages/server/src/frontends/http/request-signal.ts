@@ -4,6 +4,8 @@ import { Code, ServingError } from '@visionserve/protocol';
 export interface RequestSignal {
   /** Aborts with CANCELLED when the client disconnects, DEADLINE_EXCEEDED after the timeout. */
   readonly signal: AbortSignal;
+  /** Aborts the request now with `reason` (e.g. a body that arrives too slowly). */
+  abort(reason: ServingError): void;
   /** Stops watching (call once the response is settled). */
   dispose(): void;
 }
@@ -28,6 +30,9 @@ export function watchRequest(res: ServerResponse, timeoutMs: number): RequestSig
       : undefined;
   return {
     signal: controller.signal,
+    abort(reason) {
+      controller.abort(reason);
+    },
     dispose() {
       if (timer !== undefined) clearTimeout(timer);
       res.off('close', onClose);

@@ -1,4 +1,24 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** Most unread body bytes an error answer leaves Node to drain (see unreadBodyHeaders). */
+export const DRAIN_UNREAD_BODY_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Headers of an answer sent before the request's body was read (a refusal, a 404 or 405): a
+ * body of declared length up to DRAIN_UNREAD_BODY_BYTES is read and discarded after the
+ * answer (Node does that) and the connection stays open for the next request; closing instead
+ * while the client still sends would reset the connection, and the client could lose the
+ * answer. Bigger or undeclared (chunked) bodies close the connection (`Connection: close`)
+ * rather than being drained.
+ */
+export function unreadBodyHeaders(req: IncomingMessage): Record<string, string> {
+  const length = req.headers['content-length'];
+  const chunked = req.headers['transfer-encoding'] !== undefined;
+  if (req.complete || (!chunked && (length === undefined || Number(length) <= DRAIN_UNREAD_BODY_BYTES))) {
+    return {};
+  }
+  return { Connection: 'close' };
+}
 
 /**
  * Writes a complete JSON response (`Content-Type: application/json`). Does nothing when
@@ -37,12 +57,19 @@ export function sendBody(
   res.end(body);
 }
 
-/** Writes `{"error": message}` with the given HTTP status. */
+/**
+ * Writes `{"error": message}` with the given HTTP status; `Connection: close` when the
+ * request's body is unread and too big to drain (unreadBodyHeaders).
+ */
 export function sendJsonError(
   res: ServerResponse,
   status: number,
   message: string,
   headers: Readonly<Record<string, string>> = {},
 ): void {
-  sendJson(res, status, JSON.stringify({ error: message }), headers);
+  const req = (res as { req?: IncomingMessage }).req;
+  sendJson(res, status, JSON.stringify({ error: message }), {
+    ...headers,
+    ...(req === undefined ? {} : unreadBodyHeaders(req)),
+  });
 }

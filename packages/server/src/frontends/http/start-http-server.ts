@@ -87,6 +87,7 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
   const { upgrade } = options;
   if (upgrade !== undefined) {
     server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      tracker.upgraded(req);
       upgrade.handle(req, socket, head);
     });
   }

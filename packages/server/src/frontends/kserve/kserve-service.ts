@@ -8,7 +8,13 @@
 import { ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
 import { type InferRequest, type InferResponse, classificationTensor } from '@visionserve/protocol/kserve';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
-import type { InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
+import type {
+  BodyArrival,
+  CallOptions,
+  InferenceService,
+  ModelSpec,
+  Servable,
+} from '../../core/inference-service.js';
 import type { InferenceStatisticsReader } from '../../core/inference-statistics.js';
 import type { ModelRegistry } from '../../core/model-registry.js';
 import { type Signature, batchesAlongDimension0 } from '../../core/signature.js';
@@ -100,12 +106,28 @@ export interface KServeService {
   modelMetadata(ref: KServeModelRef, signal?: AbortSignal): Promise<ModelMetadataJson>;
   modelConfig(ref: KServeModelRef, signal?: AbortSignal): Promise<Record<string, unknown>>;
   infer<T>(ref: KServeModelRef, request: InferRequest, call: InferCall<T>): Promise<T>;
+  /** `infer` on a version already pinned (by `withServable`). */
+  inferOn<T>(servable: Servable<ServableAssets>, request: InferRequest, call: InferCall<T>): Promise<T>;
+  /**
+   * Pins the version `ref` names for `fn` (InferenceService.withServable): NOT_FOUND for an
+   * unknown model or version, UNAVAILABLE while it loads.
+   */
+  withServable<T>(
+    ref: KServeModelRef,
+    fn: (servable: Servable<ServableAssets>) => Promise<T>,
+    call?: CallOptions,
+  ): Promise<T>;
   /**
    * Admission before the request body is read (`InferenceService.admit`): throws
    * UNAVAILABLE when the version's queue is too long, NOT_FOUND (UNAVAILABLE while it
-   * loads) for an unknown model or version; returns the release to call when the request ends.
+   * loads) for an unknown model or version. With `body`, the request counts as queued while
+   * its message arrives (InferenceService.admit); returns the release to call when it ends.
    */
-  admit(ref: KServeModelRef, call: { signal?: AbortSignal; deadline?: number | undefined }): () => void;
+  admit(
+    ref: KServeModelRef,
+    call: { signal?: AbortSignal; deadline?: number | undefined },
+    body?: BodyArrival,
+  ): () => void;
   /** `model_stats` of every AVAILABLE version of every model, of one model, or of one version. */
   statistics(ref?: KServeModelRef): { model_stats: Record<string, unknown>[] };
   repositoryIndex(readyOnly: boolean): Promise<RepositoryIndexEntry[]>;
@@ -142,11 +164,11 @@ async function withModel<T>(
   service: Service,
   ref: KServeModelRef,
   fn: (servable: Servable<ServableAssets>) => Promise<T>,
-  signal?: AbortSignal,
+  call?: CallOptions,
 ): Promise<T> {
   const spec = specOf(ref);
   try {
-    return await service.withServable(spec, fn, { signal });
+    return await service.withServable(spec, fn, call);
   } catch (error) {
     throw notReady(service, error, spec);
   }
@@ -241,7 +263,7 @@ async function inferOn<T>(
       ownedBuffers: call.ownedBuffers,
       outputLease: call.outputLease,
     },
-    { signal: call.signal, deadline: call.deadline },
+    { signal: call.signal, deadline: call.deadline, arrivedAt: call.arrivedAt },
   );
   const response: InferResponse = {
     modelName: servable.name,
@@ -309,7 +331,7 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
               servable.signature().signature,
             ),
           ),
-        signal,
+        { signal },
       ),
     modelConfig: (ref, signal) =>
       withModel(
@@ -327,28 +349,20 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
               dynamicBatching: options.dynamicBatching ?? false,
             }),
           ),
-        signal,
+        { signal },
       ),
-    admit(ref, call) {
+    admit(ref, call, body) {
       const spec = specOf(ref);
       try {
-        return service.admit(spec, call);
+        return service.admit(spec, call, body);
       } catch (error) {
         throw notReady(service, error, spec);
       }
     },
-    infer(ref, request, call) {
-      const spec = specOf(ref);
-      return service
-        .withServable(spec, (servable) => inferOn(servable, request, call), {
-          signal: call.signal,
-          deadline: call.deadline,
-          arrivedAt: call.arrivedAt,
-        })
-        .catch((error: unknown) => {
-          throw notReady(service, error, spec);
-        });
-    },
+    infer: (ref, request, call) =>
+      withModel(service, ref, (servable) => inferOn(servable, request, call), call),
+    inferOn,
+    withServable: (ref, fn, call) => withModel(service, ref, fn, call),
     statistics: (ref) => statisticsOf(service, statistics, ref),
     repositoryIndex: (readyOnly) => repository.index(readyOnly),
     loadModel: (name, parameters) => repository.load(name, parameters),

@@ -111,7 +111,8 @@ export function createRepositoryControl(options: RepositoryControlOptions): Repo
     if (failure === undefined) {
       throw notFound(`failed to load '${name}': no version directory with a model.onnx`);
     }
-    throw clientLoadFailure(failure, `failed to load '${name}': ${failure.message}`);
+    const message = `failed to load '${name}': ${failure.message}`;
+    throw clientLoadFailure(failure, message, Code.FAILED_PRECONDITION);
   };
 
   return {

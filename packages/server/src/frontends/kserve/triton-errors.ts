@@ -15,11 +15,7 @@ import { type Signature, batchesAlongDimension0 } from '../../core/signature.js'
  * Triton's words; a version that exists but is still loading becomes UNAVAILABLE (Triton
  * answers 503 for a version that is not ready). Other errors pass unchanged.
  */
-export function unknownModelError(
-  service: InferenceService<unknown>,
-  error: unknown,
-  spec: ModelSpec,
-): unknown {
+export function unknownModelError(service: InferenceService, error: unknown, spec: ModelSpec): unknown {
   if (!(error instanceof ServingError) || error.code !== Code.NOT_FOUND) return error;
   const { name, version } = spec;
   let statuses;
@@ -45,7 +41,7 @@ export function unknownModelError(
   return tritonError(Code.NOT_FOUND, `'${name}' version ${version} is not found`, error);
 }
 
-function modelKnown(service: InferenceService<unknown>, name: string): boolean {
+function modelKnown(service: InferenceService, name: string): boolean {
   try {
     service.status({ name });
     return true;

@@ -6,7 +6,7 @@ import type { Logger } from '../../util/logger.js';
 import type { HttpApi, HttpContext, HttpRoute } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
 import type { ManagementGuard } from '../shared/management-guard.js';
-import { invoke } from './invocations.js';
+import { invocationsRoute } from './invocations.js';
 import { createMultiModelApi, notLoaded } from './multi-model-api.js';
 import { ping } from './ping.js';
 import type { SageMakerInvoker } from './sagemaker-invoker.js';
@@ -82,7 +82,7 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
         sendJson(res, 200, JSON.stringify(invoker.executionParameters));
       },
     },
-    { name: 'invocations', methods: ['POST'], path: '/invocations', handle: (ctx) => invoke(ctx, invoker) },
+    invocationsRoute(invoker, { name: 'invocations', path: '/invocations' }),
   ];
   if (multiModel) {
     const mme = createMultiModelApi({
@@ -132,16 +132,11 @@ export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
           return mme.unload(ctx.res, modelName(ctx));
         },
       },
-      {
-        name: 'invoke_model',
-        methods: ['POST'],
-        path: /^\/models\/([^/]+)\/invoke$/,
-        handle: (ctx) => {
-          const name = modelName(ctx);
-          if (registry.modelConfig(name) === undefined) throw notLoaded(name);
-          return invoke(ctx, invoker, name);
-        },
-      },
+      invocationsRoute(invoker, { name: 'invoke_model', path: /^\/models\/([^/]+)\/invoke$/ }, (ctx) => {
+        const name = modelName(ctx);
+        if (registry.modelConfig(name) === undefined) throw notLoaded(name);
+        return name;
+      }),
     );
   }
   return {

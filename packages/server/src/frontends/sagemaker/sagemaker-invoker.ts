@@ -5,11 +5,16 @@ import type { InferenceService } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
 import type { JsonDecoder } from '../../contracts/json-decoder.js';
+import type { CallOptions, Servable } from '../../core/inference-service.js';
 import {
   type InvocationCall,
+  type InvocationHead,
+  type InvocationPlan,
   type InvocationRequest,
   type InvocationResponse,
   type InvocationsDeps,
+  invocationTarget,
+  planInvocation,
   serveInvocation,
 } from './serve-invocation.js';
 
@@ -50,6 +55,16 @@ export interface SageMakerInvokerOptions {
 export interface SageMakerInvoker {
   /** Serves one /invocations request (see serveInvocation); failures are ServingErrors. */
   invoke(request: InvocationRequest, call: InvocationCall): Promise<InvocationResponse>;
+  /** Pins the version an invocation names (path model, `tfs-model-name`, default model) for `fn`. */
+  withServable<T>(
+    head: InvocationHead,
+    fn: (servable: Servable<ServableAssets>) => Promise<T>,
+    call: CallOptions,
+  ): Promise<T>;
+  /** The checks of an invocation that need no body, and how it is answered (planInvocation). */
+  plan(servable: Servable<ServableAssets>, head: InvocationHead): InvocationPlan;
+  /** Reads JSON predict bodies off the event loop, when there is such a pool. */
+  readonly jsonDecode: JsonDecoder | undefined;
   /** The model /invocations uses without `tfs-model-name`, if any is configured. */
   defaultModel(): string | undefined;
   readonly executionParameters: ExecutionParameters;
@@ -72,6 +87,12 @@ export function createSageMakerInvoker(options: SageMakerInvokerOptions): SageMa
   };
   return {
     invoke: (request, call) => serveInvocation(deps, request, call),
+    withServable: (head, fn, call) => {
+      const { name, version } = invocationTarget(deps, head);
+      return service.withServable({ name, version }, fn, call);
+    },
+    plan: (servable, head) => planInvocation(deps, servable, invocationTarget(deps, head), head),
+    jsonDecode: options.jsonDecode,
     defaultModel,
     executionParameters: Object.freeze({ ...options.executionParameters }),
   };

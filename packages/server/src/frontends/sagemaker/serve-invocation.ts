@@ -14,6 +14,8 @@ import type { InferenceService } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import type { ConcurrencyLimit } from '../shared/concurrency-limit.js';
 import type { DecodeTicket, JsonDecoder } from '../../contracts/json-decoder.js';
+import type { Servable } from '../../core/inference-service.js';
+import type { ImageConfig } from '@visionserve/vision';
 import { type ExamplesInferenceOptions, classifyOn, regressOn } from '../shared/examples-inference.js';
 import { predictTfsJsonOn } from '../shared/tfs-json-predict.js';
 import {
@@ -101,130 +103,193 @@ function asJsonLine(body: Uint8Array): Uint8Array {
 const readBody = (body: InvocationRequest['body']): Promise<Uint8Array> =>
   typeof body === 'function' ? body() : Promise.resolve(body);
 
+/** An invocation without its body: what routing, media types and admission look at. */
+export type InvocationHead = Omit<InvocationRequest, 'body' | 'bodyLength'>;
+
 /**
- * Serves one SageMaker `/invocations` request on top of core: routed by the custom
- * attributes (or the path's model), served from one pinned version. The version's
- * `code/inference.{mjs,js}` handles the request when present (in the handler host's
- * worker threads); otherwise JSON / JSON Lines / CSV go through TF Serving's predict (or,
- * with `tfs-method=classify|regress`, its Classify / Regress on tf.Examples) and images
- * through the version's visionserve.json. A multi-record body (JSON Lines or CSV)
- * asked for as `application/jsonlines` is answered line by line, in order: line i is what
- * record i alone would get. Unsupported Content-Type or Accept is 415 before the body is
- * read. The HTTP route and `visionserve transform` both call this, so they answer alike.
+ * The model, version and method an invocation names: the path's model, else the custom
+ * attributes' `tfs-model-name`, else the default model (NOT_FOUND when none is loaded).
  */
-export async function serveInvocation(
-  deps: InvocationsDeps,
-  request: InvocationRequest,
-  call: InvocationCall,
-): Promise<InvocationResponse> {
-  const attributes = parseCustomAttributes(request.customAttributes);
-  const name = request.model ?? attributes.modelName ?? deps.defaultModel();
+export function invocationTarget(deps: InvocationsDeps, head: InvocationHead): InvocationTarget {
+  const attributes = parseCustomAttributes(head.customAttributes);
+  const name = head.model ?? attributes.modelName ?? deps.defaultModel();
   if (name === undefined) throw notFound('No model is loaded');
-  const target: InvocationTarget = {
-    name,
-    version: attributes.modelVersion,
-    method: attributes.method ?? 'predict',
-  };
-  const { contentType, accept } = request;
-  const { signal } = call;
-  return deps.service.withServable(
-    { name, version: target.version },
-    async (servable): Promise<InvocationResponse> => {
-      const { handlerModulePath, vision } = servable.assets;
-      if (handlerModulePath !== undefined) {
-        const body = await readBody(request.body);
-        return runHandlerInvocation(
+  return { name, version: attributes.modelVersion, method: attributes.method ?? 'predict' };
+}
+
+/** How one invocation is answered once its body is in (planInvocation). */
+export interface InvocationPlan {
+  /** The body is a JSON predict body for the decode threads (`decodeJson`). */
+  readonly decodeThread: boolean;
+  /**
+   * Answers from the body; `decoded` holds the decode threads' reading of a JSON predict body
+   * (readFastJsonBody 'sagemaker-json': undefined when the fast reader does not take it).
+   */
+  answer(
+    body: Uint8Array,
+    decoded: DecodedJson | undefined,
+    call: InvocationCall,
+  ): Promise<InvocationResponse>;
+}
+
+/**
+ * The checks of an invocation that need no body, on its pinned version: the version's
+ * handler module takes any body; otherwise an unsupported Content-Type or Accept is 415, an
+ * image needs the version's image config and the predict method. Throws to refuse.
+ */
+export function planInvocation(
+  deps: InvocationsDeps,
+  servable: Servable<ServableAssets>,
+  target: InvocationTarget,
+  head: InvocationHead,
+): InvocationPlan {
+  const { handlerModulePath, vision } = servable.assets;
+  const { contentType, accept } = head;
+  if (handlerModulePath !== undefined) {
+    return {
+      decodeThread: false,
+      answer: (body, _decoded, call) =>
+        runHandlerInvocation(
           deps,
           target,
           handlerModulePath,
           body,
-          { customAttributes: request.customAttributes, contentType, accept },
-          signal,
-        );
-      }
-      const kind = requestKindFor(contentType);
-      const image = vision.config?.image;
-      if (kind === undefined || (kind === 'image' && image === undefined)) {
-        const detail =
-          kind === 'image'
-            ? ` (model ${name} has no image config in visionserve.json and no code/inference.js)`
-            : '';
-        throw unsupportedMediaType(`Unsupported Media Type: ${mediaType(contentType)}${detail}`);
-      }
-      const responseKind = negotiateResponse(accept);
-      if (responseKind === undefined) {
-        throw unsupportedMediaType(
-          `Unsupported Accept: ${accept ?? ''}; this endpoint answers application/json or application/jsonlines`,
-        );
-      }
-      if (kind === 'image') checkPredictMethod(target);
-      // Shed before reading the body when the model's queue is already too long; an
-      // admitted request counts as queued until its run is submitted or it ends.
-      const release = deps.service.admit({ name: servable.name, version: servable.version }, call);
-      let ticket: DecodeTicket | undefined;
-      const answerKind: ResponseKind = responseKind;
+          { customAttributes: head.customAttributes, contentType, accept },
+          call.signal,
+        ),
+    };
+  }
+  const kind = requestKindFor(contentType);
+  const image = vision.config?.image;
+  if (kind === undefined || (kind === 'image' && image === undefined)) {
+    const detail =
+      kind === 'image'
+        ? ` (model ${target.name} has no image config in visionserve.json and no code/inference.js)`
+        : '';
+    throw unsupportedMediaType(`Unsupported Media Type: ${mediaType(contentType)}${detail}`);
+  }
+  const responseKind = negotiateResponse(accept);
+  if (responseKind === undefined) {
+    throw unsupportedMediaType(
+      `Unsupported Accept: ${accept ?? ''}; this endpoint answers application/json or application/jsonlines`,
+    );
+  }
+  if (kind === 'image') checkPredictMethod(target);
+  return {
+    decodeThread: kind === 'json' && target.method === 'predict' && deps.jsonDecode !== undefined,
+    answer: (body, decoded, call) =>
+      answerInvocation(deps, servable, { target, kind, responseKind, image }, body, decoded, call),
+  };
+}
+
+/** What planInvocation learnt from the head. */
+interface InvocationKinds {
+  readonly target: InvocationTarget;
+  readonly kind: NonNullable<ReturnType<typeof requestKindFor>>;
+  readonly responseKind: ResponseKind;
+  readonly image: ImageConfig | undefined;
+}
+
+async function answerInvocation(
+  deps: InvocationsDeps,
+  servable: Servable<ServableAssets>,
+  { target, kind, responseKind, image }: InvocationKinds,
+  bytes: Uint8Array,
+  decoded: DecodedJson | undefined,
+  call: InvocationCall,
+): Promise<InvocationResponse> {
+  if (bytes.byteLength === 0) throw invalidArgument('Empty request body');
+  const body = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const contentType = RESPONSE_CONTENT_TYPE[responseKind];
+  const asRequested = (out: Uint8Array): InvocationResponse => ({
+    body: responseKind === 'jsonlines' ? asJsonLine(out) : out,
+    contentType,
+  });
+  if (kind === 'image')
+    return asRequested(await runImageInvocation(servable, image!, body, call, deps.imageDecodes));
+  if (target.method === 'classify' || target.method === 'regress') {
+    // As the container forwards the body to TF Serving's :classify / :regress: tf.Examples.
+    const { signatureName, input } = parseTfsExamplesBody(bodyToPredictBody(kind, body.toString('utf8')));
+    return asRequested(
+      target.method === 'classify'
+        ? encodeTfsClassifyResponse(
+            (await classifyOn(servable, signatureName, input, deps.examples, call)).results,
+          )
+        : encodeTfsRegressResponse(
+            (await regressOn(servable, signatureName, input, deps.examples, call)).values,
+          ),
+    );
+  }
+  // A TF Serving body or a bare list of big numeric tensors is read without JSON.parse (same values).
+  const quick =
+    kind !== 'json'
+      ? undefined
+      : decoded !== undefined
+        ? decoded.fast
+        : readFastJsonBody('sagemaker-json', body);
+  const out = await predictTfsJsonOn(servable, quick ?? bodyToPredictBody(kind, body.toString('utf8')), call);
+  if (responseKind === 'json') return { body: out, contentType };
+  return {
+    body: kind === 'csv' || kind === 'jsonlines' ? predictionsAsLines(out) : asJsonLine(out),
+    contentType,
+  };
+}
+
+/** A JSON, CSV or JSON Lines body as a TF Serving predict body. */
+function bodyToPredictBody(kind: InvocationKinds['kind'], text: string): unknown {
+  return kind === 'csv'
+    ? csvToPredictBody(text)
+    : kind === 'jsonlines'
+      ? jsonLinesToPredictBody(text)
+      : jsonToPredictBody(text);
+}
+
+/** A JSON predict body as the decode threads read it. */
+export interface DecodedJson {
+  /** readFastJsonBody('sagemaker-json', body), undefined when that reader does not take it. */
+  readonly fast: unknown;
+}
+
+/** The decode threads' reading of a JSON predict body of an invocation (releases `ticket`). */
+export async function decodeInvocationJson(
+  jsonDecode: JsonDecoder,
+  body: Uint8Array,
+  ticket: DecodeTicket | undefined,
+): Promise<DecodedJson> {
+  return { fast: await jsonDecode.read('sagemaker-json', body, ticket) };
+}
+
+/**
+ * Serves one SageMaker `/invocations` request in process (`visionserve transform`) on top of
+ * core: routed by the custom attributes (or the path's model), served from one pinned
+ * version. The version's `code/inference.{mjs,js}` handles the request when present (in
+ * the handler host's worker threads); otherwise JSON / JSON Lines / CSV go through TF
+ * Serving's predict (or, with `tfs-method=classify|regress`, its Classify / Regress on
+ * tf.Examples) and images through the version's visionserve.json. A multi-record body
+ * (JSON Lines or CSV) asked for as `application/jsonlines` is answered line by line, in
+ * order: line i is what record i alone would get. Unsupported Content-Type or Accept is 415
+ * before the body is read. The HTTP route (a tensor route of the edge) answers the same way
+ * from the same plan.
+ */
+export function serveInvocation(
+  deps: InvocationsDeps,
+  request: InvocationRequest,
+  call: InvocationCall,
+): Promise<InvocationResponse> {
+  const target = invocationTarget(deps, request);
+  return deps.service.withServable(
+    { name: target.name, version: target.version },
+    async (servable) => {
+      const plan = planInvocation(deps, servable, target, request);
+      servable.admit(call);
+      const body = await readBody(request.body);
+      const decoder = plan.decodeThread ? deps.jsonDecode : undefined;
+      const ticket = decoder?.admit(body.byteLength, call);
       try {
-        // The same before a JSON predict body joins the decode backlog.
-        if (kind === 'json' && target.method === 'predict' && deps.jsonDecode !== undefined) {
-          const length = typeof request.body === 'function' ? request.bodyLength : request.body.byteLength;
-          ticket = deps.jsonDecode.admit(length ?? 0);
-        }
-        return await admitted(answerKind);
+        const decoded = decoder === undefined ? undefined : await decodeInvocationJson(decoder, body, ticket);
+        return await plan.answer(body, decoded, call);
       } finally {
         ticket?.release();
-        release();
-      }
-      async function admitted(responseKind: ResponseKind): Promise<InvocationResponse> {
-        const body = Buffer.from(await readBody(request.body));
-        if (body.byteLength === 0) throw invalidArgument('Empty request body');
-        const contentTypeOut = RESPONSE_CONTENT_TYPE[responseKind];
-        if (kind === 'image') {
-          const out = await runImageInvocation(servable, image!, body, call, deps.imageDecodes);
-          return { body: responseKind === 'jsonlines' ? asJsonLine(out) : out, contentType: contentTypeOut };
-        }
-        if (target.method === 'classify' || target.method === 'regress') {
-          // As the container forwards the body to TF Serving's :classify / :regress: tf.Examples.
-          const text = body.toString('utf8');
-          const examplesBody =
-            kind === 'json'
-              ? jsonToPredictBody(text)
-              : kind === 'csv'
-                ? csvToPredictBody(text)
-                : jsonLinesToPredictBody(text);
-          const { signatureName, input } = parseTfsExamplesBody(examplesBody);
-          const out =
-            target.method === 'classify'
-              ? encodeTfsClassifyResponse(
-                  (await classifyOn(servable, signatureName, input, deps.examples, call)).results,
-                )
-              : encodeTfsRegressResponse(
-                  (await regressOn(servable, signatureName, input, deps.examples, call)).values,
-                );
-          return { body: responseKind === 'jsonlines' ? asJsonLine(out) : out, contentType: contentTypeOut };
-        }
-        const multiRecord = kind === 'csv' || kind === 'jsonlines';
-        // A TF Serving body or a bare list of big numeric tensors is read without JSON.parse
-        // (same values).
-        const fast =
-          kind !== 'json'
-            ? undefined
-            : deps.jsonDecode === undefined
-              ? readFastJsonBody('sagemaker-json', body)
-              : await deps.jsonDecode.read('sagemaker-json', body, ticket);
-        const text = fast === undefined ? body.toString('utf8') : '';
-        const predictBody =
-          fast ??
-          (kind === 'csv'
-            ? csvToPredictBody(text)
-            : kind === 'jsonlines'
-              ? jsonLinesToPredictBody(text)
-              : jsonToPredictBody(text));
-        const out = await predictTfsJsonOn(servable, predictBody, call);
-        if (responseKind === 'json') return { body: out, contentType: contentTypeOut };
-        return {
-          body: multiRecord ? predictionsAsLines(out) : asJsonLine(out),
-          contentType: contentTypeOut,
-        };
       }
     },
     call,

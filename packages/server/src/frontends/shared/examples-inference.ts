@@ -38,6 +38,7 @@ import {
 } from '../../core/signature.js';
 import type { ConcurrencyLimit } from './concurrency-limit.js';
 import { decodeImageBatch } from './input-adapters.js';
+import { unservedNote } from '../../core/session.js';
 
 /** TF Serving's signature keys for classify/regress signatures. */
 const INPUTS_KEY = 'inputs';
@@ -56,7 +57,11 @@ type Method = 'classify' | 'regress';
 function lookup(servable: Servable<ServableAssets>, requested: string | undefined): [string, Signature] {
   const name = requested === undefined || requested === '' ? DEFAULT_SIGNATURE_NAME : requested;
   const signature = servable.signatures[name];
-  if (signature === undefined) throw invalidArgument(`No signature was found with the name: ${name}`);
+  if (signature === undefined) {
+    throw invalidArgument(
+      `No signature was found with the name: ${name}${unservedNote(servable.unservedSignatures, name)}`,
+    );
+  }
   return [name, signature];
 }
 

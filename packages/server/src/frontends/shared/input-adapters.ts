@@ -12,8 +12,9 @@ import {
   examplesToTensors,
   invalidArgument,
   isStringData,
+  mapValues,
 } from '@visionserve/protocol';
-import { parseSerializedExample } from '@visionserve/protocol/tfs-proto';
+import { denseExamplesToTensors, parseSerializedExample } from '@visionserve/protocol/tfs-proto';
 import type { ImageConfig } from '@visionserve/vision';
 import { imageToTensor } from '@visionserve/vision/image';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
@@ -89,7 +90,13 @@ export function createInputAdapter(options: InputAdapterOptions): InputAdapter<S
     const value = inputs[adapter.inputKey]!;
     const elements = stringElements(value, `Input "${adapter.inputKey}"`);
     if (adapter.kind === 'tf-example') {
-      return examplesToTensors({ examples: elements.map(parseSerializedExample) }, adapter.features);
+      const tensors =
+        denseExamplesToTensors(elements, adapter.features) ??
+        examplesToTensors({ examples: elements.map(parseSerializedExample) }, adapter.features);
+      // A scalar holds one example, parsed without a batch dimension (as TensorFlow does).
+      return value.shape.length === 0
+        ? mapValues(tensors, (t) => ({ ...t, shape: t.shape.slice(1) }))
+        : tensors;
     }
     const image = assets.vision.config?.image;
     if (image === undefined) {

@@ -5,6 +5,7 @@ import {
   tfsJsonToTensors,
 } from '@visionserve/protocol';
 import type { CallOptions, InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
+import { unservedNote } from '../../core/session.js';
 
 /**
  * Runs a TF Serving REST predict body (already JSON-parsed) on a pinned version and
@@ -21,7 +22,9 @@ export async function predictTfsJsonOn(
   if (requested !== '' && !Object.hasOwn(servable.signatures, requested)) {
     // TF Serving's REST path looks the signature up to type the JSON and answers with this
     // wording and code (its gRPC Predict says FAILED_PRECONDITION `Serving signature key ...`).
-    throw invalidArgument(`Serving signature name: "${requested}" not found in signature def`);
+    throw invalidArgument(
+      `Serving signature name: "${requested}" not found in signature def${unservedNote(servable.unservedSignatures, requested)}`,
+    );
   }
   const { name, signature } = servable.signature(parsed.signatureName);
   const inputs = tfsJsonToTensors(parsed.format, parsed.value, signature.inputs);

@@ -3,7 +3,7 @@
  * (docs/apis.md): int64 as strings, enum names, primitive fields always printed.
  */
 import { Code, mapValues, tfDataTypeName } from '@visionserve/protocol';
-import type { VersionStatus } from '../../core/model-state.js';
+import { type VersionStatus, versionStatusMessage } from '../../core/model-state.js';
 import type { Signature, TensorSpec } from '../../core/signature.js';
 
 export function modelStatusJson(statuses: readonly VersionStatus[]): unknown {
@@ -13,7 +13,7 @@ export function modelStatusJson(statuses: readonly VersionStatus[]): unknown {
       state: s.state,
       status: {
         error_code: s.error ? (Code[s.error.code] ?? 'UNKNOWN') : 'OK',
-        error_message: s.error?.message ?? '',
+        error_message: versionStatusMessage(s),
       },
     })),
   };
@@ -35,6 +35,7 @@ interface ServableFacts {
   readonly name: string;
   readonly version: number;
   readonly signatures: Readonly<Record<string, Signature>>;
+  readonly unservedSignatures?: Readonly<Record<string, string>> | undefined;
 }
 
 export function modelMetadataJson(servable: ServableFacts): unknown {
@@ -48,6 +49,10 @@ export function modelMetadataJson(servable: ServableFacts): unknown {
           method_name: sig.methodName,
         })),
       },
+      // Ours (partial loads): the SavedModel signatures left out, with the reason.
+      ...(servable.unservedSignatures === undefined
+        ? {}
+        : { unserved_signatures: servable.unservedSignatures }),
     },
   };
 }

@@ -7,9 +7,16 @@
  * status (clients then see no response body); a successful one with a ReloadConfigResponse
  * whose status is OK.
  */
-import { type DescMessage, type MessageShape, create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import {
+  type DescMessage,
+  type MessageShape,
+  create,
+  fromBinary,
+  fromJson,
+  toBinary,
+} from '@bufbuild/protobuf';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
-import { anyPack } from '@bufbuild/protobuf/wkt';
+import { StructSchema, anyPack } from '@bufbuild/protobuf/wkt';
 import { Code, ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
 import {
   ClassificationRequestSchema,
@@ -184,6 +191,8 @@ function plainModelSpec(bytes: Uint8Array): ModelSpec | undefined {
 
 /** The only metadata field TF Serving (and visionserve) supports. */
 const SIGNATURE_DEF_FIELD = 'signature_def';
+/** Metadata entry (a google.protobuf.Struct) naming the signatures a partial load left out. */
+const UNSERVED_FIELD = 'unserved_signatures';
 
 const one = <D extends DescMessage>(schema: D, message: MessageShape<D>): Uint8Array[] => [
   toBinary(schema, message),
@@ -316,7 +325,7 @@ function predictMethod(service: Service, asTensorContent: boolean): GrpcMethod {
     // Shed before the tensors are read when the model's queue is already too long.
     admit(head, call) {
       const spec = modelSpecFromHead(head);
-      return spec === undefined ? undefined : service.admit(spec, call);
+      return spec === undefined ? undefined : service.admit(spec, call, call.body);
     },
     async handler(bytes, { signal, deadline, messageBuffer, outputLease }) {
       const arrivedAt = process.hrtime.bigint();
@@ -370,6 +379,15 @@ function getModelMetadataMethod(service: Service): GrpcMethod {
                   SignatureDefMapSchema,
                   signatureDefMapFromSignatures(servable.signatures),
                 ),
+                // Ours (partial loads): the SavedModel signatures left out, name -> reason.
+                ...(servable.unservedSignatures === undefined
+                  ? {}
+                  : {
+                      [UNSERVED_FIELD]: anyPack(
+                        StructSchema,
+                        fromJson(StructSchema, servable.unservedSignatures),
+                      ),
+                    }),
               },
             }),
           ),

@@ -20,7 +20,7 @@ import {
   TfErrorCode as ErrorCodeProto,
 } from '@visionserve/protocol/tfs-proto';
 import type { ModelSpec, ResolvedModel } from '../../core/inference-service.js';
-import type { ModelState, VersionStatus } from '../../core/model-state.js';
+import { type ModelState, type VersionStatus, versionStatusMessage } from '../../core/model-state.js';
 import type { Signature, TensorSpec } from '../../core/signature.js';
 
 /** A core ModelSpec from the request's; a missing model_spec is INVALID_ARGUMENT. */
@@ -88,7 +88,7 @@ export function versionStatusToProto(status: VersionStatus): ModelVersionStatus 
     state: STATE_TO_PROTO[status.state],
     status: {
       errorCode: errorCodeProto(status.error?.code ?? Code.OK),
-      errorMessage: status.error?.message ?? '',
+      errorMessage: versionStatusMessage(status),
     },
   });
 }

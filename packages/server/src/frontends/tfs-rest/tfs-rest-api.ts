@@ -13,9 +13,10 @@ import type { InferenceService } from '../../core/inference-service.js';
 import type { HttpApi } from '../http/http-api.js';
 import { sendJson } from '../http/send.js';
 import { type ConcurrencyLimit, createConcurrencyLimit } from '../shared/concurrency-limit.js';
-import type { JsonDecoder, LentBody } from '../../contracts/json-decoder.js';
+import type { JsonDecoder } from '../../contracts/json-decoder.js';
+import { type BodyReading, tensorRoute } from '../http/tensor-route.js';
 import { classifyOn, regressOn } from '../shared/examples-inference.js';
-import { predictTfsJson } from '../shared/tfs-json-predict.js';
+import { predictTfsJsonOn } from '../shared/tfs-json-predict.js';
 import { modelMetadataJson, modelStatusJson } from '../shared/tfs-status-json.js';
 import { TFS_GET_PATH, TFS_POST_PATH, TFS_REST_PREFIX, modelFromMatch } from './tfs-rest-routes.js';
 
@@ -76,66 +77,63 @@ export function createTfsRestApi(options: TfsRestApiOptions): HttpApi {
           sendJson(res, 200, JSON.stringify(metadata));
         },
       },
-      {
-        name: 'Predict',
-        methods: ['POST'],
-        path: TFS_POST_PATH,
-        handle: async (ctx) => {
-          const model = modelFromMatch(ctx.params!);
-          const method = ctx.params![4]!.toLowerCase();
-          const call = { signal: ctx.signal, deadline: ctx.deadline };
-          // Shed before reading the body when the model's queue is already too long; an
-          // admitted request counts as queued until its run is submitted or it ends.
-          ctx.res.once('close', service.admit(model, call));
-          // The same before the body's JSON joins the decode backlog.
-          const ticket =
-            method === 'predict'
-              ? jsonDecode?.admit(Number(ctx.req.headers['content-length'] ?? 0))
-              : undefined;
-          if (ticket !== undefined) {
-            ctx.res.once('close', () => {
-              ticket.release();
-            });
-          }
-          if (method === 'predict' && jsonDecode !== undefined) {
-            // A big body goes into memory its decode thread reads as it is, lent until the
-            // tensors read from it have been answered (or the request failed).
-            let lent: LentBody | undefined;
-            try {
-              const bytes = await ctx.readBody(undefined, {
-                into: (length) => (lent = jsonDecode.bodyBuffer(length))?.bytes,
-              });
-              const timed = { ...call, arrivedAt: process.hrtime.bigint() };
-              const body = await jsonDecode.readTfsPredictBody(bytes, ticket);
-              sendJson(ctx.res, 200, await predictTfsJson(service, model, body, timed));
-            } finally {
-              lent?.release();
+      tensorRoute<ServableAssets, TfsPostBody>(
+        {
+          name: 'Predict',
+          methods: ['POST'],
+          path: TFS_POST_PATH,
+          pin: (ctx, fn, call) => service.withServable(modelFromMatch(ctx.params!), fn, call),
+          reading: (ctx) => postReading(ctx.params![4]!.toLowerCase(), jsonDecode),
+          handle: async ({ ctx, servable, decoded, call }) => {
+            if (decoded.method === 'predict') {
+              sendJson(ctx.res, 200, await predictTfsJsonOn(servable, decoded.body, call));
+              return;
             }
-            return;
-          }
-          const bytes = await ctx.readBody();
-          // Statistics time the request from here (the body is in).
-          const timed = { ...call, arrivedAt: process.hrtime.bigint() };
-          if (method === 'predict') {
-            sendJson(ctx.res, 200, await predictTfsJson(service, model, parseTfsPredictJson(bytes), timed));
-            return;
-          }
-          const { signatureName, input } = parseTfsExamplesBody(parseTfsJsonText(bytes.toString('utf8')));
-          const answer = await service.withServable(
-            model,
-            async (servable) =>
-              method === 'classify'
+            const { signatureName, input } = decoded.examples;
+            sendJson(
+              ctx.res,
+              200,
+              decoded.method === 'classify'
                 ? encodeTfsClassifyResponse(
                     (await classifyOn(servable, signatureName, input, examples, call)).results,
                   )
                 : encodeTfsRegressResponse(
                     (await regressOn(servable, signatureName, input, examples, call)).values,
                   ),
-            timed,
-          );
-          sendJson(ctx.res, 200, answer);
+            );
+          },
         },
-      },
+        jsonDecode,
+      ),
     ],
+  };
+}
+
+/** A TF Serving POST body, decoded: a predict body (JSON as parsed) or classify / regress tf.Examples. */
+type TfsPostBody =
+  | { readonly method: 'predict'; readonly body: unknown }
+  | { readonly method: 'classify' | 'regress'; readonly examples: ReturnType<typeof parseTfsExamplesBody> };
+
+/** How a `:predict` (on a decode thread when there are some), `:classify` or `:regress` body is read. */
+function postReading(method: string, jsonDecode: JsonDecoder | undefined): BodyReading<TfsPostBody> {
+  if (method === 'predict') {
+    return {
+      decodeThread: jsonDecode !== undefined,
+      decode: async (bytes, ticket) => ({
+        method,
+        body:
+          jsonDecode === undefined
+            ? parseTfsPredictJson(bytes)
+            : await jsonDecode.readTfsPredictBody(bytes, ticket),
+      }),
+    };
+  }
+  return {
+    decode: (bytes) => ({
+      method: method === 'classify' ? 'classify' : 'regress',
+      examples: parseTfsExamplesBody(
+        parseTfsJsonText(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8')),
+      ),
+    }),
   };
 }

@@ -214,7 +214,7 @@ export function createKServeGrpcService(options: KServeGrpcServiceOptions): Grpc
       // Shed (or answer NOT_FOUND) before the tensors are read.
       admit(head, call) {
         const ref = modelInferRequestModel(head);
-        return ref === undefined ? undefined : kserve.admit(ref, call);
+        return ref === undefined ? undefined : kserve.admit(ref, call, call.body);
       },
       async handler(bytes, { signal, deadline, messageBuffer, outputLease }) {
         const arrivedAt = process.hrtime.bigint();

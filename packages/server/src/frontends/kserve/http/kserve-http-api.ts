@@ -12,14 +12,16 @@ import { Code, ServingError, invalidArgument, parseTfsJsonText } from '@visionse
 import {
   INFERENCE_HEADER_CONTENT_LENGTH,
   type HttpInferBody,
+  type InferRequest,
   decodeHttpInferRequest,
   encodeHttpInferResponse,
   outputIsBinary,
 } from '@visionserve/protocol/kserve';
-import type { JsonDecoder, LentBody } from '../../../contracts/json-decoder.js';
+import type { JsonDecoder } from '../../../contracts/json-decoder.js';
+import type { ServableAssets } from '../../../contracts/servable-assets.js';
+import { type BodyReading, tensorRoute } from '../../http/tensor-route.js';
 import type { ManagementGuard } from '../../shared/management-guard.js';
 import type { ContentEncoding, HttpApi, HttpContext, HttpRoute } from '../../http/http-api.js';
-import { createOutputLease } from '../../../core/output-lease.js';
 import { compressBody, negotiateEncoding } from '../../http/response-encoding.js';
 import { sendJson, sendJsonError } from '../../http/send.js';
 import type { KServeModelRef, KServeService } from '../kserve-service.js';
@@ -188,59 +190,18 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
         }
       },
     },
-    {
-      methods: ['POST'],
-      path: MODEL_INFER,
-      handle: async (ctx) => {
-        const ref = modelRef(ctx.params!);
-        // Shed (or answer NOT_FOUND) before reading the body; an admitted request counts as
-        // queued until its run is submitted or it ends.
-        ctx.res.once('close', kserve.admit(ref, { signal: ctx.signal, deadline: ctx.deadline }));
-        const headerLength = header(ctx, INFERENCE_HEADER_CONTENT_LENGTH);
-        // An all-JSON body joins the decode backlog; refused before it is read when that is too long.
-        const ticket =
-          headerLength === undefined
-            ? jsonDecode?.admit(Number(ctx.req.headers['content-length'] ?? 0))
-            : undefined;
-        if (ticket !== undefined) {
-          ctx.res.once('close', () => {
-            ticket.release();
-          });
-        }
-        // The response body views the outputs: their pooled memory is reused only once the
-        // response has been handed to the socket or the connection is gone.
-        const outputLease = createOutputLease();
-        ctx.res.once('close', () => {
-          outputLease.release();
-        });
-        // The binary tensor data starts right after the JSON header: place it 8-byte aligned.
-        // A big all-JSON body goes into memory its decode thread reads as it is, lent until
-        // the request's response has been written (or it failed).
-        const alignAt = headerLength === undefined ? undefined : Number(headerLength);
-        let lent: LentBody | undefined;
-        try {
-          const body = await ctx.readBody(undefined, {
-            alignAt: alignAt !== undefined && Number.isSafeInteger(alignAt) ? alignAt : undefined,
-            into:
-              jsonDecode === undefined || ticket === undefined
-                ? undefined
-                : (length) => (lent = jsonDecode.bodyBuffer(length))?.bytes,
-          });
-          const arrivedAt = process.hrtime.bigint();
-          // Numeric `data` straight into typed arrays, on a decode thread for big bodies.
-          const fastHeader =
-            jsonDecode === undefined || ticket === undefined
-              ? undefined
-              : (((await jsonDecode.read('kserve-infer', body, ticket)) as
-                  Record<string, unknown> | undefined) ?? null);
-          const request = decodeHttpInferRequest(body, headerLength, fastHeader);
-          const encoded = await kserve.infer(ref, request, {
+    tensorRoute<ServableAssets, InferRequest>(
+      {
+        name: `POST ${MODEL_INFER.source}`,
+        methods: ['POST'],
+        path: MODEL_INFER,
+        pin: (ctx, fn, call) => kserve.withServable(modelRef(ctx.params!), fn, call),
+        reading: (ctx) => inferReading(header(ctx, INFERENCE_HEADER_CONTENT_LENGTH), jsonDecode),
+        handle: async ({ ctx, servable, decoded: request, call, ownedBuffers, outputLease }) => {
+          const encoded = await kserve.inferOn(servable, request, {
+            ...call,
             outputLease,
-            signal: ctx.signal,
-            deadline: ctx.deadline,
-            arrivedAt,
-            // The body is this request's own: input tensors viewing it move to the worker with it.
-            ownedBuffers: body.buffer instanceof ArrayBuffer ? [body.buffer] : undefined,
+            ownedBuffers,
             encode: (response) => {
               const requested = new Map(request.outputs?.map((o) => [o.name, o]));
               return encodeHttpInferResponse(
@@ -250,11 +211,10 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
             },
           });
           await sendInferBody(ctx, encoded, negotiateEncoding(header(ctx, 'accept-encoding'), ENCODINGS));
-        } finally {
-          lent?.release();
-        }
+        },
       },
-    },
+      jsonDecode,
+    ),
     {
       methods: ['POST'],
       path: '/v2/repository/index',
@@ -313,5 +273,30 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
       ? {}
       : { decompressedBodyLimitBytes: options.decompressedBodyLimitBytes }),
     contentEncodings: ENCODINGS,
+  };
+}
+
+/**
+ * How an infer body is read: binary tensor data after the JSON header (its length in
+ * Inference-Header-Content-Length) placed 8-byte aligned; an all-JSON body on a decode thread
+ * (numeric `data` straight into typed arrays).
+ */
+function inferReading(
+  headerLength: string | undefined,
+  jsonDecode: JsonDecoder | undefined,
+): BodyReading<InferRequest> {
+  const alignAt = headerLength === undefined ? undefined : Number(headerLength);
+  const decoder = headerLength === undefined ? jsonDecode : undefined;
+  return {
+    decodeThread: decoder !== undefined,
+    alignAt: alignAt !== undefined && Number.isSafeInteger(alignAt) ? alignAt : undefined,
+    decode: async (body, ticket) => {
+      const fastHeader =
+        decoder === undefined
+          ? undefined
+          : (((await decoder.read('kserve-infer', body, ticket)) as Record<string, unknown> | undefined) ??
+            null);
+      return decodeHttpInferRequest(body, headerLength, fastHeader);
+    },
   };
 }
