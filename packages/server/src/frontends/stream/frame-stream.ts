@@ -6,6 +6,7 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { Code, ServingError, invalidArgument, toServingError } from '@visionserve/protocol';
+import { type Tracker, type TrackerConfig, createTracker, trackInvocationAnswer } from '@visionserve/vision';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { CallOptions, InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
@@ -151,6 +152,15 @@ interface Pending {
 interface Started {
   readonly index: number;
   answer: FrameAnswer | undefined;
+  /** The `tracking` of the model version that answered it (visionserve.json), if any. */
+  tracking?: TrackerConfig | undefined;
+}
+
+/** A frame's answer from its model version, with that version's tracking config. */
+interface Prediction {
+  readonly version: number;
+  readonly body: Uint8Array;
+  readonly tracking: TrackerConfig | undefined;
 }
 
 /** One stream: its queue, its frames in flight, its answers in frame order. */
@@ -166,6 +176,8 @@ export class FrameStream {
   private ended = false;
   private onDrained: (() => void) | undefined;
   private readonly abort = new AbortController();
+  /** Box identities across this stream's frames, made from the first tracking config seen. */
+  private tracker: { readonly config: TrackerConfig; readonly tracker: Tracker } | undefined;
 
   constructor(
     private readonly deps: FrameStreamsDeps,
@@ -272,7 +284,7 @@ export class FrameStream {
     const slot: Started = { index: frame.index, answer: undefined };
     this.started.push(slot);
     this.running++;
-    void this.process(frame).then((answer) => {
+    void this.process(frame, slot).then((answer) => {
       this.running--;
       slot.answer = answer;
       this.flush();
@@ -283,7 +295,8 @@ export class FrameStream {
   /** Sends the answers at the front of the order that are ready. */
   private flush(): void {
     while (!this.ended && this.started[0]?.answer !== undefined) {
-      const answer = this.started.shift()!.answer!;
+      const slot = this.started.shift()!;
+      const answer = this.tracked(slot.answer!, slot.tracking);
       this.unsent++;
       this.sink.send(answer, () => {
         this.unsent--;
@@ -293,8 +306,20 @@ export class FrameStream {
     }
   }
 
+  /**
+   * A detector's answer with a `track_id` on each box, when its model asks for tracking; called
+   * in frame order, so the tracker sees the frames as the client sent them. A version with
+   * another tracking config (a rollover) starts a new tracker.
+   */
+  private tracked(answer: FrameAnswer, config: TrackerConfig | undefined): FrameAnswer {
+    if (config === undefined || 'error' in answer) return answer;
+    if (this.tracker?.config !== config) this.tracker = { config, tracker: createTracker(config) };
+    const result = trackInvocationAnswer(this.tracker.tracker, JSON.parse(answer.resultJson) as unknown);
+    return { ...answer, resultJson: JSON.stringify(result) };
+  }
+
   /** One frame as one request: admission, deadline, a pinned version, the /invocations answer. */
-  private async process(frame: Pending): Promise<FrameAnswer> {
+  private async process(frame: Pending, slot: Started): Promise<FrameAnswer> {
     const startedAt = performance.now();
     const { signal, dispose } = frameSignal(this.abort.signal, this.deps.limits.frameTimeoutMs);
     const call: CallOptions = {
@@ -312,7 +337,8 @@ export class FrameStream {
     });
     let answer: FrameAnswer;
     try {
-      const { version, body } = await this.predict(frame.bytes, call);
+      const { version, body, tracking } = await this.predict(frame.bytes, call);
+      slot.tracking = tracking;
       const done = performance.now();
       answer = {
         frame: frame.index,
@@ -340,10 +366,7 @@ export class FrameStream {
    * again until its deadline instead of failing: every frame is processed, and the stream's
    * queue fills and stops reading the socket meanwhile. With `latest` it is answered UNAVAILABLE.
    */
-  private async predict(
-    bytes: Uint8Array,
-    call: CallOptions,
-  ): Promise<{ version: number; body: Uint8Array }> {
+  private async predict(bytes: Uint8Array, call: CallOptions): Promise<Prediction> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.predictOnce(bytes, call);
@@ -357,10 +380,7 @@ export class FrameStream {
     }
   }
 
-  private async predictOnce(
-    bytes: Uint8Array,
-    call: CallOptions,
-  ): Promise<{ version: number; body: Uint8Array }> {
+  private async predictOnce(bytes: Uint8Array, call: CallOptions): Promise<Prediction> {
     if (bytes.byteLength === 0) throw invalidArgument('Empty frame');
     const { service, imageDecodes } = this.deps;
     const release = service.admit(this.request.model, call);
@@ -370,6 +390,7 @@ export class FrameStream {
         async (servable) => ({
           version: servable.version,
           body: await runImageInvocation(servable, imageConfigOf(servable)!, bytes, call, imageDecodes),
+          tracking: servable.assets.vision.config?.tracking,
         }),
         call,
       );
