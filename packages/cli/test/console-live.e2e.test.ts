@@ -176,6 +176,13 @@ describe('console Live view in Chromium (fake camera, video file)', { skip }, ()
     assert.match(state.labels, /person/);
     assert.ok(state.boxes >= 2, `boxes drawn: ${state.boxes}`);
     assert.ok((await overlayPixels(page)) > 500, 'overlay pixels over the picture');
+    // The clip plays at 10 frames/s and each video frame is sent once: a model faster than that
+    // answers at most about 10 a second, not as many as it could run.
+    const t0 = performance.now();
+    await page.waitForTimeout(3000);
+    const later = await liveState(page);
+    const perS = (later.answered - state.answered) / ((performance.now() - t0) / 1000);
+    assert.ok(perS <= 15, `${perS.toFixed(1)} answers/s from a 10 frames/s clip`);
     await page.screenshot({ path: join(tmpdir(), 'vs-console-live-file.png'), fullPage: true });
   });
 });

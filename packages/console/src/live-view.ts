@@ -8,7 +8,10 @@ import { models, servingVersion } from './api.js';
 import { type LabelledBox, drawBoxes } from './boxes.js';
 import { formatMs, h } from './dom.js';
 
-/** Frames sent and not yet answered at most: the server drops stale ones anyway (latest). */
+/**
+ * Frames sent and neither answered nor dropped at most (one running, one waiting on the server);
+ * a frame the server dropped is never answered, so this counts from the last answered index.
+ */
 const OUTSTANDING = 2;
 const MIN_SCORE = 0.3;
 
@@ -114,16 +117,32 @@ function runLive(
   let latencyMs = 0;
   let running = true;
   const grab = document.createElement('canvas');
+  let lastFrame = -1;
+  let encoding = false;
+  // Each video frame is sent once: a 10 frames/s camera on a faster model sends 10 frames/s.
+  const watchable = 'requestVideoFrameCallback' in HTMLVideoElement.prototype;
+  let fresh = true;
+  const watch = (): void => {
+    video.requestVideoFrameCallback(() => {
+      fresh = true;
+      if (running) watch();
+    });
+  };
+  if (watchable) watch();
   const send = (): void => {
-    if (!running || ws.readyState !== WebSocket.OPEN || video.videoWidth === 0) return;
-    if (sentAt.length - answeredAt.length >= OUTSTANDING) return;
+    if (!running || encoding || !fresh || ws.readyState !== WebSocket.OPEN || video.videoWidth === 0) return;
+    if (sentAt.length - (lastFrame + 1) >= OUTSTANDING) return;
     grab.width = video.videoWidth;
     grab.height = video.videoHeight;
     grab.getContext('2d')!.drawImage(video, 0, 0);
-    sentAt.push(performance.now());
+    encoding = true;
+    fresh = !watchable;
     grab.toBlob(
       (blob) => {
-        if (blob !== null && ws.readyState === WebSocket.OPEN) ws.send(blob);
+        encoding = false;
+        if (blob === null || !running || ws.readyState !== WebSocket.OPEN) return;
+        sentAt.push(performance.now());
+        ws.send(blob);
       },
       'image/jpeg',
       0.85,
@@ -133,6 +152,7 @@ function runLive(
     const answer = JSON.parse(event.data) as Answer;
     const now = performance.now();
     answeredAt.push(now);
+    lastFrame = Math.max(lastFrame, answer.frame);
     latencyMs = now - (sentAt[answer.frame] ?? now);
     latest = answer;
     showLabels(labels, answer);
