@@ -48,7 +48,7 @@ describe('gRPC load generator against a shedding server', () => {
       timeoutMs: 120_000,
     });
     const labels: Record<string, number> = {};
-    const fire = (n: number): Promise<void[]> =>
+    const fire = (n: number): Promise<unknown> =>
       Promise.all(
         Array.from(
           { length: n },
