@@ -288,9 +288,10 @@ export class H2ClientConnection implements FrameSink {
           return;
         }
         if (!this.streams.has(stream.id)) return;
-        this.forget(stream);
+        // The reset leaves before the HEADERS of a call that forget() lets start (see endedByPeer).
         if (this.failed === undefined)
           this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, ErrorCode.CANCEL));
+        this.forget(stream);
       },
     };
   }
@@ -746,17 +747,19 @@ export class H2ClientConnection implements FrameSink {
   /**
    * The server ended the stream. If part of the request was still unsent, the stream is reset
    * (CANCEL) so that the server stops waiting for the rest: the call is over either way.
+   * The reset is written before forget(), which starts waiting calls: until the server reads
+   * it the stream still counts against its SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §5.1.2),
+   * and a HEADERS ahead of it was refused (REFUSED_STREAM, counted by servers as a flood).
    */
   private endedByPeer(stream: StreamState): void {
-    const unsent = stream.pendingBytes > 0;
-    this.forget(stream);
-    if (unsent && this.failed === undefined)
+    if (stream.pendingBytes > 0 && this.failed === undefined)
       this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, ErrorCode.CANCEL));
+    this.forget(stream);
   }
 
   private resetStream(stream: StreamState, code: number): void {
-    this.forget(stream);
     this.socket.write(encodeUint32Frame(FrameType.RST_STREAM, stream.id, code));
+    this.forget(stream);
   }
 
   private drain(): void {

@@ -679,3 +679,69 @@ describe('gRPC: the in-flight budget of a message abandoned before it is whole',
     await waitFor(() => budget.usedBytes === 0, 2000, 'the reservation to be released');
   });
 });
+
+describe('gRPC over our own HTTP/2: streams past SETTINGS_MAX_CONCURRENT_STREAMS', () => {
+  let listener: GrpcListener;
+  before(async () => {
+    listener = await startH2Listener({
+      host: '127.0.0.1',
+      port: 0,
+      logger: quiet,
+      windowBytes: 1 << 20,
+      maxFrameBytes: 1 << 20,
+      maxConcurrentStreams: 2,
+      maxHeaderListBytes: 64 * 1024,
+      maxConnections: 100,
+      tls: undefined,
+      headerTimeoutMs: 5000,
+      onStream: () => {
+        // Held open: the limit stays reached.
+      },
+    });
+  });
+  after(async () => {
+    await listener.close(1000);
+  });
+
+  /** HEADERS (no END_STREAM) opening `count` streams from `first` on. */
+  const opens = (first: number, count: number): Buffer =>
+    Buffer.concat(
+      Array.from({ length: count }, (_, i) =>
+        frame(T.HEADERS, F.END_HEADERS, first + 2 * i, request('/t.Svc/Hold')),
+      ),
+    );
+  const refused = (c: RawClient): number =>
+    c.frames.filter((f) => f.type === T.RST_STREAM && f.payload.readUInt32BE(0) === 7).length;
+  const goaway = (c: RawClient): number | undefined =>
+    c.frames.find((f) => f.type === T.GOAWAY)?.payload.readUInt32BE(4);
+
+  it('before the client acknowledges SETTINGS, 1001 streams past the limit are refused, not a flood; after it, 1001 more are', async () => {
+    const c = new RawClient(listener.port);
+    try {
+      // 2 open, then 1001 more sent before the client could have read the limit (one over the
+      // flood limit: 1000 are free, the 1001st counts).
+      c.write(PREFACE, settings([]), opens(1, 1003), frame(T.PING, 0, 0, Buffer.alloc(8)));
+      await waitFor(() => c.frames.some((f) => f.type === T.PING), 5000, 'the PING answer');
+      assert.equal(refused(c), 1001);
+      assert.equal(goaway(c), undefined);
+      // Acknowledged: now the limit is known, and a client that keeps exceeding it floods.
+      c.write(frame(T.SETTINGS, F.ACK, 0), opens(2007, 1001));
+      await waitFor(() => goaway(c) !== undefined, 5000, 'GOAWAY');
+      assert.equal(goaway(c), 11);
+    } finally {
+      c.close();
+    }
+  });
+
+  it('a client that never acknowledges SETTINGS gets the allowance once: 2001 streams past the limit are a flood', async () => {
+    const c = new RawClient(listener.port);
+    try {
+      c.write(PREFACE, settings([]), opens(1, 2003));
+      await waitFor(() => goaway(c) !== undefined, 5000, 'GOAWAY');
+      assert.equal(goaway(c), 11);
+      assert.equal(refused(c), 2000);
+    } finally {
+      c.close();
+    }
+  });
+});

@@ -80,6 +80,9 @@ export interface GrpcShooterOptions {
   readonly connections?: number;
 }
 
+/** The gRPC generator's node:http2 maxSessionMemory, MB: never the limit (see createGrpcShooter). */
+export const GENERATOR_SESSION_MEMORY_MB = 1_000_000;
+
 export function createGrpcShooter(options: GrpcShooterOptions): Shooter {
   const authority = `http://${options.address}`;
   const frame = Buffer.allocUnsafe(5 + options.message.byteLength);
@@ -108,7 +111,12 @@ export function createGrpcShooter(options: GrpcShooterOptions): Shooter {
     const s = sessions[i];
     if (s && !s.closed && !s.destroyed) return s;
     const fresh = http2.connect(authority, {
-      maxSessionMemory: 1024,
+      // node:http2 counts every request's unsent DATA against this (MB), though all streams
+      // share the one request buffer; past it, it resets each stream whose answer arrives with
+      // ENHANCE_YOUR_CALM (RST_STREAM 11, no status). At 3× capacity the open loop queues
+      // thousands of 600 KB requests on the connection (1800 are 1 GiB): with 1024 the
+      // generator itself failed almost every call (docs/overload.md, "Queue as TF Serving").
+      maxSessionMemory: GENERATOR_SESSION_MEMORY_MB,
       // Peers may keep many streams open; the server's SETTINGS decide.
       peerMaxConcurrentStreams: 100_000,
       // As @visionserve/client's channel: a receive window below the

@@ -246,6 +246,13 @@ export class H2Connection implements FrameSink, StreamConnection {
   private readonly emptyFlood = new FloodGuard(MAX_EMPTY_FRAMES, FLOOD_WINDOW_MS);
   private readonly resetFlood = new FloodGuard(MAX_CLIENT_RESETS, FLOOD_WINDOW_MS);
   private readonly refusedFlood = new FloodGuard(MAX_REFUSED_STREAMS, FLOOD_WINDOW_MS);
+  /**
+   * Until the client acknowledges our SETTINGS it may not know SETTINGS_MAX_CONCURRENT_STREAMS
+   * (RFC 9113 §6.5.2: unlimited until then): streams it opens past the limit are refused but
+   * not counted as a flood, up to MAX_REFUSED_STREAMS per connection.
+   */
+  private settingsAcked = false;
+  private refusedBeforeAck = 0;
 
   constructor(
     socket: Socket,
@@ -694,6 +701,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     if ((flags & Flag.ACK) !== 0) {
       if (payload.byteLength !== 0)
         throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
+      this.settingsAcked = true;
       return;
     }
     if (payload.byteLength % 6 !== 0)
@@ -909,7 +917,8 @@ export class H2Connection implements FrameSink, StreamConnection {
       return;
     }
     if (this.streams.size >= this.options.maxConcurrentStreams) {
-      if (this.refusedFlood.hit())
+      const unaware = !this.settingsAcked && ++this.refusedBeforeAck <= MAX_REFUSED_STREAMS;
+      if (!unaware && this.refusedFlood.hit())
         throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many refused streams');
       this.sendReset(streamId, ErrorCode.REFUSED_STREAM);
       return;
