@@ -296,20 +296,20 @@ async function runSuites(run: SuiteRun): Promise<SuiteResults> {
       progress,
     });
   }
-  if (suites.includes('overload')) {
-    results.overload = await runOverloadSuite({
-      ...run.overloadSettings,
-      cases: casesOf('overload'),
-      serverFlags,
-      cleanup,
-      progress,
-    });
-  }
   if (suites.includes('stream')) {
     results.stream = await runStreamSuite({
       cases: casesOf('stream'),
       durationMs: options.durationMs,
       longMs: (options.streamSeconds ?? DEFAULT_STREAM_SECONDS) * 1000,
+      serverFlags,
+      cleanup,
+      progress,
+    });
+  }
+  if (suites.includes('overload')) {
+    results.overload = await runOverloadSuite({
+      ...run.overloadSettings,
+      cases: casesOf('overload'),
       serverFlags,
       cleanup,
       progress,
