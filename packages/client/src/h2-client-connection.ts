@@ -40,7 +40,13 @@ import {
   type HpackDecoder,
 } from '@visionserve/protocol/h2';
 import type { MessageAssembler } from './grpc-message-assembler.js';
-import { type ClientTlsOptions, type TlsSessionCache, connectSocket } from './client-tls.js';
+import { type ClientTlsOptions, type SocketReads, type TlsSessionCache, connectSocket } from './client-tls.js';
+
+/**
+ * Opens a connection's socket, reading through `reads` (net's `onread`); `onFailure` for a
+ * failure before the socket is usable (a TLS handshake). Default: TCP or TLS to host:port.
+ */
+export type H2Connector = (reads: SocketReads, onFailure: (error: Error) => void) => net.Socket;
 
 export interface H2ClientConnectionOptions {
   readonly host: string;
@@ -60,6 +66,8 @@ export interface H2ClientConnectionOptions {
    * connection fails (UNAVAILABLE) with its calls, in ms. Default HANDSHAKE_TIMEOUT_MS.
    */
   readonly handshakeTimeoutMs?: number;
+  /** Opens the socket instead of TCP/TLS to host:port (an in-process transport, a test harness). */
+  readonly connect?: H2Connector | undefined;
   /** Called once when the connection can take no new streams (GOAWAY, error, close). */
   readonly onDrain: () => void;
   /** Called once when the connection has ended (every call on it settled). Default: nothing. */
@@ -206,9 +214,9 @@ export class H2ClientConnection implements FrameSink {
       options.maxFrameBytes,
       options.maxHeaderListBytes + HEADER_BLOCK_SLACK,
     );
-    this.socket = connectSocket(
-      options,
-      'h2',
+    const connect: H2Connector =
+      options.connect ?? ((reads, onFailure) => connectSocket(options, 'h2', reads, onFailure));
+    this.socket = connect(
       {
         buffer: () => this.nextReadBuffer(),
         callback: (n: number, buffer: Uint8Array) => {
