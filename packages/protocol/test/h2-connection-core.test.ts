@@ -128,15 +128,21 @@ describe('HTTP/2 connection core', () => {
       `stream-error ${ErrorCode.FLOW_CONTROL_ERROR}`,
     ]);
     assert.equal(
-      code(() => core.onWindowUpdate(0, u32(0))),
+      code(() => {
+        core.onWindowUpdate(0, u32(0));
+      }),
       ErrorCode.PROTOCOL_ERROR,
     );
     assert.equal(
-      code(() => core.onWindowUpdate(0, Buffer.alloc(3))),
+      code(() => {
+        core.onWindowUpdate(0, Buffer.alloc(3));
+      }),
       ErrorCode.FRAME_SIZE_ERROR,
     );
     assert.equal(
-      code(() => core.onWindowUpdate(0, u32(MAX_WINDOW))),
+      code(() => {
+        core.onWindowUpdate(0, u32(MAX_WINDOW));
+      }),
       ErrorCode.FLOW_CONTROL_ERROR,
     );
   });
