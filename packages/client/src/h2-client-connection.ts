@@ -19,16 +19,21 @@ import type net from 'node:net';
 import { Code, ServingError } from '@visionserve/protocol';
 import {
   CLIENT_PREFACE,
-  DEFAULT_FRAME_SIZE,
+  ConnectionCore,
+  type ConnectionEndpoint,
   DEFAULT_WINDOW,
   ErrorCode,
   FRAME_HEADER_BYTES,
   Flag,
   FrameReader,
   FrameType,
+  H2ConnectionError,
+  HeaderBlockAssembler,
   HeaderListTooLargeError,
-  MAX_WINDOW,
+  ReceiveWindow,
   Setting,
+  readGoaway,
+  readResetStream,
   createHpackDecoder,
   encodeFrame,
   encodeGoaway,
@@ -37,10 +42,22 @@ import {
   encodeUint32Frame,
   writeFrameHeader,
   type FrameSink,
+  type HeaderBlock,
   type HpackDecoder,
 } from '@visionserve/protocol/h2';
 import type { MessageAssembler } from './grpc-message-assembler.js';
-import { type ClientTlsOptions, type TlsSessionCache, connectSocket } from './client-tls.js';
+import {
+  type ClientTlsOptions,
+  type SocketReads,
+  type TlsSessionCache,
+  connectSocket,
+} from './client-tls.js';
+
+/**
+ * Opens a connection's socket, reading through `reads` (net's `onread`); `onFailure` for a
+ * failure before the socket is usable (a TLS handshake). Default: TCP or TLS to host:port.
+ */
+export type H2Connector = (reads: SocketReads, onFailure: (error: Error) => void) => net.Socket;
 
 export interface H2ClientConnectionOptions {
   readonly host: string;
@@ -60,6 +77,8 @@ export interface H2ClientConnectionOptions {
    * connection fails (UNAVAILABLE) with its calls, in ms. Default HANDSHAKE_TIMEOUT_MS.
    */
   readonly handshakeTimeoutMs?: number;
+  /** Opens the socket instead of TCP/TLS to host:port (an in-process transport, a test harness). */
+  readonly connect?: H2Connector | undefined;
   /** Called once when the connection can take no new streams (GOAWAY, error, close). */
   readonly onDrain: () => void;
   /** Called once when the connection has ended (every call on it settled). Default: nothing. */
@@ -132,15 +151,6 @@ function codeOfReset(code: number): Code {
   }
 }
 
-class ProtocolFault extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 interface Waiting {
   readonly headers: readonly (readonly [string, string])[];
   readonly parts: readonly Uint8Array[];
@@ -161,8 +171,8 @@ interface StreamState {
   pendingBytes: number;
   /** Send window the peer gave this stream, bytes (may go negative after a SETTINGS change). */
   sendWindow: number;
-  /** Bytes received on this stream not yet returned to the peer by WINDOW_UPDATE. */
-  unacked: number;
+  /** Our receive window for the stream. */
+  readonly receive: ReceiveWindow;
   sawHeaders: boolean;
   /** The peer's side ended (END_STREAM) or the stream was reset: nothing more is taken. */
   closed: boolean;
@@ -177,38 +187,38 @@ export class H2ClientConnection implements FrameSink {
   private nextId = 1;
   private draining = false;
   private failed: ServingError | undefined;
-  // Peer settings.
-  private peerMaxFrame = DEFAULT_FRAME_SIZE;
-  private peerInitialWindow = DEFAULT_WINDOW;
-  private connSendWindow = DEFAULT_WINDOW;
-  /** Connection-level bytes received and not yet returned by WINDOW_UPDATE. */
-  private connUnacked = 0;
+  /** Peer settings, the windows both ways, the control-frame flood limit (shared with the server). */
+  private readonly core: ConnectionCore<StreamState>;
   /** The stream of the DATA frame being read (undefined: none, or one no longer open). */
   private dataStream: StreamState | undefined;
-  /** A header block being collected (HEADERS without END_HEADERS). */
-  private block:
-    { streamId: number; endStream: boolean; parts: Buffer[]; bytes: number; frames: number } | undefined;
+  /** HEADERS + CONTINUATION assembly. */
+  private readonly headerBlocks: HeaderBlockAssembler;
   /** Calls opened here (streams open or waiting) not yet settled: the socket is ref'd while any. */
   private inFlight = 0;
-  /** The server's SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until it says). */
-  private peerMaxStreams = Number.POSITIVE_INFINITY;
   /** Calls waiting for a stream under the server's limit, in order. */
   private readonly waiting: Waiting[] = [];
   /** The server's first SETTINGS has arrived. */
   private gotSettings = false;
-  private controlFrames = 0;
-  private controlWindowStart = 0;
 
   constructor(private readonly options: H2ClientConnectionOptions) {
     this.hpack = createHpackDecoder({ maxHeaderListBytes: options.maxHeaderListBytes });
+    this.core = new ConnectionCore<StreamState>(this.coreEndpoint(), {
+      receiveWindow: options.windowBytes,
+      maxControlFrames: MAX_CONTROL_FRAMES,
+      floodWindowMs: FLOOD_WINDOW_MS,
+    });
+    this.headerBlocks = new HeaderBlockAssembler(
+      options.maxHeaderListBytes + HEADER_BLOCK_SLACK,
+      MAX_CONTINUATIONS,
+    );
     this.reader = new FrameReader(
       this,
       options.maxFrameBytes,
       options.maxHeaderListBytes + HEADER_BLOCK_SLACK,
     );
-    this.socket = connectSocket(
-      options,
-      'h2',
+    const connect: H2Connector =
+      options.connect ?? ((reads, onFailure) => connectSocket(options, 'h2', reads, onFailure));
+    this.socket = connect(
       {
         buffer: () => this.nextReadBuffer(),
         callback: (n: number, buffer: Uint8Array) => {
@@ -310,8 +320,8 @@ export class H2ClientConnection implements FrameSink {
       handler,
       pending: parts.filter((p) => p.byteLength > 0),
       pendingBytes: bytes,
-      sendWindow: this.peerInitialWindow,
-      unacked: 0,
+      sendWindow: this.core.peerInitialWindow,
+      receive: new ReceiveWindow(this.options.windowBytes),
       sawHeaders: false,
       closed: false,
     };
@@ -330,8 +340,8 @@ export class H2ClientConnection implements FrameSink {
   private mayStart(entry: Waiting): boolean {
     if (entry.afterSettings && !this.gotSettings) return false;
     const limit = this.gotSettings
-      ? this.peerMaxStreams
-      : Math.min(this.peerMaxStreams, PRE_SETTINGS_STREAMS);
+      ? this.core.peerMaxStreams
+      : Math.min(this.core.peerMaxStreams, PRE_SETTINGS_STREAMS);
     return this.streams.size < limit;
   }
 
@@ -363,7 +373,7 @@ export class H2ClientConnection implements FrameSink {
   // ---- send side
 
   private writeHeaderBlock(id: number, block: Uint8Array, endStream: boolean): void {
-    const max = this.peerMaxFrame;
+    const max = this.core.peerMaxFrame;
     let at = 0;
     let first = true;
     do {
@@ -382,13 +392,13 @@ export class H2ClientConnection implements FrameSink {
     while (stream.pendingBytes > 0) {
       const allowed = Math.min(
         stream.sendWindow,
-        this.connSendWindow,
-        this.peerMaxFrame,
+        this.core.sendWindow,
+        this.core.peerMaxFrame,
         stream.pendingBytes,
       );
       if (allowed <= 0) return;
       stream.sendWindow -= allowed;
-      this.connSendWindow -= allowed;
+      this.core.sendWindow -= allowed;
       stream.pendingBytes -= allowed;
       const head = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
       writeFrameHeader(
@@ -420,7 +430,7 @@ export class H2ClientConnection implements FrameSink {
     this.socket.cork();
     for (const stream of this.streams.values()) {
       if (stream.pendingBytes > 0) this.flush(stream);
-      if (this.connSendWindow <= 0) break;
+      if (this.core.sendWindow <= 0) break;
     }
     this.socket.uncork();
   }
@@ -449,13 +459,12 @@ export class H2ClientConnection implements FrameSink {
     } catch (error) {
       // Handlers run user callbacks only through promises; this is a fault of ours or the peer's bytes.
       this.protocolError(
-        error instanceof ProtocolFault ? error.code : ErrorCode.INTERNAL_ERROR,
+        error instanceof H2ConnectionError ? error.code : ErrorCode.INTERNAL_ERROR,
         error instanceof Error ? error.message : String(error),
       );
     }
-    if (this.connUnacked >= this.options.windowBytes / 2 && this.failed === undefined) {
-      this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.connUnacked));
-      this.connUnacked = 0;
+    if (this.core.receive.halfUsed && this.failed === undefined) {
+      this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.core.receive.release()));
     }
     this.socket.uncork();
   }
@@ -465,22 +474,23 @@ export class H2ClientConnection implements FrameSink {
   }
 
   onDataStart(streamId: number, _flags: number, length: number): void {
-    if (streamId === 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
-    this.connUnacked += length;
-    if (this.connUnacked > this.options.windowBytes) {
-      throw new ProtocolFault(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
+    if (this.headerBlocks.open)
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA inside a header block');
+    if (streamId === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
+    if (!this.core.receive.take(length)) {
+      throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
     }
     const stream = this.streams.get(streamId);
     this.dataStream = stream;
     if (stream === undefined) {
       if (streamId >= this.nextId || (streamId & 1) === 0) {
-        throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, `DATA on stream ${streamId}, never opened`);
+        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, `DATA on stream ${streamId}, never opened`);
       }
       return; // a stream we cancelled: its bytes are dropped (and count against the connection)
     }
-    if (!stream.sawHeaders) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'DATA before response headers');
-    stream.unacked += length;
-    if (stream.unacked > this.options.windowBytes) {
+    if (!stream.sawHeaders)
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA before response headers');
+    if (!stream.receive.take(length)) {
       this.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR);
       stream.handler.onError(new ServingError(Code.INTERNAL, 'Server sent DATA beyond the stream window'));
     }
@@ -505,117 +515,73 @@ export class H2ClientConnection implements FrameSink {
       stream.handler.onEnd();
       return;
     }
-    if (stream.unacked >= this.options.windowBytes / 2) {
-      this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.unacked));
-      stream.unacked = 0;
+    if (stream.receive.halfUsed) {
+      this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.receive.release()));
     }
   }
 
   onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
-    if (this.block !== undefined && type !== FrameType.CONTINUATION) {
-      throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'Header block interrupted by another frame');
+    if (this.headerBlocks.open && type !== FrameType.CONTINUATION) {
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Header block interrupted by another frame');
     }
     switch (type) {
       case FrameType.HEADERS:
-        this.onHeadersFrame(flags, streamId, payload);
+        this.onHeaderBlock(this.headerBlocks.headers(flags, streamId, payload));
         break;
-      case FrameType.CONTINUATION: {
-        const block = this.block;
-        if (block === undefined || block.streamId !== streamId) {
-          throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without a header block');
-        }
-        block.bytes += payload.byteLength;
-        if (block.bytes > this.options.maxHeaderListBytes + HEADER_BLOCK_SLACK) {
-          throw new ProtocolFault(ErrorCode.ENHANCE_YOUR_CALM, 'Header block too large');
-        }
-        if (++block.frames > MAX_CONTINUATIONS) {
-          throw new ProtocolFault(ErrorCode.ENHANCE_YOUR_CALM, 'Too many CONTINUATION frames');
-        }
-        if (payload.byteLength > 0) block.parts.push(Buffer.from(payload));
-        if ((flags & Flag.END_HEADERS) !== 0) {
-          this.block = undefined;
-          this.headerBlock(streamId, Buffer.concat(block.parts), block.endStream);
-        }
+      case FrameType.CONTINUATION:
+        this.onHeaderBlock(this.headerBlocks.continuation(flags, streamId, payload));
         break;
-      }
       case FrameType.SETTINGS:
         this.onSettings(flags, streamId, payload);
         break;
       case FrameType.PING:
-        if (streamId !== 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
-        if (payload.byteLength !== 8) throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'PING not 8 bytes');
-        if ((flags & Flag.ACK) === 0) {
-          this.controlFrame();
-          this.socket.write(encodeFrame(FrameType.PING, Flag.ACK, 0, payload));
-        }
+        this.core.onPing(flags, streamId, payload);
         break;
       case FrameType.WINDOW_UPDATE:
-        this.onWindowUpdate(streamId, payload);
+        this.core.onWindowUpdate(streamId, payload);
         break;
-      case FrameType.RST_STREAM: {
-        if (streamId === 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
-        if (payload.byteLength !== 4)
-          throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
-        const stream = this.streams.get(streamId);
-        if (stream === undefined) return;
-        const code = payload.readUInt32BE(0);
-        this.forget(stream);
-        stream.handler.onError(
-          code === ErrorCode.REFUSED_STREAM && !stream.sawHeaders
-            ? notProcessed(`Stream refused by the server (HTTP/2 error ${code}); call not processed`)
-            : new ServingError(codeOfReset(code), `Stream reset by the server (HTTP/2 error ${code})`),
-        );
+      case FrameType.RST_STREAM:
+        this.onResetStream(streamId, readResetStream(streamId, payload));
         break;
-      }
       case FrameType.GOAWAY: {
-        if (streamId !== 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
-        if (payload.byteLength < 8)
-          throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY under 8 bytes');
-        const last = payload.readUInt32BE(0) & 0x7fffffff;
-        const code = payload.readUInt32BE(4);
-        this.drain();
-        for (const stream of [...this.streams.values()]) {
-          if (stream.id <= last) continue;
-          this.forget(stream);
-          stream.handler.onError(
-            notProcessed(`Connection going away (HTTP/2 error ${code}); call not processed`),
-          );
-        }
-        if (this.streams.size === 0) this.close();
+        const { lastStreamId, code } = readGoaway(streamId, payload);
+        this.onGoaway(lastStreamId, code);
         break;
       }
       case FrameType.PUSH_PROMISE:
-        throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE with push disabled');
+        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE with push disabled');
       default:
         // PRIORITY and unknown frame types are ignored.
         break;
     }
   }
 
-  private onHeadersFrame(flags: number, streamId: number, payload: Buffer): void {
-    if (streamId === 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
-    let from = 0;
-    let to = payload.byteLength;
-    if ((flags & Flag.PADDED) !== 0) {
-      if (to < 1) throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'Padded HEADERS without a pad length');
-      to -= payload[0]!;
-      from = 1;
+  private onResetStream(streamId: number, code: number): void {
+    const stream = this.streams.get(streamId);
+    if (stream === undefined) return;
+    this.forget(stream);
+    stream.handler.onError(
+      code === ErrorCode.REFUSED_STREAM && !stream.sawHeaders
+        ? notProcessed(`Stream refused by the server (HTTP/2 error ${code}); call not processed`)
+        : new ServingError(codeOfReset(code), `Stream reset by the server (HTTP/2 error ${code})`),
+    );
+  }
+
+  private onGoaway(last: number, code: number): void {
+    this.drain();
+    for (const stream of [...this.streams.values()]) {
+      if (stream.id <= last) continue;
+      this.forget(stream);
+      stream.handler.onError(
+        notProcessed(`Connection going away (HTTP/2 error ${code}); call not processed`),
+      );
     }
-    if ((flags & Flag.PRIORITY) !== 0) from += 5;
-    if (to < from) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'HEADERS padding longer than the frame');
-    const fragment = payload.subarray(from, to);
-    const endStream = (flags & Flag.END_STREAM) !== 0;
-    if ((flags & Flag.END_HEADERS) !== 0) {
-      this.headerBlock(streamId, fragment, endStream);
-      return;
-    }
-    this.block = {
-      streamId,
-      endStream,
-      parts: [Buffer.from(fragment)],
-      bytes: fragment.byteLength,
-      frames: 0,
-    };
+    if (this.streams.size === 0) this.close();
+  }
+
+  private onHeaderBlock(whole: HeaderBlock | undefined): void {
+    if (whole !== undefined)
+      this.headerBlock(whole.streamId, whole.block, (whole.flags & Flag.END_STREAM) !== 0);
   }
 
   /** A whole header block: decoded always (the HPACK state is the connection's), delivered if the stream is live. */
@@ -629,14 +595,14 @@ export class H2ClientConnection implements FrameSink {
       });
     } catch (error) {
       if (!(error instanceof HeaderListTooLargeError)) {
-        throw new ProtocolFault(ErrorCode.COMPRESSION_ERROR, `Bad header block: ${String(error)}`);
+        throw new H2ConnectionError(ErrorCode.COMPRESSION_ERROR, `Bad header block: ${String(error)}`);
       }
       tooLarge = true;
     }
     const stream = this.streams.get(streamId);
     if (stream === undefined) {
       if (streamId >= this.nextId || (streamId & 1) === 0) {
-        throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${streamId}, never opened`);
+        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${streamId}, never opened`);
       }
       return;
     }
@@ -656,79 +622,37 @@ export class H2ClientConnection implements FrameSink {
   }
 
   private onSettings(flags: number, streamId: number, payload: Buffer): void {
-    if (streamId !== 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
-    if ((flags & Flag.ACK) !== 0) {
-      if (payload.byteLength !== 0)
-        throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
+    if (!this.core.onSettings(flags, streamId, payload)) {
       this.hpack.settingsAcknowledged();
       return;
     }
-    if (payload.byteLength % 6 !== 0)
-      throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS not a multiple of 6 bytes');
-    for (let at = 0; at < payload.byteLength; at += 6) {
-      const id = payload.readUInt16BE(at);
-      const value = payload.readUInt32BE(at + 2);
-      if (id === Setting.INITIAL_WINDOW_SIZE) {
-        if (value > MAX_WINDOW)
-          throw new ProtocolFault(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE too large');
-        const delta = value - this.peerInitialWindow;
-        this.peerInitialWindow = value;
-        for (const stream of this.streams.values()) stream.sendWindow += delta;
-      } else if (id === Setting.MAX_FRAME_SIZE) {
-        if (value < DEFAULT_FRAME_SIZE || value > 16_777_215) {
-          throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'MAX_FRAME_SIZE out of range');
-        }
-        this.peerMaxFrame = value;
-      } else if (id === Setting.MAX_CONCURRENT_STREAMS) {
-        this.peerMaxStreams = value;
-      } else if (id === Setting.ENABLE_PUSH && value > 1) {
-        throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'ENABLE_PUSH not 0 or 1');
-      }
-      // HEADER_TABLE_SIZE: our encoder never uses the dynamic table. Others need nothing here.
-    }
-    this.controlFrame();
     if (!this.gotSettings) clearTimeout(this.handshakeTimer);
     this.gotSettings = true;
-    this.socket.write(encodeFrame(FrameType.SETTINGS, Flag.ACK, 0));
     this.flushAll();
     this.startWaiting();
   }
 
-  /** Counts a control frame we answer: a flood of them ends the connection (ENHANCE_YOUR_CALM). */
-  private controlFrame(): void {
-    const now = Date.now();
-    if (now - this.controlWindowStart >= FLOOD_WINDOW_MS) {
-      this.controlWindowStart = now;
-      this.controlFrames = 0;
-    }
-    if (++this.controlFrames > MAX_CONTROL_FRAMES) {
-      throw new ProtocolFault(ErrorCode.ENHANCE_YOUR_CALM, 'Too many control frames');
-    }
-  }
-
-  private onWindowUpdate(streamId: number, payload: Buffer): void {
-    if (payload.byteLength !== 4)
-      throw new ProtocolFault(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE not 4 bytes');
-    const increment = payload.readUInt32BE(0) & 0x7fffffff;
-    if (streamId === 0) {
-      if (increment === 0) throw new ProtocolFault(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
-      this.connSendWindow += increment;
-      if (this.connSendWindow > MAX_WINDOW)
-        throw new ProtocolFault(ErrorCode.FLOW_CONTROL_ERROR, 'Window over 2^31-1');
-      this.flushAll();
-      return;
-    }
-    const stream = this.streams.get(streamId);
-    if (stream === undefined) return;
-    if (increment === 0 || stream.sendWindow + increment > MAX_WINDOW) {
-      this.resetStream(stream, increment === 0 ? ErrorCode.PROTOCOL_ERROR : ErrorCode.FLOW_CONTROL_ERROR);
-      stream.handler.onError(new ServingError(Code.INTERNAL, 'Bad WINDOW_UPDATE from the server'));
-      return;
-    }
-    stream.sendWindow += increment;
-    this.socket.cork();
-    this.flush(stream);
-    this.socket.uncork();
+  /** What the connection core needs of this connection. */
+  private coreEndpoint(): ConnectionEndpoint<StreamState> {
+    return {
+      windowStream: (id) => this.streams.get(id),
+      openStreams: () => this.streams.values(),
+      streamWindowError: (stream, code) => {
+        this.resetStream(stream, code);
+        stream.handler.onError(new ServingError(Code.INTERNAL, 'Bad WINDOW_UPDATE from the server'));
+      },
+      connectionWindowOpened: () => {
+        this.flushAll();
+      },
+      streamWindowOpened: (stream) => {
+        this.socket.cork();
+        this.flush(stream);
+        this.socket.uncork();
+      },
+      write: (bytes) => {
+        this.socket.write(bytes);
+      },
+    };
   }
 
   // ---- endings

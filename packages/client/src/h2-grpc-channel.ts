@@ -14,6 +14,7 @@ import {
   type ClientStream,
   type ClientStreamHandler,
   H2ClientConnection,
+  type H2Connector,
   NOT_PROCESSED,
 } from './h2-client-connection.js';
 
@@ -30,6 +31,8 @@ export interface H2GrpcChannelOptions {
   readonly windowBytes?: number;
   /** A server's first SETTINGS must arrive within this, ms (else its calls fail UNAVAILABLE). Default 20000. */
   readonly handshakeTimeoutMs?: number;
+  /** Opens each connection's socket instead of TCP/TLS to the address (the client fuzz target's in-process server). */
+  readonly connect?: H2Connector;
 }
 
 /**
@@ -75,6 +78,7 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
       maxFrameBytes: options.maxFrameBytes ?? 1024 * 1024,
       maxHeaderListBytes: MAX_HEADER_LIST_BYTES,
       ...(options.handshakeTimeoutMs === undefined ? {} : { handshakeTimeoutMs: options.handshakeTimeoutMs }),
+      connect: options.connect,
       onDrain: () => {
         if (connection === created) connection = undefined;
       },

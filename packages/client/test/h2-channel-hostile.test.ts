@@ -326,6 +326,22 @@ describe('lean gRPC channel against a scripted HTTP/2 server', () => {
         },
         /before response headers/,
       ],
+      [
+        'DATA inside a header block (HEADERS without END_HEADERS)',
+        (socket, id) => {
+          socket.write(encodeFrame(FrameType.HEADERS, 0, id, RESPONSE));
+          socket.write(encodeFrame(FrameType.DATA, 0, id, framed(Uint8Array.of(1))));
+        },
+        /DATA inside a header block/,
+      ],
+      [
+        'SETTINGS_INITIAL_WINDOW_SIZE that takes an open stream window past 2^31-1',
+        (socket, id) => {
+          socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, id, 2 ** 31 - 1 - 65_535));
+          socket.write(encodeSettings([[Setting.INITIAL_WINDOW_SIZE, 65_535 + 10]]));
+        },
+        /Stream window past 2\^31-1/,
+      ],
     ];
     for (const [what, s, pattern] of hostile) {
       await assert.rejects(call(s), (e: unknown) => {

@@ -15,3 +15,15 @@ export {
 export { encodeHeaderBlock } from './hpack-encoder.js';
 export { decodeHuffman, encodeHuffman, huffmanEncodedLength } from './hpack-huffman.js';
 export { STATIC_NAMES, STATIC_TABLE_LENGTH, STATIC_VALUES, staticName } from './hpack-static-table.js';
+export {
+  ConnectionCore,
+  type ConnectionCoreOptions,
+  type ConnectionEndpoint,
+  H2ConnectionError,
+  type SendStream,
+  readGoaway,
+  readResetStream,
+} from './connection-core.js';
+export { FloodGuard } from './flood-guard.js';
+export { type HeaderBlock, HeaderBlockAssembler } from './header-block.js';
+export { ReceiveWindow } from './receive-window.js';

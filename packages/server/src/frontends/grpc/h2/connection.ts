@@ -8,24 +8,29 @@
 import type { Socket } from 'node:net';
 import { Code } from '@visionserve/protocol';
 import type { Logger } from '../../../util/logger.js';
-import { FloodGuard } from './flood-guard.js';
 import {
   CLIENT_PREFACE,
-  DEFAULT_FRAME_SIZE,
   DEFAULT_WINDOW,
   ErrorCode,
   FRAME_HEADER_BYTES,
   Flag,
   FrameType,
-  MAX_FRAME_SIZE_LIMIT,
   MAX_WINDOW,
   Setting,
   encodeGoaway,
   encodeSettings,
   encodeUint32Frame,
   writeFrameHeader,
+  type ConnectionEndpoint,
   type FrameSink,
+  type HeaderBlock,
+  ConnectionCore,
+  FloodGuard,
   FrameReader,
+  H2ConnectionError,
+  HeaderBlockAssembler,
+  readGoaway,
+  readResetStream,
   HeaderListTooLargeError,
   type HpackDecoder,
   createHpackDecoder,
@@ -171,16 +176,6 @@ function hasUpperCase(name: string): boolean {
   return false;
 }
 
-/** A protocol violation that ends the connection with GOAWAY `code`. */
-class ConnectionError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 export class H2Connection implements FrameSink, StreamConnection {
   readonly socket: Socket;
   private readonly reader: FrameReader;
@@ -202,19 +197,12 @@ export class H2Connection implements FrameSink, StreamConnection {
   private highestStreamId = 0;
   /** Streams this side reset, the most recent RESET_MEMORY (sendReset). */
   private readonly resetIds = new Set<number>();
-  /** Peer settings. */
-  private peerInitialWindow = DEFAULT_WINDOW;
-  private peerMaxFrame = DEFAULT_FRAME_SIZE;
-  /** Connection send window (the peer's). */
-  private sendWindow = DEFAULT_WINDOW;
-  /** The connection receive window we advertise; what is left of it, and bytes received not yet given back. */
-  private readonly connectionWindow: number;
-  private recvWindow: number;
-  private recvUnacked = 0;
+  /** Peer settings, the windows both ways, the control-frame flood limit (shared with the client). */
+  private readonly core: ConnectionCore<H2Stream>;
   /** The stream the current DATA frame is for (undefined: a closed stream, its data dropped). */
   private dataStream: H2Stream | undefined;
-  /** A header block being continued: stream, HEADERS flags, fragments. */
-  private continuation: { streamId: number; flags: number; parts: Buffer[]; bytes: number } | undefined;
+  /** HEADERS + CONTINUATION assembly. */
+  private readonly headerBlocks: HeaderBlockAssembler;
   /** The final GOAWAY went out (or the client sent one): new streams are refused. */
   private goawaySent = false;
   /** The first GOAWAY of a graceful close went out; the final one waits for the PING's answer. */
@@ -242,7 +230,6 @@ export class H2Connection implements FrameSink, StreamConnection {
   /** With directReads: the slab reads go into when not straight into place, and its bytes used. */
   private slab = EMPTY_SLAB;
   private slabUsed = 0;
-  private readonly controlFlood = new FloodGuard(MAX_CONTROL_FRAMES, FLOOD_WINDOW_MS);
   private readonly emptyFlood = new FloodGuard(MAX_EMPTY_FRAMES, FLOOD_WINDOW_MS);
   private readonly resetFlood = new FloodGuard(MAX_CLIENT_RESETS, FLOOD_WINDOW_MS);
   private readonly refusedFlood = new FloodGuard(MAX_REFUSED_STREAMS, FLOOD_WINDOW_MS);
@@ -259,8 +246,19 @@ export class H2Connection implements FrameSink, StreamConnection {
     private readonly options: H2ConnectionOptions,
   ) {
     this.socket = socket;
-    this.connectionWindow = Math.min(CONNECTION_WINDOW_STREAMS * options.windowBytes, MAX_WINDOW);
-    this.recvWindow = this.connectionWindow;
+    this.core = new ConnectionCore<H2Stream>(this.coreEndpoint(), {
+      receiveWindow: Math.min(CONNECTION_WINDOW_STREAMS * options.windowBytes, MAX_WINDOW),
+      maxControlFrames: MAX_CONTROL_FRAMES,
+      floodWindowMs: FLOOD_WINDOW_MS,
+    });
+    this.headerBlocks = new HeaderBlockAssembler(
+      options.maxHeaderListBytes + HEADER_BLOCK_SLACK,
+      Number.POSITIVE_INFINITY,
+      () => {
+        if (this.emptyFlood.hit())
+          throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
+      },
+    );
     this.reader = new FrameReader(
       this,
       options.maxFrameBytes,
@@ -277,8 +275,8 @@ export class H2Connection implements FrameSink, StreamConnection {
         [Setting.MAX_HEADER_LIST_SIZE, options.maxHeaderListBytes],
       ]),
     );
-    if (this.connectionWindow > DEFAULT_WINDOW) {
-      socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.connectionWindow - DEFAULT_WINDOW));
+    if (this.core.receive.size > DEFAULT_WINDOW) {
+      socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.core.receive.size - DEFAULT_WINDOW));
     }
     socket.uncork();
     if (options.directReads === true) socket.resume();
@@ -459,7 +457,7 @@ export class H2Connection implements FrameSink, StreamConnection {
         if (
           !chunk.subarray(0, take).equals(CLIENT_PREFACE.subarray(this.prefaceFill, this.prefaceFill + take))
         ) {
-          throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Not an HTTP/2 client preface');
+          throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Not an HTTP/2 client preface');
         }
         this.prefaceFill += take;
         if (take === chunk.byteLength) return;
@@ -468,10 +466,8 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.reader.push(chunk);
       // The connection window goes back with the next answer (takeWindowUpdate); on its own
       // once half of it arrived unanswered.
-      if (this.recvUnacked >= this.connectionWindow / 2 && !this.closed && !this.ended) {
-        this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.recvUnacked));
-        this.recvWindow += this.recvUnacked;
-        this.recvUnacked = 0;
+      if (this.core.receive.halfUsed && !this.closed && !this.ended) {
+        this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.core.receive.release()));
       }
     } catch (error) {
       this.fail(error);
@@ -553,29 +549,28 @@ export class H2Connection implements FrameSink, StreamConnection {
   }
 
   onDataStart(streamId: number, flags: number, length: number): void {
-    if (this.continuation !== undefined)
-      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA inside a header block');
-    if (!this.gotSettings) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'First frame is not SETTINGS');
-    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
-    if (length > this.recvWindow) {
-      throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA past the connection window');
+    if (this.headerBlocks.open)
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA inside a header block');
+    if (!this.gotSettings)
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'First frame is not SETTINGS');
+    if (streamId === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
+    // Every DATA byte is given back to the connection window, read or dropped.
+    if (!this.core.receive.take(length)) {
+      throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA past the connection window');
     }
     if (length === 0 && (flags & Flag.END_STREAM) === 0 && this.emptyFlood.hit()) {
-      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
     }
-    // Every DATA byte is given back to the connection window, read or dropped.
-    this.recvWindow -= length;
-    this.recvUnacked += length;
     const stream = this.streams.get(streamId);
     this.dataStream = undefined;
     if (stream === undefined) {
       if (streamId > this.highestStreamId)
-        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
       // Closed. After this side's reset the peer may not have seen it yet: dropped. Otherwise the
       // peer had ended the stream, or reset it: STREAM_CLOSED (RFC 9113 §6.1), once per stream.
       if (!this.resetIds.has(streamId)) {
         if (this.refusedFlood.hit())
-          throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many frames on closed streams');
+          throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many frames on closed streams');
         this.sendReset(streamId, ErrorCode.STREAM_CLOSED);
       }
       return;
@@ -584,12 +579,10 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.resetStream(stream, ErrorCode.STREAM_CLOSED);
       return;
     }
-    if (length > stream.recvWindow) {
+    if (!stream.receive.take(length)) {
       this.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR);
       return;
     }
-    stream.recvWindow -= length;
-    stream.recvUnacked += length;
     stream.receivedBytes += length;
     if (stream.declaredLength >= 0 && stream.receivedBytes > stream.declaredLength) {
       // More than content-length: malformed (RFC 9113 §8.1.1).
@@ -617,19 +610,17 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.dataStream = undefined;
     if ((flags & Flag.END_STREAM) !== 0) {
       this.endRemote(stream);
-    } else if (stream.recvUnacked >= this.options.windowBytes / 2 && !stream.closed && !stream.holdWindow) {
-      this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.recvUnacked));
-      stream.recvWindow += stream.recvUnacked;
-      stream.recvUnacked = 0;
+    } else if (stream.receive.halfUsed && !stream.closed && !stream.holdWindow) {
+      this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.receive.release()));
     }
   }
 
   onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
-    if (this.continuation !== undefined && type !== FrameType.CONTINUATION) {
-      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Frame inside a header block');
+    if (this.headerBlocks.open && type !== FrameType.CONTINUATION) {
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Frame inside a header block');
     }
     if (!this.gotSettings && type !== FrameType.SETTINGS) {
-      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'First frame is not SETTINGS');
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'First frame is not SETTINGS');
     }
     switch (type) {
       case FrameType.HEADERS:
@@ -642,13 +633,10 @@ export class H2Connection implements FrameSink, StreamConnection {
         this.onSettings(flags, streamId, payload);
         return;
       case FrameType.WINDOW_UPDATE:
-        this.onWindowUpdate(streamId, payload);
+        this.core.onWindowUpdate(streamId, payload);
         return;
       case FrameType.PING:
-        if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
-        if (payload.byteLength !== 8)
-          throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING not 8 bytes');
-        if ((flags & Flag.ACK) !== 0) {
+        if (this.core.onPing(flags, streamId, payload)) {
           // The answer to our keepalive PING (its payload is ours: KEEPALIVE_PING).
           if (payload.equals(KEEPALIVE_PING)) {
             const ack = this.pingAck;
@@ -657,27 +645,22 @@ export class H2Connection implements FrameSink, StreamConnection {
           } else if (this.drainAnnounced && payload.equals(DRAIN_PING)) {
             this.finishDrain();
           }
-          return;
         }
-        this.controlFrame();
-        this.socket.write(ackFrame(FrameType.PING, payload));
         return;
       case FrameType.RST_STREAM:
         this.onResetStream(streamId, payload);
         return;
       case FrameType.PRIORITY:
         // Priorities are not used, but a malformed PRIORITY is still a stream error (RFC 9113 §6.3, §5.3.1).
-        if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+        if (streamId === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
         if (this.emptyFlood.hit())
-          throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many PRIORITY frames');
+          throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many PRIORITY frames');
         if (payload.byteLength !== 5) this.streamError(streamId, ErrorCode.FRAME_SIZE_ERROR);
         else if ((payload.readUInt32BE(0) & 0x7fffffff) === streamId)
           this.streamError(streamId, ErrorCode.PROTOCOL_ERROR);
         return;
       case FrameType.GOAWAY:
-        if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
-        if (payload.byteLength < 8)
-          throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY shorter than 8 bytes');
+        readGoaway(streamId, payload);
         // The client opens no more streams; those open finish.
         if (!this.goawaySent) {
           this.goawaySent = true;
@@ -686,172 +669,94 @@ export class H2Connection implements FrameSink, StreamConnection {
         }
         return;
       case FrameType.PUSH_PROMISE:
-        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
+        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
       default:
         // Unknown frame types are ignored (RFC 9113 4.1), but not without limit.
         if (this.emptyFlood.hit())
-          throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many unknown frames');
+          throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many unknown frames');
     }
   }
 
   // --- frames
 
   private onSettings(flags: number, streamId: number, payload: Buffer): void {
-    if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
-    if ((flags & Flag.ACK) !== 0) {
-      if (payload.byteLength !== 0)
-        throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
-      this.settingsAcked = true;
-      return;
-    }
-    if (payload.byteLength % 6 !== 0)
-      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS length not a multiple of 6');
+    // An ACK is what tells the client's streams over the limit from a flood (see refusedBeforeAck).
+    if ((flags & Flag.ACK) !== 0 && streamId === 0) this.settingsAcked = true;
+    if (!this.core.onSettings(flags, streamId, payload)) return;
     if (!this.gotSettings) {
       this.gotSettings = true;
       this.clearHeaderTimer();
       this.options.onPreface?.();
     }
-    /** The frame's last INITIAL_WINDOW_SIZE, applied once after the loop (a frame may hold thousands). */
-    let initialWindow = -1;
-    for (let at = 0; at < payload.byteLength; at += 6) {
-      const id = payload.readUInt16BE(at);
-      const value = payload.readUInt32BE(at + 2);
-      switch (id) {
-        case Setting.ENABLE_PUSH:
-          if (value > 1)
-            throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_ENABLE_PUSH not 0 or 1');
-          break;
-        case Setting.INITIAL_WINDOW_SIZE:
-          if (value > MAX_WINDOW)
-            throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE too large');
-          initialWindow = value;
-          break;
-        case Setting.MAX_FRAME_SIZE:
-          if (value < DEFAULT_FRAME_SIZE || value > MAX_FRAME_SIZE_LIMIT) {
-            throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
-          }
-          this.peerMaxFrame = value;
-          break;
-        default:
-        // HEADER_TABLE_SIZE: the encoder uses no dynamic table; MAX_CONCURRENT_STREAMS: no pushes;
-        // MAX_HEADER_LIST_SIZE: our header blocks are small; unknown ones are ignored.
-      }
-    }
-    if (initialWindow >= 0 && initialWindow !== this.peerInitialWindow) {
-      const delta = initialWindow - this.peerInitialWindow;
-      this.peerInitialWindow = initialWindow;
-      for (const stream of this.streams.values()) {
-        stream.sendWindow += delta;
-        if (stream.sendWindow > MAX_WINDOW) {
-          throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'Stream window past 2^31-1');
-        }
-      }
-    }
-    this.controlFrame();
-    this.socket.write(SETTINGS_ACK);
     this.flushBlocked();
   }
 
-  private onWindowUpdate(streamId: number, payload: Buffer): void {
-    if (payload.byteLength !== 4)
-      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE not 4 bytes');
-    const increment = payload.readUInt32BE(0) & 0x7fffffff;
-    if (streamId === 0) {
-      if (increment === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
-      this.sendWindow += increment;
-      if (this.sendWindow > MAX_WINDOW)
-        throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'Connection window past 2^31-1');
-      this.flushBlocked();
-      return;
-    }
-    const stream = this.streams.get(streamId);
-    if (stream === undefined) {
-      if (streamId > this.highestStreamId)
-        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
-      return;
-    }
-    if (increment === 0) {
-      this.resetStream(stream, ErrorCode.PROTOCOL_ERROR);
-      return;
-    }
-    stream.sendWindow += increment;
-    if (stream.sendWindow > MAX_WINDOW) {
-      this.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR);
-      return;
-    }
-    if (stream.queuedBytes > 0) this.flushStream(stream, undefined);
+  /** What the connection core needs of this connection. */
+  private coreEndpoint(): ConnectionEndpoint<H2Stream> {
+    return {
+      windowStream: (id) => {
+        const stream = this.streams.get(id);
+        if (stream === undefined && id > this.highestStreamId)
+          throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
+        return stream;
+      },
+      openStreams: () => this.streams.values(),
+      streamWindowError: (stream, code) => {
+        this.resetStream(stream, code);
+      },
+      connectionWindowOpened: () => {
+        this.flushBlocked();
+      },
+      streamWindowOpened: (stream) => {
+        if (stream.queuedBytes > 0) this.flushStream(stream, undefined);
+      },
+      answeringControlFrame: () => {
+        if (this.socket.writableNeedDrain && ++this.queuedAcks > MAX_QUEUED_ACKS) {
+          throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Control frames not read by the peer');
+        }
+      },
+      write: (bytes) => {
+        this.socket.write(bytes);
+      },
+    };
   }
 
   private onResetStream(streamId: number, payload: Buffer): void {
-    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
-    if (payload.byteLength !== 4)
-      throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
+    readResetStream(streamId, payload);
     const stream = this.streams.get(streamId);
     if (stream === undefined) {
       if (streamId > this.highestStreamId)
-        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
+        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
       return;
     }
     if (!stream.localEnded && this.resetFlood.hit()) {
-      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many streams reset by the client');
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many streams reset by the client');
     }
     this.closeStream(stream);
   }
 
   private onHeaders(flags: number, streamId: number, payload: Buffer): void {
-    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
-    let from = 0;
-    let to = payload.byteLength;
-    if ((flags & Flag.PADDED) !== 0) {
-      if (to < 1)
-        throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'Padded HEADERS without a pad length');
-      const padding = payload[0]!;
-      from = 1;
-      to -= padding;
-    }
-    if ((flags & Flag.PRIORITY) !== 0) from += 5;
-    if (from > to)
-      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS padding longer than the frame');
-    if ((flags & Flag.PRIORITY) !== 0 && (payload.readUInt32BE(from - 5) & 0x7fffffff) === streamId) {
-      // A stream depending on itself: a stream error, but the block must still be decoded.
-      flags |= 0x100;
-    }
-    const fragment = payload.subarray(from, to);
-    if ((flags & Flag.END_HEADERS) === 0) {
-      if (fragment.byteLength === 0 && this.emptyFlood.hit()) {
-        throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
-      }
-      this.continuation = { streamId, flags, parts: [Buffer.from(fragment)], bytes: fragment.byteLength };
+    const whole = this.headerBlocks.headers(flags, streamId, payload);
+    if (whole === undefined) {
       this.armHeaderTimer();
       return;
     }
-    this.onHeaderBlock(streamId, flags, fragment);
+    this.onHeaderBlock(whole);
   }
 
   private onContinuation(flags: number, streamId: number, payload: Buffer): void {
-    const c = this.continuation;
-    if (c === undefined || c.streamId !== streamId) {
-      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without a header block');
-    }
-    if ((flags & Flag.END_HEADERS) === 0 && payload.byteLength === 0 && this.emptyFlood.hit()) {
-      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
-    }
-    c.bytes += payload.byteLength;
-    if (c.bytes > this.options.maxHeaderListBytes + HEADER_BLOCK_SLACK) {
-      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Header block too large');
-    }
-    c.parts.push(Buffer.from(payload));
-    if ((flags & Flag.END_HEADERS) === 0) return;
-    this.continuation = undefined;
+    const whole = this.headerBlocks.continuation(flags, streamId, payload);
+    if (whole === undefined) return;
     this.clearHeaderTimer();
-    this.onHeaderBlock(streamId, c.flags, Buffer.concat(c.parts, c.bytes));
+    this.onHeaderBlock(whole);
   }
 
-  private onHeaderBlock(streamId: number, flags: number, block: Buffer): void {
+  private onHeaderBlock({ streamId, flags, block, selfDependent }: HeaderBlock): void {
     const existing = this.streams.get(streamId);
     const headers = Object.create(null) as Record<string, string>;
     let tooLarge = false;
-    let malformed = (flags & 0x100) !== 0;
+    // A stream depending on itself: a stream error, but the block is still decoded.
+    let malformed = selfDependent;
     let regular = false;
     let pseudo = 0;
     try {
@@ -875,7 +780,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       });
     } catch (error) {
       if (!(error instanceof HeaderListTooLargeError)) {
-        throw new ConnectionError(ErrorCode.COMPRESSION_ERROR, 'Malformed header block');
+        throw new H2ConnectionError(ErrorCode.COMPRESSION_ERROR, 'Malformed header block');
       }
       tooLarge = true;
     }
@@ -887,11 +792,14 @@ export class H2Connection implements FrameSink, StreamConnection {
       return;
     }
     if (streamId % 2 === 0)
-      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Even stream id from a client');
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Even stream id from a client');
     // Trailers (or a late HEADERS) on a stream we reset: ignored, the block is decoded above.
     if (this.resetIds.has(streamId)) return;
     if (streamId <= this.highestStreamId)
-      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS with a stream id not above the last one');
+      throw new H2ConnectionError(
+        ErrorCode.PROTOCOL_ERROR,
+        'HEADERS with a stream id not above the last one',
+      );
     this.highestStreamId = streamId;
     if (this.goawaySent) {
       this.sendReset(streamId, ErrorCode.REFUSED_STREAM);
@@ -900,7 +808,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.lastStreamId = streamId;
     if (tooLarge || malformed || (pseudo & REQUIRED_PSEUDO_HEADERS) !== REQUIRED_PSEUDO_HEADERS) {
       if (this.refusedFlood.hit())
-        throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
+        throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
       if (tooLarge && !malformed) {
         // A gRPC status the client can show, rather than a bare reset.
         const block = trailersOnlyBlock(
@@ -919,7 +827,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     if (this.streams.size >= this.options.maxConcurrentStreams) {
       const unaware = !this.settingsAcked && ++this.refusedBeforeAck <= MAX_REFUSED_STREAMS;
       if (!unaware && this.refusedFlood.hit())
-        throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many refused streams');
+        throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many refused streams');
       this.sendReset(streamId, ErrorCode.REFUSED_STREAM);
       return;
     }
@@ -927,7 +835,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     const declaredLength = parseContentLength(headers['content-length']);
     if (declaredLength === INVALID_LENGTH || (endStream && declaredLength > 0)) {
       if (this.refusedFlood.hit())
-        throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
+        throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
       this.sendReset(streamId, ErrorCode.PROTOCOL_ERROR);
       return;
     }
@@ -935,7 +843,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       this,
       streamId,
       headers,
-      this.peerInitialWindow,
+      this.core.peerInitialWindow,
       this.options.windowBytes,
       endStream,
     );
@@ -1043,11 +951,8 @@ export class H2Connection implements FrameSink, StreamConnection {
    * per request. 0 when there is nothing to give back or the connection is ending.
    */
   private takeWindowUpdate(): number {
-    const n = this.recvUnacked;
-    if (n === 0 || this.ended || this.closed) return 0;
-    this.recvWindow += n;
-    this.recvUnacked = 0;
-    return n;
+    if (this.core.receive.unacked === 0 || this.ended || this.closed) return 0;
+    return this.core.receive.release();
   }
 
   /** Writes the connection's WINDOW_UPDATE, if any, ahead of the frames about to be written. */
@@ -1088,7 +993,7 @@ export class H2Connection implements FrameSink, StreamConnection {
    * frames when the block is larger than the peer's SETTINGS_MAX_FRAME_SIZE.
    */
   private finalHeaderFrames(streamId: number, block: Uint8Array): Buffer {
-    const max = this.peerMaxFrame;
+    const max = this.core.peerMaxFrame;
     const frames = Math.max(1, Math.ceil(block.byteLength / max));
     const out = Buffer.allocUnsafe(frames * FRAME_HEADER_BYTES + block.byteLength);
     let at = 0;
@@ -1112,8 +1017,8 @@ export class H2Connection implements FrameSink, StreamConnection {
     const trailerBytes = FRAME_HEADER_BYTES + OK_TRAILERS.byteLength;
     if (
       total <= COALESCE_BYTES &&
-      total <= this.peerMaxFrame &&
-      total <= this.sendWindow &&
+      total <= this.core.peerMaxFrame &&
+      total <= this.core.sendWindow &&
       total <= stream.sendWindow &&
       this.blocked.size === 0
     ) {
@@ -1144,7 +1049,7 @@ export class H2Connection implements FrameSink, StreamConnection {
         id,
       );
       out.set(OK_TRAILERS, at + FRAME_HEADER_BYTES);
-      this.sendWindow -= total;
+      this.core.sendWindow -= total;
       stream.sendWindow -= total;
       this.socket.cork();
       this.writeFor(stream, out);
@@ -1208,10 +1113,8 @@ export class H2Connection implements FrameSink, StreamConnection {
 
   /** Gives the stream window received while the call's reader was paused back to the client. */
   releaseStreamWindow(stream: H2Stream): void {
-    if (stream.recvUnacked === 0 || stream.remoteEnded || this.ended || this.closed) return;
-    this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.recvUnacked));
-    stream.recvWindow += stream.recvUnacked;
-    stream.recvUnacked = 0;
+    if (stream.receive.unacked === 0 || stream.remoteEnded || this.ended || this.closed) return;
+    this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.receive.release()));
   }
 
   /** Sends what the windows allow of a stream's queued DATA (then its trailers); `lead` goes first. */
@@ -1222,7 +1125,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     let index = stream.queueIndex;
     let offset = stream.queueOffset;
     while (stream.queuedBytes > 0) {
-      const n = Math.min(this.peerMaxFrame, this.sendWindow, stream.sendWindow, stream.queuedBytes);
+      const n = Math.min(this.core.peerMaxFrame, this.core.sendWindow, stream.sendWindow, stream.queuedBytes);
       if (n <= 0) break;
       const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
       writeFrameHeader(header, 0, n, FrameType.DATA, 0, stream.id);
@@ -1242,7 +1145,7 @@ export class H2Connection implements FrameSink, StreamConnection {
           need = 0;
         }
       }
-      this.sendWindow -= n;
+      this.core.sendWindow -= n;
       stream.sendWindow -= n;
       stream.queuedBytes -= n;
       stream.sendProgressAt = 0;
@@ -1286,24 +1189,15 @@ export class H2Connection implements FrameSink, StreamConnection {
 
   private flushBlocked(): void {
     for (const stream of this.blocked) {
-      if (this.sendWindow <= 0) return;
+      if (this.core.sendWindow <= 0) return;
       this.flushStream(stream, undefined);
     }
   }
 
   // --- errors
 
-  /** Counts a control frame we must answer; too many queued on a socket not read → ENHANCE_YOUR_CALM. */
-  private controlFrame(): void {
-    if (this.controlFlood.hit())
-      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many control frames');
-    if (this.socket.writableNeedDrain && ++this.queuedAcks > MAX_QUEUED_ACKS) {
-      throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Control frames not read by the peer');
-    }
-  }
-
   private fail(error: unknown): void {
-    if (error instanceof ConnectionError) this.connectionError(error.code, error.message);
+    if (error instanceof H2ConnectionError) this.connectionError(error.code, error.message);
     else {
       this.options.logger.error('grpc connection failed', { error });
       this.connectionError(ErrorCode.INTERNAL_ERROR, 'Internal error');
@@ -1338,16 +1232,3 @@ const DRAIN_PING_FRAME = (() => {
   out.set(DRAIN_PING, FRAME_HEADER_BYTES);
   return out;
 })();
-
-const SETTINGS_ACK = (() => {
-  const out = Buffer.alloc(FRAME_HEADER_BYTES);
-  writeFrameHeader(out, 0, 0, FrameType.SETTINGS, Flag.ACK, 0);
-  return out;
-})();
-
-function ackFrame(type: number, payload: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.byteLength);
-  writeFrameHeader(out, 0, payload.byteLength, type, Flag.ACK, 0);
-  out.set(payload, FRAME_HEADER_BYTES);
-  return out;
-}

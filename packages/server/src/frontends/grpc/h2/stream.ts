@@ -3,6 +3,7 @@
  * sees it (GrpcCallStream). Its state and send queue are kept here; frames are read and
  * written by its connection.
  */
+import { ReceiveWindow } from '@visionserve/protocol/h2';
 import type { IncomingHttpHeaders } from 'node:http2';
 import type { GrpcCallStream } from '../call-stream.js';
 import { NOT_GRPC_BODY, UNSUPPORTED_MEDIA_TYPE, trailersBlock, trailersOnlyBlock } from './response-heads.js';
@@ -30,10 +31,8 @@ export interface StreamConnection {
 export class H2Stream implements GrpcCallStream {
   /** Bytes this side may still send on the stream (peer's window). */
   sendWindow: number;
-  /** Bytes the peer may still send before we give window back. */
-  recvWindow: number;
-  /** Bytes received and not yet given back to the peer's stream window. */
-  recvUnacked = 0;
+  /** Our receive window for the stream: what the peer may still send before we give window back. */
+  readonly receive: ReceiveWindow;
   /** The peer has ended its side (END_STREAM). */
   remoteEnded: boolean;
   /** This side's last frame (END_STREAM) has been queued. */
@@ -80,7 +79,7 @@ export class H2Stream implements GrpcCallStream {
     remoteEnded: boolean,
   ) {
     this.sendWindow = sendWindow;
-    this.recvWindow = recvWindow;
+    this.receive = new ReceiveWindow(recvWindow);
     this.remoteEnded = remoteEnded;
   }
 
