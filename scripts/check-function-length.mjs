@@ -2,7 +2,9 @@
 // Lists every function, method, accessor, constructor and arrow function in packages/*/src longer
 // than the limit (150 lines by default; `--max N` to change it), generated code (any `gen/`
 // directory) excluded. A function's length runs from its first token to its last line, nested
-// functions included. Prints `file:line name length`, longest first, and exits 1 if any is listed.
+// functions included. Prints `file:line name length`, longest first, and exits 1 if any is listed,
+// except the functions of KNOWN_LONG below at no more than their recorded length (a ratchet, run by
+// `npm run lint`: they may shrink or go, never grow, and nothing new may join them).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -76,6 +78,20 @@ function longFunctions(path) {
   return found;
 }
 
+/**
+ * Functions still over the limit, with the length they may not exceed: `file name` -> lines.
+ * Each one is a consolidation still owed (issue 32); remove its entry once it is split.
+ */
+const KNOWN_LONG = new Map([
+  ['packages/server/src/frontends/grpc/grpc-server.ts startGrpcServer', 523],
+  ['packages/server/src/frontends/grpc/grpc-server.ts readMessage', 163],
+  ['packages/server/src/frontends/grpc/grpc-server.ts <anonymous>', 159],
+  ['packages/protocol/src/numeric-json.ts list', 190],
+  ['packages/client/src/h2-grpc-channel.ts createH2GrpcChannel', 155],
+  ['packages/server/src/frontends/grpc/h2/h2-server.ts startH2Listener', 151],
+]);
+const ratchet = process.argv.includes('--ratchet');
+
 const packagesDir = join(root, 'packages');
 const results = [];
 for (const pkg of readdirSync(packagesDir, { withFileTypes: true })) {
@@ -92,8 +108,16 @@ for (const pkg of readdirSync(packagesDir, { withFileTypes: true })) {
   }
 }
 results.sort((a, b) => b.lines - a.lines || a.file.localeCompare(b.file));
-for (const r of results) console.log(`${r.file}:${r.line} ${r.name} ${r.lines}`);
-if (results.length > 0) {
-  console.error(`${results.length} function(s) over ${maxLines} lines`);
+const known = (r) => r.lines <= (KNOWN_LONG.get(`${r.file} ${r.name}`) ?? 0);
+const failing = ratchet ? results.filter((r) => !known(r)) : results;
+for (const r of failing) console.log(`${r.file}:${r.line} ${r.name} ${r.lines}`);
+if (failing.length > 0) {
+  console.error(
+    ratchet
+      ? `${failing.length} function(s) over ${maxLines} lines that are new or grew (scripts/check-function-length.mjs KNOWN_LONG)`
+      : `${failing.length} function(s) over ${maxLines} lines`,
+  );
   process.exit(1);
 }
+if (ratchet)
+  console.log(`function length: none new over ${maxLines} lines; ${results.length} known ones left`);
