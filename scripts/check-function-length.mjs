@@ -87,8 +87,6 @@ const KNOWN_LONG = new Map([
   ['packages/server/src/frontends/grpc/grpc-server.ts readMessage', 163],
   ['packages/server/src/frontends/grpc/grpc-server.ts <anonymous>', 159],
   ['packages/protocol/src/numeric-json.ts list', 190],
-  ['packages/client/src/h2-grpc-channel.ts createH2GrpcChannel', 155],
-  ['packages/server/src/frontends/grpc/h2/h2-server.ts startH2Listener', 151],
 ]);
 const ratchet = process.argv.includes('--ratchet');
 

@@ -7,7 +7,7 @@
 import { Code, ServingError } from '@visionserve/protocol';
 import { abortReason } from './call-options.js';
 import { type ClientTlsOptions, type TlsSessionCache, hostOf, serverUrl, usesTls } from './client-tls.js';
-import type { GrpcChannel } from './grpc-channel-types.js';
+import type { GrpcChannel, UnaryCallOptions } from './grpc-channel-types.js';
 import { createMessageAssembler } from './grpc-message-assembler.js';
 import { codeOfHttpStatus, grpcStatusFrom, unaryOutcome } from './grpc-status.js';
 import {
@@ -57,6 +57,37 @@ function parseAddress(
   return { host: hostOf(url), port, secure, authority: url.host };
 }
 
+/** A unary call's request headers: the pseudo-headers, gRPC's, the deadline and the metadata. */
+function requestHeaders(
+  path: string,
+  scheme: 'http' | 'https',
+  authority: string,
+  callOptions: UnaryCallOptions,
+): [string, string][] {
+  const headers: [string, string][] = [
+    [':method', 'POST'],
+    [':scheme', scheme],
+    [':path', path],
+    [':authority', authority],
+    ['content-type', 'application/grpc+proto'],
+    ['te', 'trailers'],
+  ];
+  if (callOptions.timeoutMs !== undefined)
+    headers.push(['grpc-timeout', `${Math.max(1, Math.ceil(callOptions.timeoutMs))}m`]);
+  for (const [name, value] of Object.entries(callOptions.metadata ?? {}))
+    headers.push([name.toLowerCase(), value]);
+  return headers;
+}
+
+/** gRPC's 5-byte message prefix (uncompressed, big-endian length) for a message in `parts`. */
+function messagePrefix(parts: readonly Uint8Array[]): Uint8Array {
+  let length = 0;
+  for (const part of parts) length += part.byteLength;
+  const prefix = new Uint8Array(5);
+  new DataView(prefix.buffer).setUint32(1, length);
+  return prefix;
+}
+
 export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel {
   // A bad address or TLS options on http:// throw here (INVALID_ARGUMENT), as the node:http2
   // channel does: a mistake in the configuration, not a call that fails later.
@@ -98,23 +129,9 @@ export function createH2GrpcChannel(options: H2GrpcChannelOptions): GrpcChannel 
           reject(abortReason(callOptions.signal));
           return;
         }
-        const headers: [string, string][] = [
-          [':method', 'POST'],
-          [':scheme', secure ? 'https' : 'http'],
-          [':path', path],
-          [':authority', authority],
-          ['content-type', 'application/grpc+proto'],
-          ['te', 'trailers'],
-        ];
-        if (callOptions.timeoutMs !== undefined)
-          headers.push(['grpc-timeout', `${Math.max(1, Math.ceil(callOptions.timeoutMs))}m`]);
-        for (const [name, value] of Object.entries(callOptions.metadata ?? {}))
-          headers.push([name.toLowerCase(), value]);
+        const headers = requestHeaders(path, secure ? 'https' : 'http', authority, callOptions);
         const parts = request instanceof Uint8Array ? [request] : request;
-        let length = 0;
-        for (const part of parts) length += part.byteLength;
-        const prefix = new Uint8Array(5);
-        new DataView(prefix.buffer).setUint32(1, length);
+        const prefix = messagePrefix(parts);
 
         const assembler = createMessageAssembler({
           maxReceiveBytes: maxReceive,

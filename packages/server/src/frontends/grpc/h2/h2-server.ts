@@ -17,6 +17,7 @@ import {
 } from '../grpc-listener.js';
 import {
   type ConnectionLifetime,
+  type ConnectionLimits,
   createLimitCounts,
   hasConnectionLimits,
   watchConnectionLifetime,
@@ -72,22 +73,7 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
       },
     });
     connections.add(connection);
-    if (hasConnectionLimits(limits)) {
-      lifetime = watchConnectionLifetime(limits, {
-        drain: () => {
-          connection.drain();
-        },
-        destroy: () => {
-          connection.destroy();
-        },
-        ping: (onAck) => {
-          connection.ping(onAck);
-        },
-        limited: (reason) => {
-          limitCloses.count(reason);
-        },
-      });
-    }
+    if (hasConnectionLimits(limits)) lifetime = watchLifetime(connection, limits, limitCloses);
     if (draining) connection.drain();
     return connection;
   };
@@ -176,6 +162,28 @@ export async function startH2Listener(options: GrpcListenerOptions): Promise<Grp
       return closing;
     },
   };
+}
+
+/** TF Serving's connection limits (age, idle, keepalive) applied to one connection. */
+function watchLifetime(
+  connection: H2Connection,
+  limits: ConnectionLimits,
+  limitCloses: ReturnType<typeof createLimitCounts>,
+): ConnectionLifetime {
+  return watchConnectionLifetime(limits, {
+    drain: () => {
+      connection.drain();
+    },
+    destroy: () => {
+      connection.destroy();
+    },
+    ping: (onAck) => {
+      connection.ping(onAck);
+    },
+    limited: (reason) => {
+      limitCloses.count(reason);
+    },
+  });
 }
 
 /**
