@@ -12,7 +12,12 @@ import { type BenchPlan, formatDuration } from './bench/bench-plan.js';
 import { formatMarkdown } from './bench/bench-report.js';
 import { SUITES, SUITE_IDS, type SuiteId, parseSuites } from './bench/bench-suites.js';
 import { isCpuList } from './bench/cpu-affinity.js';
-import { DEFAULT_OVERLOAD, OVERLOAD_PROTOCOLS, type OverloadOptions } from './bench/overload-suite.js';
+import {
+  DEFAULT_OVERLOAD,
+  OVERLOAD_PROTOCOLS,
+  SOAK_OVERLOAD,
+  type OverloadOptions,
+} from './bench/overload-suite.js';
 import { DEFAULT_STREAM_SECONDS } from './bench/stream-suite.js';
 import {
   type BenchOptions,
@@ -96,6 +101,9 @@ Overload (issue 9's load test; admission flags go to the server with --server-ar
   --overload-short           smoke test: 3 s open loop, 3 s after, 1 s capacity points at 1,4,16,
                              1 s settle before the open loop (default 3 s)
                              (the flags above still override it)
+  --overload-soak            the soak: an open loop at 0.7× capacity for 30 min, judged by its last
+                             5-minute window against its first (RSS growth < 5 %, p99 drift < 20 %,
+                             every request OK); the flags above still override it
   --server-cpus LIST         start the overload servers under taskset --cpu-list LIST
   --client-cpus LIST         move this process (the load generator) to LIST for the overload suite
 Servers:
@@ -176,6 +184,7 @@ export function parseBenchArgs(argv: readonly string[]): {
     arrivals: { type: 'string' },
     'overload-timeout-ms': { type: 'string' },
     'overload-short': { type: 'boolean' },
+    'overload-soak': { type: 'boolean' },
     'server-cpus': { type: 'string' },
     'client-cpus': { type: 'string' },
     'server-arg': { type: 'string', multiple: true },
@@ -324,8 +333,10 @@ function parseOverloadArgs(values: ParsedValues): Partial<OverloadOptions> {
         settleMs: 1000,
       }
     : {};
+  const soak: Partial<OverloadOptions> = flag(values, 'overload-soak') ? SOAK_OVERLOAD : {};
   return {
     ...short,
+    ...soak,
     ...(Object.fromEntries(
       Object.entries(given).filter(([, v]) => v !== undefined),
     ) as Partial<OverloadOptions>),

@@ -18,6 +18,7 @@ import {
   httpOutcome,
 } from '../src/bench/overload-shooters.js';
 import { OVERLOAD_LIMITS, evaluateOverloadTargets } from '../src/bench/overload-targets.js';
+import { openLoopWindows } from '../src/bench/overload-windows.js';
 import type { OverloadRun } from '../src/bench/bench-results.js';
 import { readRssBytes, startRssSampler } from '../src/bench/process-memory.js';
 import { isCpuList, pinnedCommand } from '../src/bench/cpu-affinity.js';
@@ -299,7 +300,7 @@ describe('overload targets', () => {
   });
 
   it('passes a run within every limit and names what failed otherwise', () => {
-    const good = evaluateOverloadTargets(run());
+    const good = evaluateOverloadTargets(run(), 3);
     assert.deepEqual(
       good.map((t) => [t.id, t.pass]),
       [
@@ -321,6 +322,7 @@ describe('overload targets', () => {
         },
         rss: { peakMiB: 501, afterMiB: 221 },
       }),
+      3,
     );
     assert.ok(
       bad.every((t) => !t.pass),
@@ -328,10 +330,75 @@ describe('overload targets', () => {
     );
     assert.match(bad.find((t) => t.id === 'rejected-as-shed')!.measured, /400 deadline, 100 timeout/);
     assert.match(
-      evaluateOverloadTargets({ ...run(), protocol: 'rest' }).find((t) => t.id === 'rejected-as-shed')!
+      evaluateOverloadTargets({ ...run(), protocol: 'rest' }, 3).find((t) => t.id === 'rejected-as-shed')!
         .target,
       /503/,
     );
+  });
+});
+
+describe('soak windows and targets', () => {
+  const startedAt = 1000;
+  // 60 s at 10 req/s; request i scheduled at 100 i ms and answered after 10 ms, or after
+  // `slowMs` in the last window; RSS sampled every second, `growMiB` more in the last window.
+  const soak = (slowMs: number, growMiB: number, failAt = -1) => {
+    const n = 600;
+    const scheduledMs = Float64Array.from({ length: n }, (_, i) => i * 100);
+    const doneMs = scheduledMs.map((t) => t + (t >= 50_000 ? slowMs : 10));
+    const outcome = Uint8Array.from({ length: n }, (_, i) => (i === failAt ? 1 : 0));
+    const samples = Array.from({ length: 60 }, (_, s) => ({
+      atMs: startedAt + s * 1000 + 500,
+      bytes: (200 + (s >= 50 ? growMiB : 0)) * 1024 * 1024,
+    }));
+    const windows = openLoopWindows({ scheduledMs, doneMs, outcome, startedAt }, samples, 60_000, 6);
+    const ok = n - (failAt >= 0 ? 1 : 0);
+    return {
+      protocol: 'grpc' as const,
+      windows,
+      open: { sent: n, counts: { ok } } as unknown as NonNullable<OverloadRun['open']>,
+    };
+  };
+
+  it('cuts the open loop into windows of scheduled time with their p99 and median RSS', () => {
+    const { windows } = soak(30, 20, 250);
+    assert.equal(windows.length, 6);
+    assert.deepEqual(
+      windows.map((w) => [w.fromS, w.toS, w.sent, w.ok, w.failed]),
+      [
+        [0, 10, 100, 100, 0],
+        [10, 20, 100, 100, 0],
+        [20, 30, 100, 99, 1],
+        [30, 40, 100, 100, 0],
+        [40, 50, 100, 100, 0],
+        [50, 60, 100, 100, 0],
+      ],
+    );
+    assert.equal(windows[0]!.p99, 10);
+    assert.equal(windows[5]!.p99, 30);
+    assert.equal(windows[0]!.rssMiB, 200);
+    assert.equal(windows[5]!.rssMiB, 220);
+  });
+
+  it('passes a steady soak and names a failure, RSS growth and p99 drift', () => {
+    const steady = evaluateOverloadTargets(soak(11, 9), 0.7);
+    assert.deepEqual(
+      steady.map((t) => [t.id, t.pass]),
+      [
+        ['soak-failed', true],
+        ['soak-rss-growth', true],
+        ['soak-p99-drift', true],
+      ],
+    );
+    const drifting = evaluateOverloadTargets(soak(13, 11, 3), 0.7);
+    assert.deepEqual(
+      drifting.map((t) => [t.id, t.pass]),
+      [
+        ['soak-failed', false],
+        ['soak-rss-growth', false],
+        ['soak-p99-drift', false],
+      ],
+    );
+    assert.match(drifting.find((t) => t.id === 'soak-rss-growth')!.measured, /200 MiB .* 211 MiB/);
   });
 });
 
@@ -393,6 +460,13 @@ describe('overload helpers and options', () => {
     const s = parseBenchArgs(['--suite=overload', '--overload-short', '--overload-after-s=0']);
     assert.equal(s.options.overload?.durationMs, 3000);
     assert.equal(s.options.overload?.afterMs, 0);
+    const soak = parseBenchArgs(['--suite=overload', '--overload-soak', '--overload-protocols=rest']);
+    assert.deepEqual(soak.options.overload, {
+      factor: 0.7,
+      durationMs: 1_800_000,
+      afterMs: 15_000,
+      protocols: ['rest'],
+    });
     assert.equal(parseBenchArgs([]).options.overload, undefined);
     for (const args of [
       ['--overload-protocols=smtp'],

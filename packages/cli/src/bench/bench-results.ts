@@ -143,7 +143,16 @@ export interface OverloadCapacityPoint {
 
 /** A target of issue 9's overload test, evaluated on one run. */
 export interface OverloadTarget {
-  readonly id: 'goodput' | 'accepted-p99' | 'rejected-as-shed' | 'rejection-time' | 'rss-peak' | 'rss-after';
+  readonly id:
+    | 'goodput'
+    | 'accepted-p99'
+    | 'rejected-as-shed'
+    | 'rejection-time'
+    | 'rss-peak'
+    | 'rss-after'
+    | 'soak-failed'
+    | 'soak-rss-growth'
+    | 'soak-p99-drift';
   /** The target in words, e.g. "goodput ≥ 80 % of capacity". */
   readonly target: string;
   /** What was measured, in words. */
@@ -223,7 +232,24 @@ export interface OverloadRun {
     /** [s since the open loop started, MiB], one per second (and the last). */
     readonly timeline: readonly (readonly [number, number])[];
   };
+  /** The open loop in equal windows of scheduled time (a soak is judged by first against last). */
+  readonly windows?: readonly OverloadWindow[];
   readonly targets?: readonly OverloadTarget[];
+}
+
+export interface OverloadWindow {
+  /** Seconds since the open loop started. */
+  readonly fromS: number;
+  readonly toS: number;
+  readonly sent: number;
+  readonly ok: number;
+  /** Not answered OK (refused, timed out, failed). */
+  readonly failed: number;
+  /** Accepted latency from the scheduled send, ms (NaN without OK answers). */
+  readonly p50: number;
+  readonly p99: number;
+  /** Median server RSS in the window, MiB. */
+  readonly rssMiB: number;
 }
 
 export interface OverloadReport {

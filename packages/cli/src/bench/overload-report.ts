@@ -94,10 +94,29 @@ export function formatOverload(o: OverloadReport, lines: string[]): void {
       for (const [m, count] of Object.entries(r.open!.messages).sort((a, b) => b[1] - a[1]))
         lines.push(`- ${runName(r)}: ${count} × ${m.replaceAll('\n', ' ')}`);
   }
+  formatWindows(o, lines);
   const timelines = o.runs.filter((r) => r.rss);
   if (timelines.length > 0) {
     lines.push('', 'RSS timeline (s since the open loop started: highest MiB in that second):', '');
     for (const r of timelines)
       lines.push(`- ${runName(r)}: ${r.rss!.timeline.map(([s, m]) => `${s}: ${m}`).join(', ')}`);
   }
+}
+
+/** The open loop window by window (a soak's drift shows here). */
+function formatWindows(o: OverloadReport, lines: string[]): void {
+  const runs = o.runs.filter((r) => r.windows && r.windows.length > 0);
+  if (runs.length === 0) return;
+  lines.push(
+    '',
+    'The open loop in windows of scheduled time (accepted latency from the scheduled send; RSS: median in the window):',
+    '',
+    '| run | window s | sent | OK | not OK | accepted p50 / p99 ms | RSS MiB |',
+    '|---|---|---:|---:|---:|---:|---:|',
+  );
+  for (const r of runs)
+    for (const w of r.windows!)
+      lines.push(
+        `| ${runName(r)} | ${n1(w.fromS, 0)}–${n1(w.toS, 0)} | ${w.sent} | ${w.ok} | ${w.failed} | ${ms(w.p50)} / ${ms(w.p99)} | ${n1(w.rssMiB, 0)} |`,
+      );
 }

@@ -1,10 +1,12 @@
 /**
- * Issue 9's targets for the overload test, checked on one run: goodput ≥ 80 % of capacity,
- * p99 of accepted requests ≤ 3× the p99 at capacity, every request not answered OK refused
- * with UNAVAILABLE / RESOURCE_EXHAUSTED (gRPC) or 503 (REST) within 50 ms, server RSS
- * ≤ idle + 300 MiB during the load and within 10 % of idle 30 s after it.
+ * The overload test's targets, checked on one run. Above capacity (issues 9 and 31): goodput
+ * ≥ 80 % of capacity, p99 of accepted requests ≤ 3× the p99 at capacity, every request not
+ * answered OK refused with UNAVAILABLE / RESOURCE_EXHAUSTED (gRPC) or 503 (REST) within 50 ms,
+ * server RSS ≤ idle + 300 MiB during the load and within 10 % of idle after it. Below capacity
+ * (a soak, issue 31): every request answered OK, RSS of the last window within 5 % of the
+ * first, accepted p99 of the last window within 20 % of the first.
  */
-import type { OverloadRun, OverloadTarget } from './bench-results.js';
+import type { OverloadRun, OverloadTarget, OverloadWindow } from './bench-results.js';
 
 export const OVERLOAD_LIMITS = {
   goodputRatio: 0.8,
@@ -14,11 +16,19 @@ export const OVERLOAD_LIMITS = {
   rssAfterRatio: 1.1,
 } as const;
 
+export const SOAK_LIMITS = {
+  rssGrowthRatio: 1.05,
+  p99DriftRatio: 1.2,
+} as const;
+
 const fmt = (v: number, digits = 1): string => (Number.isFinite(v) ? v.toFixed(digits) : '—');
 
+/** The targets of a run: the soak's when it offered less than its capacity, the overload's otherwise. */
 export function evaluateOverloadTargets(
-  run: Pick<OverloadRun, 'protocol' | 'capacity' | 'open' | 'rss'>,
+  run: Pick<OverloadRun, 'protocol' | 'capacity' | 'open' | 'rss' | 'windows'>,
+  factor: number,
 ): OverloadTarget[] {
+  if (factor < 1) return evaluateSoakTargets(run);
   const out: OverloadTarget[] = [];
   const { capacity, open, rss } = run;
   if (!capacity || !open) return out;
@@ -66,4 +76,37 @@ export function evaluateOverloadTargets(
     });
   }
   return out;
+}
+
+/** A soak: nothing fails, and the last window's RSS and accepted p99 stay near the first's. */
+export function evaluateSoakTargets(run: Pick<OverloadRun, 'open' | 'windows'>): OverloadTarget[] {
+  const { open, windows } = run;
+  if (!open || !windows || windows.length < 2) return [];
+  const first = windows[0]!;
+  const last = windows.at(-1)!;
+  const failed = open.sent - (open.counts.ok ?? 0);
+  const span = (w: OverloadWindow): string => `${fmt(w.fromS / 60)}–${fmt(w.toS / 60)} min`;
+  const rssRatio = last.rssMiB / first.rssMiB;
+  const p99Ratio = last.p99 / first.p99;
+  const L = SOAK_LIMITS;
+  return [
+    {
+      id: 'soak-failed',
+      target: 'every request answered OK',
+      measured: `${failed} of ${open.sent} not OK`,
+      pass: failed === 0,
+    },
+    {
+      id: 'soak-rss-growth',
+      target: `RSS growth < ${Math.round((L.rssGrowthRatio - 1) * 100)} % (median, last window against the first)`,
+      measured: `${fmt(first.rssMiB, 0)} MiB (${span(first)}) → ${fmt(last.rssMiB, 0)} MiB (${span(last)}): ${fmt((rssRatio - 1) * 100)} %`,
+      pass: rssRatio < L.rssGrowthRatio,
+    },
+    {
+      id: 'soak-p99-drift',
+      target: `accepted p99 drift < ${Math.round((L.p99DriftRatio - 1) * 100)} % (last window against the first)`,
+      measured: `${fmt(first.p99)} ms → ${fmt(last.p99)} ms: ${fmt((p99Ratio - 1) * 100)} %`,
+      pass: p99Ratio < L.p99DriftRatio,
+    },
+  ];
 }
