@@ -28,6 +28,7 @@ import { createConcurrencyLimit } from './frontends/shared/concurrency-limit.js'
 import { createInputAdapter } from './frontends/shared/input-adapters.js';
 import type { Logger } from './util/logger.js';
 import { keepGcHeadroom } from './util/gc-headroom.js';
+import { startIdleCollection } from './util/idle-collection.js';
 import type { ServingMetrics } from './observability/serving-metrics.js';
 import { createListeners, checkPortsFree, startInOrder } from './compose/listeners.js';
 import { createModelCatalog, stageSingleModelFile, type ModelCatalog } from './compose/model-catalog.js';
@@ -137,6 +138,8 @@ async function startServer(
   attachMetricSources(ops, core, chain.batching, listeners);
   // Full collections stay rare under steady load (util/gc-headroom.ts); undone when the server stops.
   const releaseGcHeadroom = keepGcHeadroom({ headroomMb: config.gcHeadroomMb });
+  // ... and what a burst left is given back once the heap is quiet (util/idle-collection.ts).
+  const stopIdleCollection = startIdleCollection({ quietMs: config.idleGcAfterMs });
   const timers: NodeJS.Timeout[] = [];
   const stopAll = async (graceMs: number): Promise<void> => {
     for (const t of timers) clearInterval(t);
@@ -148,6 +151,7 @@ async function startServer(
     await core.requestLog.flush();
     await ops.close();
     releaseGcHeadroom();
+    stopIdleCollection();
   };
   let invoker: SageMakerInvoker;
   try {

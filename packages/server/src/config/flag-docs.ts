@@ -47,6 +47,7 @@ export const FLAG_GROUPS: readonly FlagGroup[] = [
       'ort_allow_spinning',
       'worker_thread_nice',
       'gc_headroom_mb',
+      'idle_gc_after_ms',
       'enable_batching',
       'batching_parameters_file',
       'enable_per_model_batching_parameters',

@@ -79,6 +79,11 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
     type: 'int',
     help: 'old-generation growth allowed past the live heap before a full GC, in MiB (0: V8 default)',
   },
+  idle_gc_after_ms: {
+    key: 'idleGcAfterMs',
+    type: 'int',
+    help: 'after this long with the main heap quiet, one full GC gives the garbage of a burst back (0: off)',
+  },
   enable_serialization_as_tensor_content: {
     key: 'serializeAsTensorContent',
     type: 'bool',

@@ -1,0 +1,99 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  type IdleState,
+  QUIET_BYTES,
+  SLACK_BYTES,
+  collectFully,
+  shouldCollect,
+  startIdleCollection,
+} from '../src/util/idle-collection.js';
+
+const MiB = 1024 * 1024;
+
+describe('idle collection', () => {
+  it('collects only after the quiet time, and only with slack to give back', () => {
+    const state: IdleState = {
+      lastUsed: 10 * MiB,
+      quietSinceMs: undefined,
+      survivors: 10 * MiB,
+      committed: 20 * MiB,
+    };
+    // Busy: allocating more than QUIET_BYTES per check.
+    assert.equal(shouldCollect(state, { used: 40 * MiB, total: 60 * MiB }, 0, 1000), false);
+    assert.equal(state.quietSinceMs, undefined);
+    // Quiet from t=100, but not yet for 1000 ms.
+    assert.equal(shouldCollect(state, { used: 40 * MiB, total: 60 * MiB }, 100, 1000), false);
+    assert.equal(
+      shouldCollect(state, { used: 40 * MiB + QUIET_BYTES / 2, total: 60 * MiB }, 900, 1000),
+      false,
+    );
+    assert.equal(
+      shouldCollect(state, { used: 40 * MiB + QUIET_BYTES / 2, total: 60 * MiB }, 1100, 1000),
+      true,
+    );
+    // Quiet for long enough but nothing to give back; committed pages alone are reason enough.
+    const lean = (used: number): IdleState => ({
+      lastUsed: used,
+      quietSinceMs: 0,
+      survivors: 10 * MiB,
+      committed: 20 * MiB,
+    });
+    const small = { used: 10 * MiB + SLACK_BYTES - MiB, total: 20 * MiB + SLACK_BYTES - MiB };
+    assert.equal(shouldCollect(lean(small.used), small, 5000, 1000), false);
+    assert.equal(
+      shouldCollect(lean(10 * MiB), { used: 10 * MiB, total: 20 * MiB + SLACK_BYTES }, 5000, 1000),
+      true,
+    );
+  });
+
+  it('runs one collection after a burst goes quiet, none while busy or after', async () => {
+    let used = 10 * MiB;
+    let total = 20 * MiB;
+    let busy = true;
+    let collections = 0;
+    const churn = setInterval(() => {
+      if (busy) {
+        used += 4 * MiB;
+        total = Math.max(total, used);
+      }
+    }, 5);
+    const stop = startIdleCollection({
+      quietMs: 60,
+      checkMs: 10,
+      heap: () => ({ used, total }),
+      collect: () => {
+        collections++;
+        used = 10 * MiB;
+        total = 22 * MiB;
+      },
+    });
+    try {
+      await new Promise((r) => setTimeout(r, 150));
+      assert.equal(collections, 0, 'a busy heap is left alone');
+      busy = false;
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(collections, 1);
+      assert.equal(total, 22 * MiB);
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(collections, 1, 'nothing to give back after the collection');
+    } finally {
+      clearInterval(churn);
+      stop();
+    }
+  });
+
+  it('is off at 0; its collection gives a real heap back', () => {
+    assert.doesNotThrow(startIdleCollection({ quietMs: 0 }));
+    // Garbage that survives into the old generation, dropped, then collected at once (no
+    // turn of the event loop in between: the drop is this collection's).
+    let ring: unknown[] = new Array(100_000);
+    for (let i = 0; i < 1_000_000; i++) ring[i % ring.length] = { i, s: `x${i}` };
+    ring = [];
+    const before = process.memoryUsage().heapUsed;
+    collectFully();
+    const after = process.memoryUsage().heapUsed;
+    assert.ok(after < before - SLACK_BYTES, `heap used ${before} -> ${after}`);
+    assert.equal(ring.length, 0);
+  });
+});
