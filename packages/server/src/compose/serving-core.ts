@@ -130,6 +130,7 @@ export function createServingCore(
     jsonDecode: createJsonDecodePool({
       threads: config.restApiNumThreads,
       threadNice: config.workerThreadNice,
+      idleGcAfterMs: config.idleGcAfterMs,
       maxWaitMs: config.maxJsonDecodeBacklogMs,
       burstPerThread: config.admissionBurstPerInstance,
       limits: {

@@ -44,6 +44,8 @@ export interface JsonDecodePoolOptions {
   readonly onShed?: ((model: undefined, error: ServingError) => void) | undefined;
   /** Nice value of the decode threads (thread-priority.ts). Default 0 (the event loop's). */
   readonly threadNice?: number | undefined;
+  /** A decode thread's heap quiet this long gets one full GC (util/idle-collection.ts); absent: never. */
+  readonly idleGcAfterMs?: number | undefined;
   /**
    * Most shared memory kept for bodies that decode threads read (JsonDecoder.bodyBuffer),
    * lent and free together, in bytes. Default 64 MiB; 0 lends none (each body is copied to
@@ -132,7 +134,7 @@ function spawn(d: Decoder): DecodeThread {
   const worker = startWithoutMemoryReducer(
     () =>
       new Worker(options.workerUrl ?? WORKER_URL, {
-        workerData: { nice: options.threadNice ?? 0, limits: d.limits },
+        workerData: { nice: options.threadNice ?? 0, limits: d.limits, idleGcAfterMs: options.idleGcAfterMs },
       }),
   );
   worker.unref();

@@ -18,12 +18,16 @@ import {
   readFastJsonBody,
 } from '@visionserve/protocol';
 import type { FromDecodeWorker, ToDecodeWorker } from './json-decode-messages.js';
+import { startIdleCollection } from '../util/idle-collection.js';
 import type { FastBodyMessage } from '@visionserve/protocol';
 
 const port = parentPort;
 if (port === null) throw new Error('json-decode-worker.js runs as a worker thread');
-const data = workerData as { nice?: number; limits?: JsonLimits } | null;
+const data = workerData as { nice?: number; limits?: JsonLimits; idleGcAfterMs?: number } | null;
 lowerThreadPriority(data?.nice ?? 0);
+// Decode threads run without V8's memory reducer (worker-memory-reducer.ts): a burst of large
+// bodies would leave their heaps grown until the next burst.
+startIdleCollection({ quietMs: data?.idleGcAfterMs ?? 0 });
 const limits = data?.limits ?? NO_JSON_LIMITS;
 
 /**
