@@ -19,6 +19,8 @@ import { findModelDirectory, listModelDirectories } from '../src/repository/mode
 import { createJsonLogger } from '../src/util/logger.js';
 import { type JsonDecodePool, createJsonDecodePool } from '../src/runtime/json-decode-pool.js';
 import { CLS, ECHO, HALF, LABELS, addFake, models, registry, service } from './kserve-fakes.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { httpServerSettings } from '../src/compose/listener-settings.js';
 
 let server: StartedHttpServer;
 let base: string;
@@ -51,6 +53,7 @@ before(async () => {
     logger,
   });
   server = await startHttpServer({
+    ...httpServerSettings(DEFAULTS),
     host: '127.0.0.1',
     port: 0,
     edge: createHttpEdge({
@@ -595,6 +598,7 @@ void describe('KServe v2: model control mode none', () => {
       logger: createJsonLogger({ level: 'silent' }),
     });
     const s = await startHttpServer({
+      ...httpServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       edge: createHttpEdge({

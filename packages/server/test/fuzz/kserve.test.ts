@@ -55,6 +55,8 @@ import {
   shapeArb,
 } from './arbitraries.js';
 import { fuzzAsync, fuzzSync, outcome, targetOptions } from './campaign.js';
+import { DEFAULTS } from '../../src/config/server-config.js';
+import { httpServerSettings } from '../../src/compose/listener-settings.js';
 
 const utf8 = new TextEncoder();
 
@@ -722,6 +724,7 @@ describe('fuzz: KServe v2 HTTP API over a socket', () => {
       logger,
     });
     server = await startHttpServer({
+      ...httpServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       edge: createHttpEdge({

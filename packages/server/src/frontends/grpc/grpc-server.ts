@@ -31,10 +31,10 @@ import { startNodeListener } from './node-listener.js';
 import type { ConnectionLimits, LimitReason } from './connection-lifetime.js';
 
 export interface GrpcServerOptions {
-  /** Interface to bind; IPv6 literals may be given bare. Default "0.0.0.0". */
-  readonly host?: string | undefined;
-  /** TCP port; 0 picks a free one (see RunningGrpcServer.port). Default 8500, TF Serving's --port. */
-  readonly port?: number | undefined;
+  /** Interface to bind (--host); IPv6 literals may be given bare. */
+  readonly host: string;
+  /** TCP port (--port); 0 picks a free one (see RunningGrpcServer.port). */
+  readonly port: number;
   /**
    * Also serve on this Unix domain socket (TF Serving's --grpc_socket_path), with the same
    * services, limits and TLS. A stale socket file there is replaced. Default none.
@@ -50,7 +50,7 @@ export interface GrpcServerOptions {
    * limit is refused with UNAVAILABLE before its body is read. Default: no budget.
    */
   readonly budget?: InflightBudget | undefined;
-  /** Streams one connection may have open at once (HTTP/2 SETTINGS). Default 1000. */
+  /** Streams one connection may have open at once (HTTP/2 SETTINGS). Default 1000 (DEFAULT_MAX_CONCURRENT_STREAMS). */
   readonly maxConcurrentStreams?: number | undefined;
   /**
    * HTTP/2 receive window per stream and per connection, in bytes: the most request bytes a
@@ -71,20 +71,23 @@ export interface GrpcServerOptions {
    * for this long is closed. In ms. Default 30000.
    */
   readonly sendStallTimeoutMs?: number | undefined;
-  /** A request whose message has not fully arrived this long after its headers is cancelled, in ms. Default 60000. */
-  readonly bodyTimeoutMs?: number | undefined;
   /**
-   * Most connections at once: at the cap the connection idle the longest is closed (GOAWAY)
-   * for a new one, which is refused only when every connection has a call open. Default 4096.
+   * A request whose message has not fully arrived this long after its headers is cancelled,
+   * in ms (--request_body_timeout_ms).
    */
-  readonly maxConnections?: number | undefined;
-  /** Most connections from one client address (further ones are refused at accept). Default 0: no limit. */
-  readonly maxConnectionsPerAddress?: number | undefined;
+  readonly bodyTimeoutMs: number;
+  /**
+   * Most connections at once (--max_connections): at the cap the connection idle the longest
+   * is closed (GOAWAY) for a new one, which is refused only when every connection has a call open.
+   */
+  readonly maxConnections: number;
+  /** Most connections from one client address, further ones refused at accept; 0: no limit (--max_connections_per_address). */
+  readonly maxConnectionsPerAddress: number;
   /**
    * Time from accept to the client's HTTP/2 preface and SETTINGS (TLS handshake included), in
-   * ms; a connection without them by then is closed. Default 10000; 0: none.
+   * ms; a connection without them by then is closed; 0: none (--connection_first_bytes_timeout_ms).
    */
-  readonly firstBytesTimeoutMs?: number | undefined;
+  readonly firstBytesTimeoutMs: number;
   /**
    * Connection age and idle limits, as gRPC servers apply grpc.max_connection_age_ms,
    * grpc.max_connection_age_grace_ms and grpc.max_connection_idle_ms (connection-lifetime.ts).
@@ -96,11 +99,11 @@ export interface GrpcServerOptions {
   /** Serve over TLS (HTTP/2 with ALPN h2; plaintext clients are refused). Default: plaintext. */
   readonly tls?: ListenerTls | undefined;
   /**
-   * The HTTP/2 under the calls: 'lean', this server's own (h2/: one socket write per
-   * response, DATA frames up to the client's SETTINGS_MAX_FRAME_SIZE), or 'node', node:http2.
-   * Default 'lean'.
+   * The HTTP/2 under the calls (--grpc_transport): 'lean', this server's own (h2/: one socket
+   * write per response, DATA frames up to the client's SETTINGS_MAX_FRAME_SIZE), or 'node',
+   * node:http2.
    */
-  readonly transport?: GrpcTransport | undefined;
+  readonly transport: GrpcTransport;
 }
 
 export type GrpcTransport = 'node' | 'lean';
@@ -149,6 +152,9 @@ export const DEFAULT_RECEIVE_WINDOW_BYTES = 1024 * 1024;
  */
 export const DEFAULT_MAX_FRAME_BYTES = 1024 * 1024;
 
+/** Streams a connection may have open at once unless grpc.max_concurrent_streams says otherwise. */
+export const DEFAULT_MAX_CONCURRENT_STREAMS = 1000;
+
 /** TF Serving sets the server's max message size to INT32_MAX. */
 export const MAX_GRPC_MESSAGE_BYTES = 2_147_483_647;
 
@@ -161,7 +167,7 @@ function checkRange(name: string, value: number, min: number, max: number): void
 
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningGrpcServer> {
   const { logger } = options;
-  const host = options.host ?? '0.0.0.0';
+  const { host, transport } = options;
   const windowBytes = options.receiveWindowBytes ?? DEFAULT_RECEIVE_WINDOW_BYTES;
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
   checkRange('receiveWindowBytes', windowBytes, 65_535, 2 ** 31 - 1);
@@ -170,18 +176,18 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     services: options.services,
     logger,
     limits: { maxMessageBytes: options.maxMessageBytes ?? MAX_GRPC_MESSAGE_BYTES, budget: options.budget },
-    bodyTimeoutMs: options.bodyTimeoutMs ?? 60_000,
+    bodyTimeoutMs: options.bodyTimeoutMs,
     observer: options.observer,
   });
   const listenerOptions: GrpcListenerOptions = {
     host: host.includes(':') && !host.startsWith('[') ? host : host.replace(/^\[|\]$/g, ''),
-    port: options.port ?? 8500,
+    port: options.port,
     logger,
     windowBytes,
     maxFrameBytes,
-    maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
+    maxConcurrentStreams: options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
     maxHeaderListBytes: 64 * 1024,
-    maxConnections: options.maxConnections ?? 4096,
+    maxConnections: options.maxConnections,
     maxConnectionsPerAddress: options.maxConnectionsPerAddress,
     firstBytesTimeoutMs: options.firstBytesTimeoutMs,
     sendStallMs: options.sendStallTimeoutMs,
@@ -191,7 +197,6 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       calls.handle(stream);
     },
   };
-  const transport = options.transport ?? 'lean';
   const listeners = await startListeners(listenerOptions, transport, options.socketPath);
   logger.info('grpc server listening', { host, port: listeners[0]!.port, transport });
   if (options.socketPath !== undefined)
