@@ -220,7 +220,7 @@ if (args.serve !== undefined) {
   const { startGrpcServer } = await import('../packages/server/dist/src/frontends/grpc/index.js');
   const { createJsonLogger } = await import('../packages/server/dist/src/util/logger.js');
   const { DEFAULTS } = await import('../packages/server/dist/src/config/server-config.js');
-  const { grpcServerSettings } = await import('../packages/server/dist/src/compose/listener-settings.js');
+  const { grpcServerSettings } = await import('../packages/server/dist/src/compose/config-settings.js');
   const response = Buffer.alloc(responseBytes, 7);
   const server = await startGrpcServer({
     ...grpcServerSettings(DEFAULTS),

@@ -16,7 +16,7 @@ import type { GrpcService } from '../src/frontends/grpc/index.js';
 import { watchConnectionLifetime } from '../src/frontends/grpc/connection-lifetime.js';
 import { silentLogger } from '../src/util/logger.js';
 import { DEFAULTS } from '../src/config/server-config.js';
-import { grpcServerSettings } from '../src/compose/listener-settings.js';
+import { grpcServerSettings } from '../src/compose/config-settings.js';
 
 function grpcMessage(body: Uint8Array): Buffer {
   const out = Buffer.alloc(5 + body.byteLength);

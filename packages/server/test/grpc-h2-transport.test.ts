@@ -22,7 +22,7 @@ import { createJsonLogger } from '../src/util/logger.js';
 import { frame, hpack, settings, u32 } from './h2-wire.js';
 import type { RequestEnd } from '../src/frontends/shared/request-observer.js';
 import { DEFAULTS } from '../src/config/server-config.js';
-import { connectionGuardSettings, grpcServerSettings } from '../src/compose/listener-settings.js';
+import { connectionGuardSettings, grpcServerSettings } from '../src/compose/config-settings.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const T = {

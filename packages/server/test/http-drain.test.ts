@@ -15,7 +15,7 @@ import { sendJson } from '../src/frontends/http/send.js';
 import { type StartedHttpServer, startHttpServer } from '../src/frontends/http/start-http-server.js';
 import { createMemoryLogger, sleep } from './fakes.js';
 import { DEFAULTS } from '../src/config/server-config.js';
-import { httpServerSettings } from '../src/compose/listener-settings.js';
+import { httpServerSettings } from '../src/compose/config-settings.js';
 
 /** `/slow?ms=N` answers after N ms; `/fast` at once. */
 const api: HttpApi = {

@@ -17,7 +17,7 @@ import { createJsonLogger } from '../src/util/logger.js';
 import { fakeInferenceService } from './fakes.js';
 import { sharedImage } from './shared-models.js';
 import { DEFAULTS } from '../src/config/server-config.js';
-import { httpServerSettings } from '../src/compose/listener-settings.js';
+import { httpServerSettings } from '../src/compose/config-settings.js';
 
 const SIGNATURE: Signature = {
   inputs: { input: { name: 'input', dtype: 'float32', shape: [-1, 3, 224, 224] } },
@@ -72,6 +72,7 @@ describe('/invocations JPEG -> top-5 in one core call', () => {
       edge: createHttpEdge({
         apis: [
           createSageMakerApi({
+            multiModel: DEFAULTS.sagemakerMultiModel,
             service,
             invoker: createSageMakerInvoker({
               service,

@@ -55,7 +55,7 @@ import { createManagementPolicy } from '../src/security/management-policy.js';
 import { createJsonLogger } from '../src/util/logger.js';
 import { CLS, ECHO, HALF, LABELS, addFake, registry, seen, service } from './kserve-fakes.js';
 import { DEFAULTS } from '../src/config/server-config.js';
-import { grpcServerSettings } from '../src/compose/listener-settings.js';
+import { grpcServerSettings } from '../src/compose/config-settings.js';
 
 const SERVICE = '/inference.GRPCInferenceService/';
 const statistics = createInferenceStatistics();
@@ -157,6 +157,8 @@ before(async () => {
     service,
     registry,
     statistics,
+    modelControl: DEFAULTS.kserveModelControlMode,
+    dynamicBatching: DEFAULTS.enableBatching,
     roots: {
       list: () => listModelDirectories([roots]),
       resolve: (n: string) => findModelDirectory([roots], n),

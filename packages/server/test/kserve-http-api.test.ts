@@ -20,7 +20,7 @@ import { createJsonLogger } from '../src/util/logger.js';
 import { type JsonDecodePool, createJsonDecodePool } from '../src/runtime/json-decode-pool.js';
 import { CLS, ECHO, HALF, LABELS, addFake, models, registry, service } from './kserve-fakes.js';
 import { DEFAULTS } from '../src/config/server-config.js';
-import { httpServerSettings } from '../src/compose/listener-settings.js';
+import { httpServerSettings } from '../src/compose/config-settings.js';
 
 let server: StartedHttpServer;
 let base: string;
@@ -47,6 +47,7 @@ before(async () => {
     statistics,
     roots: { list: () => listModelDirectories([roots]), resolve: (n) => findModelDirectory([roots], n) },
     modelControl: 'explicit',
+    dynamicBatching: DEFAULTS.enableBatching,
     serverVersion: '9.9.9',
     maxBatchSize: 8,
     instanceCount: 2,
@@ -589,6 +590,8 @@ void describe('KServe v2 HTTP API (fakes)', () => {
 void describe('KServe v2: model control mode none', () => {
   void it('refuses load and unload with 503 but serves the index', async () => {
     const kserve = createKServeService({
+      modelControl: DEFAULTS.kserveModelControlMode,
+      dynamicBatching: DEFAULTS.enableBatching,
       service,
       registry,
       statistics,

@@ -13,7 +13,7 @@ import { type Logger, createJsonLogger } from '../src/util/logger.js';
 import { NO_ASSETS, fakeInferenceService } from './fakes.js';
 import type { ServableAssets } from '../src/contracts/servable-assets.js';
 import { DEFAULTS } from '../src/config/server-config.js';
-import { httpServerSettings } from '../src/compose/listener-settings.js';
+import { httpServerSettings } from '../src/compose/config-settings.js';
 
 const HALF: Signature = {
   inputs: { x: { name: 'x', dtype: 'float32', shape: [-1] } },

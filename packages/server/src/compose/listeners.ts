@@ -43,7 +43,7 @@ import type { Logger } from '../util/logger.js';
 import { createOpsApi } from '../frontends/ops/ops-api.js';
 import type { ModelCatalog } from './model-catalog.js';
 import { type Operations, metricsOf } from './operations.js';
-import { grpcServerSettings, httpServerSettings } from './listener-settings.js';
+import { grpcServerSettings, httpServerSettings } from './config-settings.js';
 import type { Readiness } from './readiness.js';
 import type { GrpcConnectionCounts, ListenerConnectionCounts, ServingCore } from './serving-core.js';
 

@@ -27,7 +27,7 @@ import { type StartedHttpServer, startHttpServer } from '../../src/frontends/htt
 import { createJsonLogger } from '../../src/util/logger.js';
 import { fuzzAsync, targetOptions } from './campaign.js';
 import { DEFAULTS } from '../../src/config/server-config.js';
-import { grpcServerSettings, httpServerSettings } from '../../src/compose/listener-settings.js';
+import { grpcServerSettings, httpServerSettings } from '../../src/compose/config-settings.js';
 
 const CAP = 16;
 const DEADLINE_MS = 300;

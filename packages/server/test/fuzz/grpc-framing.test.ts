@@ -14,7 +14,7 @@ import { createInflightBudget } from '../../src/frontends/shared/inflight-budget
 import { silentLogger } from '../../src/util/logger.js';
 import { fuzzAsync, targetOptions } from './campaign.js';
 import { DEFAULTS } from '../../src/config/server-config.js';
-import { grpcServerSettings } from '../../src/compose/listener-settings.js';
+import { grpcServerSettings } from '../../src/compose/config-settings.js';
 
 const ECHO = '/fuzz.Echo/Echo';
 const MAX_MESSAGE = 1 << 20;

@@ -17,7 +17,7 @@ import { mutate, mutationArb } from './arbitraries.js';
 import { fuzzAsync, targetOptions } from './campaign.js';
 import { frame, hpack } from '../h2-wire.js';
 import { DEFAULTS } from '../../src/config/server-config.js';
-import { grpcServerSettings } from '../../src/compose/listener-settings.js';
+import { grpcServerSettings } from '../../src/compose/config-settings.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const MAX_MESSAGE = 64 * 1024;

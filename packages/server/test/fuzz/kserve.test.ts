@@ -56,7 +56,7 @@ import {
 } from './arbitraries.js';
 import { fuzzAsync, fuzzSync, outcome, targetOptions } from './campaign.js';
 import { DEFAULTS } from '../../src/config/server-config.js';
-import { httpServerSettings } from '../../src/compose/listener-settings.js';
+import { httpServerSettings } from '../../src/compose/config-settings.js';
 
 const utf8 = new TextEncoder();
 
@@ -718,6 +718,7 @@ describe('fuzz: KServe v2 HTTP API over a socket', () => {
       statistics: createInferenceStatistics(),
       roots: { list: () => listModelDirectories([roots]), resolve: (n) => findModelDirectory([roots], n) },
       modelControl: 'explicit',
+      dynamicBatching: DEFAULTS.enableBatching,
       serverVersion: '0.0.0',
       maxBatchSize: 8,
       instanceCount: 1,

@@ -7,7 +7,7 @@ import { type GuardReason, createConnectionGuard } from '../shared/connection-gu
 import { DRAIN_IDLE_MS, trackConnections } from './connection-tracker.js';
 import type { HttpEdge } from './http-edge.js';
 
-/** Connection hygiene of an HTTP listener (the values of its flags, compose/listener-settings.ts). */
+/** Connection hygiene of an HTTP listener (the values of its flags, compose/config-settings.ts). */
 export interface HttpLimits {
   /**
    * Most connections at once (--max_connections): at the cap the connection idle the longest

@@ -1,8 +1,9 @@
 /**
- * The listeners' settings that come from the config alone: the connection guard's limits
- * (the same on every listener), an HTTP listener's timeouts and the gRPC server's. The
- * factories take them as they are (no defaults of their own), so a default lives only in
- * config DEFAULTS; tests that start a listener directly pass these functions DEFAULTS.
+ * Factory settings that come from the config alone and are mapped from it (renamed, unit
+ * changed, combined): the connection guard's limits (the same on every listener), an HTTP
+ * listener's timeouts, the gRPC server's, the model manager's load retries. The factories
+ * take them as they are (no defaults of their own), so a default lives only in config
+ * DEFAULTS; tests that build one of them directly pass these functions DEFAULTS.
  */
 import type { ServerConfig } from '../config/server-config.js';
 
@@ -46,5 +47,19 @@ export function grpcServerSettings(config: ListenerConfig) {
     ...connectionGuardSettings(config),
     bodyTimeoutMs: config.requestBodyTimeoutMs,
     transport: config.grpcTransport,
+  };
+}
+
+/** The model manager's load retries and version label rule. */
+export function modelManagerSettings(
+  config: Pick<
+    ServerConfig,
+    'maxNumLoadRetries' | 'loadRetryIntervalMicros' | 'allowVersionLabelsForUnavailableModels'
+  >,
+) {
+  return {
+    maxLoadRetries: config.maxNumLoadRetries,
+    loadRetryIntervalMs: Math.max(0, config.loadRetryIntervalMicros / 1000),
+    allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
   };
 }
