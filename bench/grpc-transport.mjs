@@ -219,8 +219,11 @@ if (args.serve !== undefined) {
   // Server child: prints its port, serves until killed.
   const { startGrpcServer } = await import('../packages/server/dist/src/frontends/grpc/index.js');
   const { createJsonLogger } = await import('../packages/server/dist/src/util/logger.js');
+  const { DEFAULTS } = await import('../packages/server/dist/src/config/server-config.js');
+  const { grpcServerSettings } = await import('../packages/server/dist/src/compose/config-settings.js');
   const response = Buffer.alloc(responseBytes, 7);
   const server = await startGrpcServer({
+    ...grpcServerSettings(DEFAULTS),
     host: '127.0.0.1',
     port: 0,
     logger: createJsonLogger({ level: 'warn', write: (line) => process.stderr.write(`${line}\n`) }),

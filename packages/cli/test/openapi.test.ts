@@ -11,6 +11,7 @@ import { halfPlusTwoModel } from '../src/tools/demo-models.js';
 import { checkResponse, contractChecks } from './helpers/contract.js';
 import { placeModel, tempRepo } from './helpers/model-repo.js';
 import { startHarness, type Harness } from './helpers/server-harness.js';
+import { DEFAULTS } from '@visionserve/server';
 
 describe('OpenAPI 3.1 contract', () => {
   let h: Harness;
@@ -26,7 +27,9 @@ describe('OpenAPI 3.1 contract', () => {
   it('passes the OpenAPI schema validator (@seriousme/openapi-schema-validator), with metrics and without', async () => {
     for (const metricsPath of [undefined, '/monitoring/prometheus/metrics']) {
       const validator = new Validator();
-      const result = await validator.validate(openApiDocument({ version: '1.0.0', metricsPath }));
+      const result = await validator.validate(
+        openApiDocument({ consolePath: DEFAULTS.consolePath, version: '1.0.0', metricsPath }),
+      );
       assert.deepEqual(result.errors, undefined, JSON.stringify(result.errors, null, 1));
       assert.equal(result.valid, true);
       assert.equal(validator.version, '3.1');
@@ -34,7 +37,9 @@ describe('OpenAPI 3.1 contract', () => {
   });
 
   it('covers every HTTP API', () => {
-    const paths = Object.keys(openApiDocument({ version: 'x' })['paths'] as object);
+    const paths = Object.keys(
+      openApiDocument({ consolePath: DEFAULTS.consolePath, version: 'x' })['paths'] as object,
+    );
     for (const p of [
       '/v1/models/{model}:predict',
       '/v1/models/{model}/versions/{version}/metadata',
@@ -63,7 +68,7 @@ describe('OpenAPI 3.1 contract', () => {
     assert.equal(served.openapi, '3.1.0');
     assert.deepEqual(
       Object.keys(served.paths),
-      Object.keys(openApiDocument({ version: 'x' })['paths'] as object),
+      Object.keys(openApiDocument({ consolePath: DEFAULTS.consolePath, version: 'x' })['paths'] as object),
     );
     const docs = await fetch(`${h.rest}/docs`, { redirect: 'manual' });
     assert.equal(docs.status, 302);

@@ -271,6 +271,20 @@ const NINE = 0x39;
 /** Thrown inside the reader to fall back; never escapes it. */
 const FALLBACK = new Error('not a numeric predict body');
 
+/** `values` copied into an array twice as long. */
+function doubledFloat64(values: Float64Array): Float64Array<ArrayBuffer> {
+  const grown = new Float64Array(values.length * 2);
+  grown.set(values);
+  return grown;
+}
+
+/** `values` copied into an array twice as long. */
+function doubledInt32(values: Int32Array): Int32Array<ArrayBuffer> {
+  const grown = new Int32Array(values.length * 2);
+  grown.set(values);
+  return grown;
+}
+
 class Reader {
   pos = 0;
   /** Values of the tensor being read (grown by doubling, then copied out exactly sized). */
@@ -395,18 +409,13 @@ class Reader {
    * Reads the rectangular list at `pos` (a `[`), depth first and without recursion: the
    * first list met at a depth is complete (and has fixed every deeper size) before any
    * other list at that depth begins; each later list must match (same size, numbers
-   * exactly at the innermost level). Numbers are parsed in line into the scratch array
-   * (see number() for the rules; this is the same code, kept here for speed).
+   * exactly at the innermost level). The innermost lists are read by numbers().
    */
   private list(shape: number[], deeperLevels: number): void {
     const b = this.bytes;
     const len = b.length;
     const begin = this.pos;
     let p = begin + 1;
-    let values = this.scratch;
-    let count = this.count;
-    let inexact = this.inexact;
-    let ic = this.inexactCount;
     /** Elements so far of the open list at each depth. */
     const sizes = new Int32Array(MAX_DEPTH);
     let depth = 0;
@@ -446,146 +455,203 @@ class Reader {
         if (leaf < 0) {
           if (depth !== shape.length - 1) throw FALLBACK;
           leaf = depth;
-          if (count === 0 && values.length < 1024) values = new Float64Array(1024);
+          if (this.count === 0 && this.scratch.length < 1024) this.scratch = new Float64Array(1024);
         } else if (depth !== leaf) {
           throw FALLBACK;
         }
-        // The innermost list: numbers up to its `]`.
-        let n = 0;
-        for (;;) {
-          const start = p;
-          let negative = false;
-          if (c === MINUS) {
-            negative = true;
-            c = ++p < len ? b[p]! : 0;
-          }
-          let m = 0;
-          let digits = 0;
-          let exponent = 0;
-          if (c === ZERO) {
-            c = ++p < len ? b[p]! : 0;
-            if (c >= ZERO && c <= NINE) throw FALLBACK; // leading zero
-          } else if (c > ZERO && c <= NINE) {
-            do {
-              m = m * 10 + (c - ZERO);
-              digits++;
-              c = ++p < len ? b[p]! : 0;
-            } while (c >= ZERO && c <= NINE);
-          } else {
-            throw FALLBACK; // NaN, Infinity, strings, objects, lists at this level, end of input, ...
-          }
-          if (c === DOT) {
-            c = ++p < len ? b[p]! : 0;
-            if (c < ZERO || c > NINE) throw FALLBACK;
-            if (digits === 0) {
-              while (c === ZERO) {
-                exponent--;
-                c = ++p < len ? b[p]! : 0;
-              }
-            }
-            while (c >= ZERO && c <= NINE) {
-              m = m * 10 + (c - ZERO);
-              digits++;
-              exponent--;
-              c = ++p < len ? b[p]! : 0;
-            }
-          }
-          if (c === 0x65 || c === 0x45) {
-            c = ++p < len ? b[p]! : 0;
-            let expNegative = false;
-            if (c === MINUS || c === PLUS) {
-              expNegative = c === MINUS;
-              c = ++p < len ? b[p]! : 0;
-            }
-            if (c < ZERO || c > NINE) throw FALLBACK;
-            let e = 0;
-            do {
-              if (e < 100_000) e = e * 10 + (c - ZERO);
-              c = ++p < len ? b[p]! : 0;
-            } while (c >= ZERO && c <= NINE);
-            exponent += expNegative ? -e : e;
-          }
-          let v: number;
-          if (exponent < -22 || exponent > 22 || digits > 18) {
-            v = exactNumber(b, start, p);
-          } else {
-            v = exponent < 0 ? m / POW10[-exponent]! : m * POW10[exponent]!;
-            if (negative) v = -v;
-            if (digits > 15) {
-              if (ic + 3 > inexact.length) {
-                const grown = new Int32Array(inexact.length * 2);
-                grown.set(inexact);
-                inexact = grown;
-              }
-              inexact[ic] = count;
-              inexact[ic + 1] = start;
-              inexact[ic + 2] = p;
-              ic += 3;
-            }
-          }
-          if (count === values.length) {
-            const grown = new Float64Array(values.length * 2);
-            grown.set(values);
-            values = grown;
-          }
-          values[count++] = v;
-          n++;
-          while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
-          p++;
-          if (c === COMMA) {
-            c = p < len ? b[p]! : 0;
-            while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
-            continue;
-          }
-          if (c === RBRACKET) break;
-          throw FALLBACK;
-        }
+        this.pos = p;
+        const n = this.numbers(c, shape[depth]!, sizes, depth);
+        p = this.pos;
         if (shape[depth] === -1) {
           shape[depth] = n;
           // The first innermost list: size the values for the whole body at its density.
-          if (sizes[0] === 0 && p - begin > 0) {
-            const estimate = Math.min(ESTIMATE_CAP, Math.ceil(((len - begin) * count) / (p - begin)) + 16);
-            // Every tensor of a body estimates the rest of the body: past a budget of one
-            // element per body byte in all, arrays only double (no quadratic cost for bodies
-            // of many small tensors).
-            if (estimate > values.length && estimate <= this.estimateBudget) {
-              this.estimateBudget -= estimate;
-              const grown = new Float64Array(estimate);
-              grown.set(values.subarray(0, count));
-              values = grown;
-              // And the approximated numbers' marks at the same share.
-              const marks = Math.ceil((estimate * ic) / count) + 3;
-              if (marks > inexact.length) {
-                const more = new Int32Array(marks);
-                more.set(inexact.subarray(0, ic));
-                inexact = more;
-              }
-            }
-          }
+          if (sizes[0] === 0 && p - begin > 0) this.reserveAtDensity(len - begin, p - begin);
         } else if (shape[depth] !== n) {
           throw FALLBACK;
         }
       }
       // The list at `depth` ended at p - 1: close it and every list that ends with it.
-      for (;;) {
-        if (depth === 0) {
-          this.pos = p;
-          this.scratch = values;
-          this.count = count;
-          this.inexact = inexact;
-          this.inexactCount = ic;
-          return;
+      this.pos = p;
+      depth = this.closeLists(shape, sizes, depth);
+      if (depth < 0) return;
+      p = this.pos;
+    }
+  }
+
+  /**
+   * The numbers of an innermost list at `depth`, from its first element (at `pos`, the byte
+   * `c`) to its `]` (pos then past it), appended to the scratch values; how many. When the
+   * lists at that depth have a known `size` (not -1), the sibling lists that follow it are
+   * read too (each of `size` numbers, counted in `sizes[depth - 1]`) and pos is past the
+   * last one's `]`. Numbers are parsed in line (see number() for the rules; this is the same
+   * code, kept in this loop for speed: a call per number, or per list of three, would cost
+   * more than the parse of a short one).
+   */
+  private numbers(c: number, size: number, sizes: Int32Array, depth: number): number {
+    const b = this.bytes;
+    const len = b.length;
+    let p = this.pos;
+    let values = this.scratch;
+    let count = this.count;
+    let inexact = this.inexact;
+    let ic = this.inexactCount;
+    let n = 0;
+    for (;;) {
+      const start = p;
+      let negative = false;
+      if (c === MINUS) {
+        negative = true;
+        c = ++p < len ? b[p]! : 0;
+      }
+      let m = 0;
+      let digits = 0;
+      let exponent = 0;
+      if (c === ZERO) {
+        c = ++p < len ? b[p]! : 0;
+        if (c >= ZERO && c <= NINE) throw FALLBACK; // leading zero
+      } else if (c > ZERO && c <= NINE) {
+        do {
+          m = m * 10 + (c - ZERO);
+          digits++;
+          c = ++p < len ? b[p]! : 0;
+        } while (c >= ZERO && c <= NINE);
+      } else {
+        throw FALLBACK; // NaN, Infinity, strings, objects, lists at this level, end of input, ...
+      }
+      if (c === DOT) {
+        c = ++p < len ? b[p]! : 0;
+        if (c < ZERO || c > NINE) throw FALLBACK;
+        if (digits === 0) {
+          while (c === ZERO) {
+            exponent--;
+            c = ++p < len ? b[p]! : 0;
+          }
         }
-        depth--;
-        sizes[depth] = sizes[depth]! + 1;
+        while (c >= ZERO && c <= NINE) {
+          m = m * 10 + (c - ZERO);
+          digits++;
+          exponent--;
+          c = ++p < len ? b[p]! : 0;
+        }
+      }
+      if (c === 0x65 || c === 0x45) {
+        c = ++p < len ? b[p]! : 0;
+        let expNegative = false;
+        if (c === MINUS || c === PLUS) {
+          expNegative = c === MINUS;
+          c = ++p < len ? b[p]! : 0;
+        }
+        if (c < ZERO || c > NINE) throw FALLBACK;
+        let e = 0;
+        do {
+          if (e < 100_000) e = e * 10 + (c - ZERO);
+          c = ++p < len ? b[p]! : 0;
+        } while (c >= ZERO && c <= NINE);
+        exponent += expNegative ? -e : e;
+      }
+      let v: number;
+      if (exponent < -22 || exponent > 22 || digits > 18) {
+        v = exactNumber(b, start, p);
+      } else {
+        v = exponent < 0 ? m / POW10[-exponent]! : m * POW10[exponent]!;
+        if (negative) v = -v;
+        if (digits > 15) {
+          if (ic + 3 > inexact.length) inexact = doubledInt32(inexact);
+          inexact[ic] = count;
+          inexact[ic + 1] = start;
+          inexact[ic + 2] = p;
+          ic += 3;
+        }
+      }
+      if (count === values.length) values = doubledFloat64(values);
+      values[count++] = v;
+      n++;
+      while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+      p++;
+      if (c === COMMA) {
         c = p < len ? b[p]! : 0;
         while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
-        p++;
-        if (c === COMMA) break;
-        if (c !== RBRACKET) throw FALLBACK;
-        if (shape[depth] === -1) shape[depth] = sizes[depth]!;
-        else if (shape[depth] !== sizes[depth]) throw FALLBACK;
+        continue;
       }
+      if (c !== RBRACKET) throw FALLBACK;
+      // The list ended (p past its `]`). The first innermost list goes back to list() to fix
+      // the size; later ones go on here with the siblings that follow (`, [`): one call per
+      // run of lists rather than per list.
+      if (size < 0) break;
+      if (n !== size) throw FALLBACK;
+      let q = p;
+      c = q < len ? b[q]! : 0;
+      while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++q < len ? b[q]! : 0;
+      if (c !== COMMA) break;
+      c = ++q < len ? b[q]! : 0;
+      while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++q < len ? b[q]! : 0;
+      if (c !== LBRACKET) break;
+      c = ++q < len ? b[q]! : 0;
+      while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++q < len ? b[q]! : 0;
+      if (c === RBRACKET) throw FALLBACK; // an empty list beside lists of `size` numbers
+      // The list closed, counted in its parent's elements; its sibling is read from q.
+      sizes[depth - 1] = sizes[depth - 1]! + 1;
+      p = q;
+      n = 0;
+    }
+    this.pos = p;
+    this.scratch = values;
+    this.count = count;
+    this.inexact = inexact;
+    this.inexactCount = ic;
+    return n;
+  }
+
+  /**
+   * Sizes the values for the `total` bytes of the outermost list at the density of its first
+   * `read` bytes (the approximated numbers' marks at the same share).
+   */
+  private reserveAtDensity(total: number, read: number): void {
+    const count = this.count;
+    const estimate = Math.min(ESTIMATE_CAP, Math.ceil((total * count) / read) + 16);
+    // Every tensor of a body estimates the rest of the body: past a budget of one element
+    // per body byte in all, arrays only double (no quadratic cost for bodies of many small
+    // tensors).
+    if (estimate <= this.scratch.length || estimate > this.estimateBudget) return;
+    this.estimateBudget -= estimate;
+    const grown = new Float64Array(estimate);
+    grown.set(this.scratch.subarray(0, count));
+    this.scratch = grown;
+    const ic = this.inexactCount;
+    const marks = Math.ceil((estimate * ic) / count) + 3;
+    if (marks > this.inexact.length) {
+      const more = new Int32Array(marks);
+      more.set(this.inexact.subarray(0, ic));
+      this.inexact = more;
+    }
+  }
+
+  /**
+   * Closes the list at `depth` that ended at pos - 1 and every list that ends with it: the
+   * depth of the list whose next element follows (pos past its comma), or -1 once the
+   * outermost list has closed (pos past its `]`).
+   */
+  private closeLists(shape: number[], sizes: Int32Array, depth: number): number {
+    const b = this.bytes;
+    const len = b.length;
+    let p = this.pos;
+    for (;;) {
+      if (depth === 0) {
+        this.pos = p;
+        return -1;
+      }
+      depth--;
+      sizes[depth] = sizes[depth]! + 1;
+      let c = p < len ? b[p]! : 0;
+      while (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) c = ++p < len ? b[p]! : 0;
+      p++;
+      if (c === COMMA) {
+        this.pos = p;
+        return depth;
+      }
+      if (c !== RBRACKET) throw FALLBACK;
+      if (shape[depth] === -1) shape[depth] = sizes[depth]!;
+      else if (shape[depth] !== sizes[depth]) throw FALLBACK;
     }
   }
 

@@ -12,6 +12,8 @@ import { createModelManager } from '../src/core/model-manager.js';
 import { createPendingRuns } from '../src/core/pending-admissions.js';
 import type { Session, SessionFactory, SessionPressure } from '../src/core/session.js';
 import { FAKE_SIGNATURE, createFakeDisk, createMemoryLogger, floatInput, sleep } from './fakes.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { modelManagerSettings } from '../src/compose/config-settings.js';
 
 /**
  * A session with `queued` runs waiting (settable), each adding 100 ms of estimated wait, on
@@ -66,6 +68,7 @@ async function setup(
   const factory = fakeFactory();
   const logger = createMemoryLogger();
   const manager = createModelManager({
+    ...modelManagerSettings(DEFAULTS),
     sessionFactory: factory,
     listVersions: (p) => createFakeDisk({ '/models/m': [1] }).listVersions(p),
     logger,

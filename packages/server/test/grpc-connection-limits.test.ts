@@ -15,6 +15,8 @@ import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/i
 import type { GrpcService } from '../src/frontends/grpc/index.js';
 import { watchConnectionLifetime } from '../src/frontends/grpc/connection-lifetime.js';
 import { silentLogger } from '../src/util/logger.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { grpcServerSettings } from '../src/compose/config-settings.js';
 
 function grpcMessage(body: Uint8Array): Buffer {
   const out = Buffer.alloc(5 + body.byteLength);
@@ -185,6 +187,7 @@ for (const transport of ['lean', 'node'] as const) {
 
     before(async () => {
       idleServer = await startGrpcServer({
+        ...grpcServerSettings(DEFAULTS),
         host: '127.0.0.1',
         port: 0,
         transport,
@@ -193,6 +196,7 @@ for (const transport of ['lean', 'node'] as const) {
         connectionLimits: { maxIdleMs: 300 },
       });
       ageServer = await startGrpcServer({
+        ...grpcServerSettings(DEFAULTS),
         host: '127.0.0.1',
         port: 0,
         transport,
@@ -201,6 +205,7 @@ for (const transport of ['lean', 'node'] as const) {
         connectionLimits: { maxAgeMs: 400, maxAgeGraceMs: 400 },
       });
       keepaliveServer = await startGrpcServer({
+        ...grpcServerSettings(DEFAULTS),
         host: '127.0.0.1',
         port: 0,
         transport,
@@ -218,6 +223,7 @@ for (const transport of ['lean', 'node'] as const) {
 
     it('a response the client never lets through (window 0) is reset with CANCEL after the send-stall time', async () => {
       const stalled = await startGrpcServer({
+        ...grpcServerSettings(DEFAULTS),
         host: '127.0.0.1',
         port: 0,
         transport,

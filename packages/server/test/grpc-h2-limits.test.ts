@@ -18,6 +18,8 @@ import type { GrpcListener } from '../src/frontends/grpc/grpc-listener.js';
 import { createJsonLogger } from '../src/util/logger.js';
 import { frame, hpack, settings, u32 } from './h2-wire.js';
 import type { RequestEnd } from '../src/frontends/shared/request-observer.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { connectionGuardSettings, grpcServerSettings } from '../src/compose/config-settings.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const T = {
@@ -125,6 +127,7 @@ describe('gRPC over our own HTTP/2: status header blocks', () => {
 
   before(async () => {
     listener = await startH2Listener({
+      ...connectionGuardSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       logger: quiet,
@@ -223,6 +226,7 @@ describe('gRPC over our own HTTP/2: grpc-message length', () => {
 
   before(async () => {
     server = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       transport: 'lean',
@@ -370,6 +374,7 @@ describe('gRPC over our own HTTP/2: SETTINGS_INITIAL_WINDOW_SIZE', () => {
 
   before(async () => {
     server = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       transport: 'lean',
@@ -438,6 +443,7 @@ describe('gRPC over our own HTTP/2: responses the client does not let through', 
 
   before(async () => {
     server = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       transport: 'lean',
@@ -555,7 +561,14 @@ describe('gRPC server options', () => {
   ] as const) {
     it(`${name} ${value} is refused at start with a clear error`, async () => {
       await assert.rejects(
-        startGrpcServer({ host: '127.0.0.1', port: 0, logger: quiet, services: [], [name]: value }),
+        startGrpcServer({
+          ...grpcServerSettings(DEFAULTS),
+          host: '127.0.0.1',
+          port: 0,
+          logger: quiet,
+          services: [],
+          [name]: value,
+        }),
         new RegExp(`${name} must be an integer from`),
       );
     });
@@ -568,6 +581,7 @@ describe('gRPC: the in-flight budget of a message abandoned before it is whole',
 
   before(async () => {
     server = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       transport: 'lean',
@@ -684,6 +698,7 @@ describe('gRPC over our own HTTP/2: streams past SETTINGS_MAX_CONCURRENT_STREAMS
   let listener: GrpcListener;
   before(async () => {
     listener = await startH2Listener({
+      ...connectionGuardSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       logger: quiet,

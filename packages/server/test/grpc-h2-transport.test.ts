@@ -21,6 +21,8 @@ import type { GrpcService } from '../src/frontends/grpc/index.js';
 import { createJsonLogger } from '../src/util/logger.js';
 import { frame, hpack, settings, u32 } from './h2-wire.js';
 import type { RequestEnd } from '../src/frontends/shared/request-observer.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { connectionGuardSettings, grpcServerSettings } from '../src/compose/config-settings.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const T = {
@@ -226,6 +228,7 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
 
   before(async () => {
     server = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       transport: 'lean',
@@ -963,6 +966,7 @@ describe('gRPC over our own HTTP/2: drain', () => {
   let aborted: unknown;
   const makeServer = (): Promise<RunningGrpcServer> =>
     startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       transport: 'lean',
@@ -1184,6 +1188,7 @@ describe('gRPC over our own HTTP/2: request bytes read straight into place (plai
 
   before(async () => {
     listener = await startH2Listener({
+      ...connectionGuardSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       logger: createJsonLogger({ level: 'error', write: () => undefined }),
@@ -1388,6 +1393,7 @@ describe('gRPC over our own HTTP/2: a message read partly in place, partly copie
 
   before(async () => {
     server = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       transport: 'lean',

@@ -14,6 +14,8 @@ import { createHttpEdge } from '../src/frontends/http/http-edge.js';
 import { sendJson } from '../src/frontends/http/send.js';
 import { type StartedHttpServer, startHttpServer } from '../src/frontends/http/start-http-server.js';
 import { createMemoryLogger, sleep } from './fakes.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { httpServerSettings } from '../src/compose/config-settings.js';
 
 /** `/slow?ms=N` answers after N ms; `/fast` at once. */
 const api: HttpApi = {
@@ -42,6 +44,7 @@ const api: HttpApi = {
 
 async function start(): Promise<StartedHttpServer> {
   return startHttpServer({
+    ...httpServerSettings(DEFAULTS),
     host: '127.0.0.1',
     port: 0,
     edge: createHttpEdge({ apis: [api], logger: createMemoryLogger(), notFoundMessage: () => 'Not Found' }),

@@ -15,6 +15,8 @@ import {
   floatInput,
   sleep,
 } from './fakes.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { modelManagerSettings } from '../src/compose/config-settings.js';
 
 const CONFIG: ModelConfig = {
   name: 'm',
@@ -33,6 +35,7 @@ async function setup(): Promise<{
   const disk = createFakeDisk({ '/models/m': [1, 2], '/models/n': [7] });
   const logger = createMemoryLogger();
   const manager = createModelManager({
+    ...modelManagerSettings(DEFAULTS),
     sessionFactory: factory,
     listVersions: (p) => disk.listVersions(p),
     logger,
@@ -179,6 +182,7 @@ void describe('createInferenceService', () => {
     const disk = createFakeDisk({ '/models/m': [1], '/models/b': [1] });
     const logger = createMemoryLogger();
     const manager = createModelManager({
+      ...modelManagerSettings(DEFAULTS),
       sessionFactory: factory,
       listVersions: (p) => disk.listVersions(p),
       logger,

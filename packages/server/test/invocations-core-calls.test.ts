@@ -16,6 +16,8 @@ import { createSageMakerApi, createSageMakerInvoker } from '../src/frontends/sag
 import { createJsonLogger } from '../src/util/logger.js';
 import { fakeInferenceService } from './fakes.js';
 import { sharedImage } from './shared-models.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { httpServerSettings } from '../src/compose/config-settings.js';
 
 const SIGNATURE: Signature = {
   inputs: { input: { name: 'input', dtype: 'float32', shape: [-1, 3, 224, 224] } },
@@ -64,11 +66,13 @@ describe('/invocations JPEG -> top-5 in one core call', () => {
   before(async () => {
     const logger = createJsonLogger({ level: 'silent' });
     server = await startHttpServer({
+      ...httpServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       edge: createHttpEdge({
         apis: [
           createSageMakerApi({
+            multiModel: DEFAULTS.sagemakerMultiModel,
             service,
             invoker: createSageMakerInvoker({
               service,

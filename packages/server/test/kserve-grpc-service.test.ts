@@ -54,6 +54,8 @@ import { findModelDirectory, listModelDirectories } from '../src/repository/mode
 import { createManagementPolicy } from '../src/security/management-policy.js';
 import { createJsonLogger } from '../src/util/logger.js';
 import { CLS, ECHO, HALF, LABELS, addFake, registry, seen, service } from './kserve-fakes.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { grpcServerSettings } from '../src/compose/config-settings.js';
 
 const SERVICE = '/inference.GRPCInferenceService/';
 const statistics = createInferenceStatistics();
@@ -155,6 +157,8 @@ before(async () => {
     service,
     registry,
     statistics,
+    modelControl: DEFAULTS.kserveModelControlMode,
+    dynamicBatching: DEFAULTS.enableBatching,
     roots: {
       list: () => listModelDirectories([roots]),
       resolve: (n: string) => findModelDirectory([roots], n),
@@ -168,12 +172,14 @@ before(async () => {
   const kserve = createKServeService(kserveOptions);
   kserveService = kserve;
   server = await startGrpcServer({
+    ...grpcServerSettings(DEFAULTS),
     host: '127.0.0.1',
     port: 0,
     logger,
     services: [createKServeGrpcService({ kserve })],
   });
   controlNone = await startGrpcServer({
+    ...grpcServerSettings(DEFAULTS),
     host: '127.0.0.1',
     port: 0,
     logger,
@@ -771,6 +777,7 @@ void describe('KServe v2 gRPC: compressed request messages', () => {
     assert.equal(corrupt.status, String(grpc.status.INTERNAL));
     assert.match(corrupt.message, /decompress/);
     const small = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       logger: createJsonLogger({ level: 'silent' }),
@@ -803,6 +810,7 @@ void describe('KServe v2 gRPC: management guard on the repository extension', ()
     // One KServe service (one registry) behind two guards, as the composition root builds it.
     const kserve = createKServeService(kserveOptions);
     guarded = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       logger,
@@ -811,6 +819,7 @@ void describe('KServe v2 gRPC: management guard on the repository extension', ()
       ],
     });
     disabled = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       logger,

@@ -19,6 +19,8 @@ import { findModelDirectory, listModelDirectories } from '../src/repository/mode
 import { createJsonLogger } from '../src/util/logger.js';
 import { type JsonDecodePool, createJsonDecodePool } from '../src/runtime/json-decode-pool.js';
 import { CLS, ECHO, HALF, LABELS, addFake, models, registry, service } from './kserve-fakes.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { httpServerSettings } from '../src/compose/config-settings.js';
 
 let server: StartedHttpServer;
 let base: string;
@@ -45,12 +47,14 @@ before(async () => {
     statistics,
     roots: { list: () => listModelDirectories([roots]), resolve: (n) => findModelDirectory([roots], n) },
     modelControl: 'explicit',
+    dynamicBatching: DEFAULTS.enableBatching,
     serverVersion: '9.9.9',
     maxBatchSize: 8,
     instanceCount: 2,
     logger,
   });
   server = await startHttpServer({
+    ...httpServerSettings(DEFAULTS),
     host: '127.0.0.1',
     port: 0,
     edge: createHttpEdge({
@@ -586,6 +590,8 @@ void describe('KServe v2 HTTP API (fakes)', () => {
 void describe('KServe v2: model control mode none', () => {
   void it('refuses load and unload with 503 but serves the index', async () => {
     const kserve = createKServeService({
+      modelControl: DEFAULTS.kserveModelControlMode,
+      dynamicBatching: DEFAULTS.enableBatching,
       service,
       registry,
       statistics,
@@ -595,6 +601,7 @@ void describe('KServe v2: model control mode none', () => {
       logger: createJsonLogger({ level: 'silent' }),
     });
     const s = await startHttpServer({
+      ...httpServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       edge: createHttpEdge({

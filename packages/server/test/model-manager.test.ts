@@ -15,6 +15,8 @@ import {
   sleep,
   tick,
 } from './fakes.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { modelManagerSettings } from '../src/compose/config-settings.js';
 
 function config(
   name: string,
@@ -37,6 +39,7 @@ function setup(
   const disk = createFakeDisk(dirs);
   const logger = createMemoryLogger();
   const manager = createModelManager({
+    ...modelManagerSettings(DEFAULTS),
     sessionFactory: factory,
     listVersions: (p) => disk.listVersions(p),
     logger,

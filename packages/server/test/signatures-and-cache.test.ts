@@ -9,6 +9,8 @@ import type { Signature } from '../src/core/signature.js';
 import type { ServableAssets } from '../src/contracts/servable-assets.js';
 import { extendSignatures } from '../src/frontends/shared/image-bytes-signature.js';
 import { createMemoryLogger } from './fakes.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { modelManagerSettings } from '../src/compose/config-settings.js';
 
 const f32 = (values: number[]): Tensor => ({
   dtype: 'float32',
@@ -57,6 +59,7 @@ async function setup(options: { cache?: boolean } = {}) {
   const runs: (RunOptions | undefined)[] = [];
   const logger = createMemoryLogger();
   const manager = createModelManager<ServableAssets>({
+    ...modelManagerSettings(DEFAULTS),
     sessionFactory: { load: () => Promise.resolve(multiSession(runs)) },
     loadAssets: () => Promise.resolve(assets(options.cache ?? false)),
     listVersions: () => Promise.resolve([1]),

@@ -38,6 +38,8 @@ import { createTfsGrpcServices } from '../src/frontends/tfs-grpc/index.js';
 import { modelSpecFromHead } from '../src/frontends/tfs-grpc/tfs-grpc-frontend.js';
 import { modelSpecFromProto, modelSpecToProto } from '../src/frontends/tfs-grpc/tfs-messages.js';
 import { ModelService, PredictionService, TFS_CLIENT_METHODS, grpcPath } from './grpc-js-methods.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { grpcServerSettings } from '../src/compose/config-settings.js';
 
 const SIGNATURE: Signature = {
   inputs: { x: { name: 'x', dtype: 'float32', shape: [-1, 3] } },
@@ -214,12 +216,19 @@ describe('TF Serving gRPC frontend', () => {
 
   before(async () => {
     typed = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
-      services: createTfsGrpcServices({ service, logger, readModelServerConfig: modelConfigsFromMessage }),
+      services: createTfsGrpcServices({
+        serializeAsTensorContent: DEFAULTS.serializeAsTensorContent,
+        service,
+        logger,
+        readModelServerConfig: modelConfigsFromMessage,
+      }),
       logger,
     });
     raw = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       services: createTfsGrpcServices({

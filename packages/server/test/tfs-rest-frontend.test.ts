@@ -12,6 +12,8 @@ import { type JsonDecodePool, createJsonDecodePool } from '../src/runtime/json-d
 import { type Logger, createJsonLogger } from '../src/util/logger.js';
 import { NO_ASSETS, fakeInferenceService } from './fakes.js';
 import type { ServableAssets } from '../src/contracts/servable-assets.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { httpServerSettings } from '../src/compose/config-settings.js';
 
 const HALF: Signature = {
   inputs: { x: { name: 'x', dtype: 'float32', shape: [-1] } },
@@ -145,11 +147,13 @@ before(async () => {
   const logger = createJsonLogger({ level: 'debug', write: (line) => logs.push(line) });
   const service = fakeService(aborts);
   server = await startHttpServer({
+    ...httpServerSettings(DEFAULTS),
     host: '127.0.0.1',
     port: 0,
     edge: tfsRestEdge(service, logger),
   });
   small = await startHttpServer({
+    ...httpServerSettings(DEFAULTS),
     host: '127.0.0.1',
     port: 0,
     edge: tfsRestEdge(service, logger, {
@@ -159,6 +163,7 @@ before(async () => {
     }),
   });
   decoding = await startHttpServer({
+    ...httpServerSettings(DEFAULTS),
     host: '127.0.0.1',
     port: 0,
     edge: tfsRestEdge(service, logger, {}, jsonDecode),

@@ -21,6 +21,8 @@ import {
   floatInput,
   tick,
 } from './fakes.js';
+import { DEFAULTS } from '../src/config/server-config.js';
+import { modelManagerSettings } from '../src/compose/config-settings.js';
 
 const isCode =
   (code: Code, message?: RegExp) =>
@@ -146,6 +148,7 @@ void describe('warmup session factory', () => {
     const gate = deferred();
     state.gate = gate.promise;
     const manager = createModelManager({
+      ...modelManagerSettings(DEFAULTS),
       sessionFactory: createWarmupSessionFactory({
         factory,
         readWarmupFile: () => Promise.resolve(file),

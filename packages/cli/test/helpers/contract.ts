@@ -17,6 +17,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { after } from 'node:test';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { openApiDocument } from '@visionserve/server';
+import { DEFAULTS } from '@visionserve/server';
 
 const MAX_BODY = 4 * 1024 * 1024;
 const DOC_ID = 'https://visionserve.invalid/openapi.json';
@@ -30,7 +31,11 @@ interface Operation {
   readonly methods: Readonly<Record<string, Json>>;
 }
 
-const doc = openApiDocument({ version: 'test', metricsPath: '/monitoring/prometheus/metrics' });
+const doc = openApiDocument({
+  consolePath: DEFAULTS.consolePath,
+  version: 'test',
+  metricsPath: '/monitoring/prometheus/metrics',
+});
 const ajv = new Ajv2020({ strict: false, allErrors: false, validateFormats: false });
 ajv.addSchema({ ...doc, $id: DOC_ID });
 const validators = new Map<string, ValidateFunction>();

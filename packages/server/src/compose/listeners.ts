@@ -43,6 +43,7 @@ import type { Logger } from '../util/logger.js';
 import { createOpsApi } from '../frontends/ops/ops-api.js';
 import type { ModelCatalog } from './model-catalog.js';
 import { type Operations, metricsOf } from './operations.js';
+import { grpcServerSettings, httpServerSettings } from './config-settings.js';
 import type { Readiness } from './readiness.js';
 import type { GrpcConnectionCounts, ListenerConnectionCounts, ServingCore } from './serving-core.js';
 
@@ -286,26 +287,8 @@ function opsApi(deps: ListenerDeps): HttpApi {
   });
 }
 
-/** The connection guard's limits, the same on every listener. */
-function connectionGuard(config: ServerConfig) {
-  return {
-    maxConnections: config.maxConnections,
-    maxConnectionsPerAddress: config.maxConnectionsPerAddress,
-    firstBytesTimeoutMs: config.connectionFirstBytesTimeoutMs,
-  };
-}
-
 function httpOptions(deps: ListenerDeps, port: number) {
-  const { config } = deps;
-  return {
-    host: config.host,
-    port,
-    ...connectionGuard(config),
-    keepAliveTimeoutMs: config.httpKeepaliveTimeoutMs,
-    headersTimeoutMs: config.httpHeadersTimeoutMs,
-    requestTimeoutMs: config.requestBodyTimeoutMs + config.httpHeadersTimeoutMs,
-    tls: deps.ops.tls?.listener,
-  };
+  return { ...httpServerSettings(deps.config), port, tls: deps.ops.tls?.listener };
 }
 
 /** The window over which `--min_request_body_bytes_per_s` is measured, in ms. */
@@ -413,7 +396,7 @@ function openGrpc(
   const grpcArgs = channelArguments.applied;
   return listen('--port', config.grpcPort, () =>
     startGrpcServer({
-      host: config.host,
+      ...grpcServerSettings(config),
       port: config.grpcPort,
       socketPath: config.grpcSocketPath,
       logger: logger.child({ component: 'grpc' }),
@@ -429,9 +412,6 @@ function openGrpc(
       ...(grpcArgs.maxReceiveMessageBytes === undefined || grpcArgs.maxReceiveMessageBytes < 0
         ? {}
         : { maxMessageBytes: grpcArgs.maxReceiveMessageBytes }),
-      ...connectionGuard(config),
-      bodyTimeoutMs: config.requestBodyTimeoutMs,
-      transport: config.grpcTransport,
       observer: deps.core.requestObserver,
       tls: ops.tls?.listener,
       services: [

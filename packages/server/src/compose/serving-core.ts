@@ -22,6 +22,7 @@ import { extendSignatures } from '../frontends/shared/image-bytes-signature.js';
 import type { Logger } from '../util/logger.js';
 import type { RequestObserver } from '../frontends/shared/request-observer.js';
 import { createPredictionLogWriter } from '../observability/prediction-log-writer.js';
+import { modelManagerSettings } from './config-settings.js';
 import type { ModelCatalog } from './model-catalog.js';
 import { type Operations, observe, queueDepths } from './operations.js';
 import type { SessionChain } from './session-chain.js';
@@ -73,10 +74,8 @@ export function createServingCore(
     loadAssets: (source) => catalog.loadVersionAssets(source),
     listVersions: (basePath) => catalog.versionDirs.list(basePath),
     versionPath: (basePath, version) => catalog.versionDirs.path(basePath, version),
-    maxLoadRetries: config.maxNumLoadRetries,
-    loadRetryIntervalMs: Math.max(0, config.loadRetryIntervalMicros / 1000),
+    ...modelManagerSettings(config),
     logger: logger.child({ component: 'manager' }),
-    allowVersionLabelsForUnavailableModels: config.allowVersionLabelsForUnavailableModels,
     onVersionEvent: (event) => {
       ops.metrics?.versionEvent(event);
       recordVersionTime(times, event);

@@ -35,21 +35,21 @@ export interface ModelManagerOptions<A> {
   readonly onVersionEvent?: ((event: VersionEvent) => void) | undefined;
   /**
    * Lets `setModels` assign a *new* label to a version that is not AVAILABLE
-   * (TF Serving's --allow_version_labels_for_unavailable_models). Default false.
+   * (TF Serving's --allow_version_labels_for_unavailable_models).
    */
-  readonly allowVersionLabelsForUnavailableModels?: boolean | undefined;
+  readonly allowVersionLabelsForUnavailableModels: boolean;
   /**
    * How many times a failed load of a version is retried, on later `poll()`s,
    * before the version is given up (until its directory disappears from disk and
-   * comes back). Default 5 (TF Serving's --max_num_load_retries).
+   * comes back) (TF Serving's --max_num_load_retries).
    */
-  readonly maxLoadRetries?: number | undefined;
+  readonly maxLoadRetries: number;
   /**
    * Minimum time between a failed load and its retry, in milliseconds. A retry
-   * happens on the first `poll()` after this interval. Default 60000
-   * (TF Serving's --load_retry_interval_micros of 60 s).
+   * happens on the first `poll()` after this interval (TF Serving's
+   * --load_retry_interval_micros, in ms).
    */
-  readonly loadRetryIntervalMs?: number | undefined;
+  readonly loadRetryIntervalMs: number;
 }
 
 /**
@@ -198,8 +198,7 @@ function newEntry<A>(
 }
 
 function retryDue<A>(m: Manager<A>, entry: VersionEntry<A>): boolean {
-  const maxLoadRetries = m.options.maxLoadRetries ?? 5;
-  const loadRetryIntervalMs = m.options.loadRetryIntervalMs ?? 60_000;
+  const { maxLoadRetries, loadRetryIntervalMs } = m.options;
   return entry.attempts <= maxLoadRetries && Date.now() - entry.failedAt >= loadRetryIntervalMs;
 }
 
@@ -346,7 +345,7 @@ function nextModels<A>(
 
 /** Labels of the configs that point at versions that are not AVAILABLE, as TF Serving words it. */
 function labelProblems<A>(m: Manager<A>, configs: readonly ModelConfig[]): string[] {
-  const allowUnavailableLabels = m.options.allowVersionLabelsForUnavailableModels ?? false;
+  const allowUnavailableLabels = m.options.allowVersionLabelsForUnavailableModels;
   const problems: string[] = [];
   for (const config of configs) {
     const model = m.models.get(config.name)!;

@@ -26,6 +26,8 @@ import { sendJson } from '../../src/frontends/http/send.js';
 import { type StartedHttpServer, startHttpServer } from '../../src/frontends/http/start-http-server.js';
 import { createJsonLogger } from '../../src/util/logger.js';
 import { fuzzAsync, targetOptions } from './campaign.js';
+import { DEFAULTS } from '../../src/config/server-config.js';
+import { grpcServerSettings, httpServerSettings } from '../../src/compose/config-settings.js';
 
 const CAP = 16;
 const DEADLINE_MS = 300;
@@ -102,6 +104,7 @@ describe('fuzz: hostile connection patterns on every listener', () => {
     const listenerTls = { context: { key, cert }, clientVerify: false };
     for (const name of ['http', 'https'] as const) {
       const server: StartedHttpServer = await startHttpServer({
+        ...httpServerSettings(DEFAULTS),
         host: '127.0.0.1',
         port: 0,
         ...guard,
@@ -133,6 +136,7 @@ describe('fuzz: hostile connection patterns on every listener', () => {
     }
     for (const name of ['grpc', 'grpcs', 'grpc-node'] as const) {
       const server: RunningGrpcServer = await startGrpcServer({
+        ...grpcServerSettings(DEFAULTS),
         host: '127.0.0.1',
         port: 0,
         logger,

@@ -13,6 +13,8 @@ import { type RunningGrpcServer, startGrpcServer } from '../../src/frontends/grp
 import { createInflightBudget } from '../../src/frontends/shared/inflight-budget.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { fuzzAsync, targetOptions } from './campaign.js';
+import { DEFAULTS } from '../../src/config/server-config.js';
+import { grpcServerSettings } from '../../src/compose/config-settings.js';
 
 const ECHO = '/fuzz.Echo/Echo';
 const MAX_MESSAGE = 1 << 20;
@@ -207,6 +209,7 @@ describe('fuzz: gRPC length-prefixed framing', () => {
 
   before(async () => {
     server = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       logger: silentLogger,

@@ -23,6 +23,8 @@ import { createJsonLogger } from '../../src/util/logger.js';
 import { fakeInferenceService } from '../fakes.js';
 import { mutate, mutationArb } from './arbitraries.js';
 import { fuzzAsync, targetOptions } from './campaign.js';
+import { DEFAULTS } from '../../src/config/server-config.js';
+import { httpServerSettings } from '../../src/compose/config-settings.js';
 
 const HALF: Signature = {
   inputs: { x: { name: 'x', dtype: 'float32', shape: [-1] } },
@@ -300,6 +302,8 @@ describe('fuzz: HTTP/1.1 framing on the REST listener', () => {
     });
     const logger = createJsonLogger({ level: 'warn', write: (line) => logs.push(line) });
     const kserve = createKServeService({
+      modelControl: DEFAULTS.kserveModelControlMode,
+      dynamicBatching: DEFAULTS.enableBatching,
       service,
       registry: {
         modelConfig: () => undefined,
@@ -313,6 +317,7 @@ describe('fuzz: HTTP/1.1 framing on the REST listener', () => {
       logger,
     });
     server = await startHttpServer({
+      ...httpServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       headersTimeoutMs: 5_000,

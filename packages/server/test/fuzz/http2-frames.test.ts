@@ -16,6 +16,8 @@ import { createJsonLogger } from '../../src/util/logger.js';
 import { mutate, mutationArb } from './arbitraries.js';
 import { fuzzAsync, targetOptions } from './campaign.js';
 import { frame, hpack } from '../h2-wire.js';
+import { DEFAULTS } from '../../src/config/server-config.js';
+import { grpcServerSettings } from '../../src/compose/config-settings.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 const MAX_MESSAGE = 64 * 1024;
@@ -360,6 +362,7 @@ describe('fuzz: HTTP/2 frames on the gRPC listener', () => {
   before(async () => {
     const logger = createJsonLogger({ level: 'warn', write: (line) => logs.push(line) });
     server = await startGrpcServer({
+      ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       logger,

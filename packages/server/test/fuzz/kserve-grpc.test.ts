@@ -51,6 +51,7 @@ import {
   tensorArb,
 } from './arbitraries.js';
 import { fuzzAsync, fuzzSync, outcome, outcomeAsync, targetOptions } from './campaign.js';
+import { DEFAULTS } from '../../src/config/server-config.js';
 
 const concat = (chunks: readonly Uint8Array[]): Uint8Array => new Uint8Array(Buffer.concat(chunks));
 
@@ -431,6 +432,7 @@ describe('fuzz: KServe v2 gRPC service handlers', () => {
         resolve: (n: string) => findModelDirectory([roots], n),
       },
       modelControl: 'explicit',
+      dynamicBatching: DEFAULTS.enableBatching,
       serverVersion: '0.0.0',
       maxBatchSize: 8,
       instanceCount: 1,

@@ -55,6 +55,8 @@ import {
   shapeArb,
 } from './arbitraries.js';
 import { fuzzAsync, fuzzSync, outcome, targetOptions } from './campaign.js';
+import { DEFAULTS } from '../../src/config/server-config.js';
+import { httpServerSettings } from '../../src/compose/config-settings.js';
 
 const utf8 = new TextEncoder();
 
@@ -716,12 +718,14 @@ describe('fuzz: KServe v2 HTTP API over a socket', () => {
       statistics: createInferenceStatistics(),
       roots: { list: () => listModelDirectories([roots]), resolve: (n) => findModelDirectory([roots], n) },
       modelControl: 'explicit',
+      dynamicBatching: DEFAULTS.enableBatching,
       serverVersion: '0.0.0',
       maxBatchSize: 8,
       instanceCount: 1,
       logger,
     });
     server = await startHttpServer({
+      ...httpServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
       edge: createHttpEdge({

@@ -34,6 +34,7 @@ import { FAKE_SIGNATURE, NO_ASSETS, fakeInferenceService } from '../fakes.js';
 import type { ServableAssets } from '../../src/contracts/servable-assets.js';
 import { NUMERIC_DTYPES, aliasArb, mutatedBytesArb, sameTensor, tensorArb } from './arbitraries.js';
 import { fuzzAsync, fuzzSync, outcome, outcomeAsync, targetOptions } from './campaign.js';
+import { DEFAULTS } from '../../src/config/server-config.js';
 
 const concat = (chunks: readonly Uint8Array[]): Uint8Array => new Uint8Array(Buffer.concat(chunks));
 
@@ -151,6 +152,7 @@ function echoPredict(): { method: GrpcMethod; seen: CorePredictRequest[] } {
     },
   });
   const services = createTfsGrpcServices({
+    serializeAsTensorContent: DEFAULTS.serializeAsTensorContent,
     service,
     logger: silentLogger,
     readModelServerConfig: modelConfigsFromMessage,
@@ -413,6 +415,7 @@ describe('fuzz: TensorProto and PredictRequest decoding', () => {
         },
       });
       const [prediction, model] = createTfsGrpcServices({
+        serializeAsTensorContent: DEFAULTS.serializeAsTensorContent,
         service,
         logger: silentLogger,
         readModelServerConfig: modelConfigsFromMessage,

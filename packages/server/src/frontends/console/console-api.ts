@@ -64,8 +64,8 @@ export interface ConsoleApiOptions {
   readonly trafficIntervalMs?: number | undefined;
   /** Largest image "Try it" accepts, in bytes. Default 20 MiB. */
   readonly maxImageBytes?: number | undefined;
-  /** Deadline of one API request in ms. Default 60000. */
-  readonly requestTimeoutMs?: number | undefined;
+  /** Deadline of one API request in ms (--rest_api_timeout_in_ms). */
+  readonly requestTimeoutMs: number;
   readonly logger: Logger;
   /**
    * Who may see the models' base paths (absolute paths of the host): callers the management
@@ -404,7 +404,7 @@ export function createConsoleApi(options: ConsoleApiOptions): HttpApi {
   return {
     name: 'console',
     routes,
-    requestTimeoutMs: options.requestTimeoutMs ?? 60_000,
+    requestTimeoutMs: options.requestTimeoutMs,
     bodyLimitBytes: maxImageBytes,
   };
 }

@@ -14,8 +14,8 @@ export interface OpenApiDocumentOptions {
   readonly version: string;
   /** Path of the Prometheus page (--monitoring_config_file), or undefined when metrics are off. Default: TF Serving's. */
   readonly metricsPath?: string | undefined;
-  /** Path of the web console (--console_path). Default "/console". */
-  readonly consolePath?: string | undefined;
+  /** Path of the web console (--console_path). */
+  readonly consolePath: string;
 }
 
 type Json = Record<string, unknown>;
@@ -1047,7 +1047,7 @@ const schemas: Json = {
 
 /** The document (a fresh object each call). */
 export function openApiDocument(options: OpenApiDocumentOptions): Json {
-  const consolePath = options.consolePath ?? '/console';
+  const { consolePath } = options;
   return {
     openapi: '3.1.0',
     info: {

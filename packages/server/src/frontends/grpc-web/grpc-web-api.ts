@@ -31,9 +31,10 @@ export interface GrpcWebApiOptions {
   readonly requestTimeoutMs: number;
   /**
    * Origins allowed to call cross-origin (answered preflights, `Access-Control-Allow-Origin`);
-   * `'*'` allows any. Same-origin callers (the console) need none. Default: none.
+   * `'*'` allows any; empty: none. Same-origin callers (the console) need none
+   * (--grpc_web_cors_origins, --enable_cors).
    */
-  readonly corsOrigins?: readonly string[] | undefined;
+  readonly corsOrigins: readonly string[];
 }
 
 /** Request headers a gRPC-web client sends (preflight `Access-Control-Allow-Headers`). */
@@ -333,7 +334,7 @@ function unmatched(cors: Cors, ctx: HttpContext): void {
 /** gRPC-web for `services` as an HTTP API named "grpc-web" (one route per method). */
 export function createGrpcWebApi(options: GrpcWebApiOptions): HttpApi {
   const { maxMessageBytes } = options;
-  const origins = options.corsOrigins ?? [];
+  const origins = options.corsOrigins;
   const cors: Cors = { origins, anyOrigin: origins.includes('*') };
   const routes: HttpRoute[] = [];
   const names: string[] = [];

@@ -1,11 +1,7 @@
 import { lstat, unlink } from 'node:fs/promises';
 import type { Server } from 'node:net';
 import type { Logger } from '../../util/logger.js';
-import {
-  type ConnectionGuardLimits,
-  DEFAULT_FIRST_BYTES_TIMEOUT_MS,
-  type GuardReason,
-} from '../shared/connection-guard.js';
+import type { ConnectionGuardLimits, GuardReason } from '../shared/connection-guard.js';
 import type { ListenerTls } from '../shared/listener-tls.js';
 import type { GrpcCallStream } from './call-stream.js';
 import type { ConnectionLimits, LimitReason } from './connection-lifetime.js';
@@ -27,13 +23,13 @@ export interface GrpcListenerOptions {
    * closed (GOAWAY) for a new one, which is refused only when every connection has a call open.
    */
   readonly maxConnections: number;
-  /** Most connections from one client address. Default 0: no limit. */
-  readonly maxConnectionsPerAddress?: number | undefined;
+  /** Most connections from one client address; 0: no limit. */
+  readonly maxConnectionsPerAddress: number;
   /**
    * Time from accept to the client's HTTP/2 preface and SETTINGS (TLS handshake included),
-   * in ms; a connection without them by then is closed. Default 10000; 0: none.
+   * in ms; a connection without them by then is closed; 0: none.
    */
-  readonly firstBytesTimeoutMs?: number | undefined;
+  readonly firstBytesTimeoutMs: number;
   /**
    * A response the peer's flow control holds back with no progress for this long is reset
    * (CANCEL) and released (both transports); on the lean transport a socket whose writes
@@ -99,12 +95,12 @@ async function removeStaleSocket(path: string): Promise<void> {
   }
 }
 
-/** The connection guard's limits from the listener's options (defaults applied). */
+/** The connection guard's limits from the listener's options. */
 export function grpcGuardLimits(options: GrpcListenerOptions): ConnectionGuardLimits {
   return {
     maxConnections: options.maxConnections,
-    maxConnectionsPerAddress: options.maxConnectionsPerAddress ?? 0,
-    firstBytesTimeoutMs: options.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,
+    maxConnectionsPerAddress: options.maxConnectionsPerAddress,
+    firstBytesTimeoutMs: options.firstBytesTimeoutMs,
   };
 }
 

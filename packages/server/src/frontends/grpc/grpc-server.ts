@@ -2,7 +2,11 @@
  * A lean gRPC server (unary calls) over node:http2, for every gRPC frontend: TF Serving's
  * PredictionService/ModelService and, beside them, the other protocols' services. It owns
  * framing, deadlines, cancellation, status trailers, admission by bytes and draining; the
- * services own decoding, the core call and encoding.
+ * services own decoding, the core call and encoding. startGrpcServer checks its options,
+ * opens the listeners and hands each call's stream to grpc-call-handler.ts (routing, the
+ * observer, unary calls), which uses grpc-call.ts (a call's state, headers checks, deadline,
+ * answer and end), grpc-message-reader.ts (a unary request message) and grpc-stream-call.ts
+ * (streaming calls).
  *
  * Why not grpc-js: on the request path grpc-js concatenated every message out of its DATA
  * frames, kept node's 64 KiB stream window (ten round trips per 600 KB tensor), and gave no
@@ -14,35 +18,23 @@
  * compression_algorithm sends them) are decompressed against the same budget; responses are
  * never compressed.
  */
-import { Code, ServingError } from '@visionserve/protocol';
 import type { Logger } from '../../util/logger.js';
-import { inflateBounded } from '../shared/bounded-inflate.js';
-import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
+import type { InflightBudget } from '../shared/inflight-budget.js';
 import type { GuardReason } from '../shared/connection-guard.js';
 import type { ListenerTls } from '../shared/listener-tls.js';
-import { credentialsOf } from '../shared/management-guard.js';
-import type { RequestEnd, RequestObserver } from '../shared/request-observer.js';
-import { createOutputLease } from '../../core/output-lease.js';
-import type { GrpcCallStream } from './call-stream.js';
+import type { RequestObserver } from '../shared/request-observer.js';
+import { type CallHandler, createCallHandler } from './grpc-call-handler.js';
 import type { GrpcListener, GrpcListenerOptions } from './grpc-listener.js';
-import type {
-  GrpcMethod,
-  GrpcService,
-  GrpcStreamCall,
-  GrpcStreamEvents,
-  StreamHandler,
-} from './grpc-service.js';
-import { readStreamMessages } from './stream-messages.js';
-import { encodeGrpcMessage, parseGrpcTimeout, statusOf } from './grpc-status.js';
+import type { GrpcService } from './grpc-service.js';
 import { startH2Listener } from './h2/h2-server.js';
 import { startNodeListener } from './node-listener.js';
 import type { ConnectionLimits, LimitReason } from './connection-lifetime.js';
 
 export interface GrpcServerOptions {
-  /** Interface to bind; IPv6 literals may be given bare. Default "0.0.0.0". */
-  readonly host?: string | undefined;
-  /** TCP port; 0 picks a free one (see RunningGrpcServer.port). Default 8500, TF Serving's --port. */
-  readonly port?: number | undefined;
+  /** Interface to bind (--host); IPv6 literals may be given bare. */
+  readonly host: string;
+  /** TCP port (--port); 0 picks a free one (see RunningGrpcServer.port). */
+  readonly port: number;
   /**
    * Also serve on this Unix domain socket (TF Serving's --grpc_socket_path), with the same
    * services, limits and TLS. A stale socket file there is replaced. Default none.
@@ -58,7 +50,7 @@ export interface GrpcServerOptions {
    * limit is refused with UNAVAILABLE before its body is read. Default: no budget.
    */
   readonly budget?: InflightBudget | undefined;
-  /** Streams one connection may have open at once (HTTP/2 SETTINGS). Default 1000. */
+  /** Streams one connection may have open at once (HTTP/2 SETTINGS). Default 1000 (DEFAULT_MAX_CONCURRENT_STREAMS). */
   readonly maxConcurrentStreams?: number | undefined;
   /**
    * HTTP/2 receive window per stream and per connection, in bytes: the most request bytes a
@@ -79,20 +71,23 @@ export interface GrpcServerOptions {
    * for this long is closed. In ms. Default 30000.
    */
   readonly sendStallTimeoutMs?: number | undefined;
-  /** A request whose message has not fully arrived this long after its headers is cancelled, in ms. Default 60000. */
-  readonly bodyTimeoutMs?: number | undefined;
   /**
-   * Most connections at once: at the cap the connection idle the longest is closed (GOAWAY)
-   * for a new one, which is refused only when every connection has a call open. Default 4096.
+   * A request whose message has not fully arrived this long after its headers is cancelled,
+   * in ms (--request_body_timeout_ms).
    */
-  readonly maxConnections?: number | undefined;
-  /** Most connections from one client address (further ones are refused at accept). Default 0: no limit. */
-  readonly maxConnectionsPerAddress?: number | undefined;
+  readonly bodyTimeoutMs: number;
+  /**
+   * Most connections at once (--max_connections): at the cap the connection idle the longest
+   * is closed (GOAWAY) for a new one, which is refused only when every connection has a call open.
+   */
+  readonly maxConnections: number;
+  /** Most connections from one client address, further ones refused at accept; 0: no limit (--max_connections_per_address). */
+  readonly maxConnectionsPerAddress: number;
   /**
    * Time from accept to the client's HTTP/2 preface and SETTINGS (TLS handshake included), in
-   * ms; a connection without them by then is closed. Default 10000; 0: none.
+   * ms; a connection without them by then is closed; 0: none (--connection_first_bytes_timeout_ms).
    */
-  readonly firstBytesTimeoutMs?: number | undefined;
+  readonly firstBytesTimeoutMs: number;
   /**
    * Connection age and idle limits, as gRPC servers apply grpc.max_connection_age_ms,
    * grpc.max_connection_age_grace_ms and grpc.max_connection_idle_ms (connection-lifetime.ts).
@@ -104,11 +99,11 @@ export interface GrpcServerOptions {
   /** Serve over TLS (HTTP/2 with ALPN h2; plaintext clients are refused). Default: plaintext. */
   readonly tls?: ListenerTls | undefined;
   /**
-   * The HTTP/2 under the calls: 'lean', this server's own (h2/: one socket write per
-   * response, DATA frames up to the client's SETTINGS_MAX_FRAME_SIZE), or 'node', node:http2.
-   * Default 'lean'.
+   * The HTTP/2 under the calls (--grpc_transport): 'lean', this server's own (h2/: one socket
+   * write per response, DATA frames up to the client's SETTINGS_MAX_FRAME_SIZE), or 'node',
+   * node:http2.
    */
-  readonly transport?: GrpcTransport | undefined;
+  readonly transport: GrpcTransport;
 }
 
 export type GrpcTransport = 'node' | 'lean';
@@ -157,81 +152,11 @@ export const DEFAULT_RECEIVE_WINDOW_BYTES = 1024 * 1024;
  */
 export const DEFAULT_MAX_FRAME_BYTES = 1024 * 1024;
 
+/** Streams a connection may have open at once unless grpc.max_concurrent_streams says otherwise. */
+export const DEFAULT_MAX_CONCURRENT_STREAMS = 1000;
+
 /** TF Serving sets the server's max message size to INT32_MAX. */
 export const MAX_GRPC_MESSAGE_BYTES = 2_147_483_647;
-
-/** Bytes of a message's head an alignment probe sees (enough for model spec, dtype and shape). */
-const PROBE_BYTES = 1024;
-/** Tensor views are placed at this alignment (the largest element size). */
-const ALIGNMENT = 8;
-
-/** Message encodings a request may use (`grpc-encoding`); "deflate" is the zlib format, as in gRPC. */
-type MessageEncoding = 'gzip' | 'deflate';
-const ENCODINGS: readonly string[] = ['gzip', 'deflate'];
-
-interface CallState {
-  readonly stream: GrpcCallStream;
-  /** Called when the call ends (the head admission's release). */
-  release?: (() => void) | undefined;
-  /** The request's `grpc-encoding` when it compresses messages. */
-  encoding?: MessageEncoding;
-  readonly controller: AbortController;
-  answered: boolean;
-  /** A streaming call has sent its response headers: its status goes in trailers. */
-  headersSent?: boolean;
-  reservation: Reservation | undefined;
-  timers: NodeJS.Timeout[];
-  /** Epoch ms by which the client wants its answer (grpc-timeout), if it set one. */
-  deadline?: number;
-  /** Observer hook: the status the call ended with and its message sizes. */
-  code: Code;
-  bytesIn: number;
-  bytesOut: number;
-}
-
-/** The 5-byte gRPC length prefix of an uncompressed message of `length` bytes. */
-function messagePrefix(length: number): Buffer {
-  const prefix = Buffer.allocUnsafe(5);
-  prefix[0] = 0;
-  prefix.writeUInt32BE(length, 1);
-  return prefix;
-}
-
-/**
- * Gives the call's reserved request bytes back to the budget, once the transport no longer
- * holds the message's buffer for a read (GrpcCallStream.afterRoomReleased).
- */
-function releaseReservation(call: { reservation: Reservation | undefined; stream: GrpcCallStream }): void {
-  const reservation = call.reservation;
-  if (reservation === undefined) return;
-  call.reservation = undefined;
-  if (call.stream.afterRoomReleased === undefined) reservation.release();
-  else
-    call.stream.afterRoomReleased(() => {
-      reservation.release();
-    });
-}
-
-/**
- * An exactly sized ArrayBuffer for a request message that is about to be overwritten in full,
- * left uninitialised: `new ArrayBuffer` zero-fills (a 600 KB memset per request for nothing).
- * The few alignment bytes before the message are never read.
- */
-function messageBuffer(byteLength: number): ArrayBuffer {
-  return Buffer.allocUnsafeSlow(byteLength).buffer;
-}
-
-/** A client reset this close to the deadline counts as the deadline passing, in ms. */
-const DEADLINE_SLACK_MS = 100;
-
-function isGrpcContentType(value: string | undefined): boolean {
-  return (
-    value !== undefined &&
-    (value === 'application/grpc' ||
-      value.startsWith('application/grpc+') ||
-      value.startsWith('application/grpc;'))
-  );
-}
 
 /** Throws unless `value` is an integer in [min, max] (HTTP/2's limits for the setting). */
 function checkRange(name: string, value: number, min: number, max: number): void {
@@ -242,509 +167,72 @@ function checkRange(name: string, value: number, min: number, max: number): void
 
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningGrpcServer> {
   const { logger } = options;
-  const host = options.host ?? '0.0.0.0';
-  const maxMessageBytes = options.maxMessageBytes ?? MAX_GRPC_MESSAGE_BYTES;
+  const { host, transport } = options;
   const windowBytes = options.receiveWindowBytes ?? DEFAULT_RECEIVE_WINDOW_BYTES;
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
   checkRange('receiveWindowBytes', windowBytes, 65_535, 2 ** 31 - 1);
   checkRange('maxFrameBytes', maxFrameBytes, 16_384, 16_777_215);
-  const bodyTimeoutMs = options.bodyTimeoutMs ?? 60_000;
-  const methods = new Map<string, GrpcMethod>();
-  /** Observer hook: API and method labels by path. */
-  const labels = new Map<string, { api: string; method: string }>();
-  for (const service of options.services) {
-    for (const [name, method] of Object.entries(service.methods)) {
-      const path = `/${service.name}/${name}`;
-      if (methods.has(path)) throw new Error(`gRPC method ${path} registered twice`);
-      methods.set(path, method);
-      labels.set(path, { api: service.api ?? service.name, method: name });
-    }
-  }
-
-  let inFlight = 0;
-
-  /** Ends a call with a status (trailers-only: a response message is only sent with status OK). */
-  const finish = (call: CallState, error: unknown): void => {
-    if (call.answered) return;
-    call.answered = true;
-    const { code, message } = statusOf(error);
-    call.code = code;
-    const { stream } = call;
-    stream.stopReading();
-    if (!stream.writable) return;
-    if (call.headersSent === true) stream.endWithStatus(code, encodeGrpcMessage(message));
-    else stream.respondStatus(code, encodeGrpcMessage(message));
-  };
-
-  /** A streaming call: request messages to the handler as they come, its messages back as it sends them. */
-  const serveStream = (
-    call: CallState,
-    method: GrpcMethod,
-    handler: StreamHandler,
-    deadline: number | undefined,
-  ): void => {
-    const { stream } = call;
-    // The call holds no reservation of its own; each message being read holds one (stream-messages.ts).
-    const streamCall: GrpcStreamCall = {
-      signal: call.controller.signal,
-      deadline,
-      metadata: stream.headers,
-      credentials: () => credentialsOf(stream.headers, stream.socket),
-      send(chunks) {
-        if (call.answered || !stream.writable) return;
-        if (call.headersSent !== true) {
-          call.headersSent = true;
-          stream.sendHeaders();
-        }
-        let length = 0;
-        for (const c of chunks) length += c.byteLength;
-        call.bytesOut += length;
-        stream.sendMessage(messagePrefix(length), chunks, length);
-      },
-      pause: () => {
-        stream.pauseReading();
-      },
-      resume: () => {
-        stream.resumeReading();
-      },
-      end(error) {
-        if (error !== undefined) {
-          finish(call, error);
-          return;
-        }
-        if (call.answered) return;
-        call.answered = true;
-        stream.stopReading();
-        if (!stream.writable) return;
-        if (call.headersSent === true) stream.endWithStatus(Code.OK, '');
-        else stream.respondStatus(Code.OK, '');
-      },
-    };
-    let events: GrpcStreamEvents;
-    try {
-      events = handler(streamCall);
-    } catch (error) {
-      finish(call, error);
-      return;
-    }
-    const onMessage = (message: Uint8Array): void => {
-      call.bytesIn += message.byteLength;
-      events.onMessage(message);
-    };
-    stream.read(
-      readStreamMessages(
-        {
-          maxMessageBytes: Math.min(maxMessageBytes, method.maxMessageBytes ?? maxMessageBytes),
-          encoding: call.encoding,
-          budget: options.budget,
-        },
-        onMessage,
-        (error) => {
-          finish(call, error);
-        },
-      ),
-      () => {
-        events.onEnd();
-      },
-    );
-  };
-
-  const respond = (call: CallState, chunks: readonly Uint8Array[]): void => {
-    if (call.answered) return;
-    call.answered = true;
-    const { stream } = call;
-    if (!stream.writable) return;
-    let length = 0;
-    for (const c of chunks) length += c.byteLength;
-    call.bytesOut = length;
-    stream.respond(messagePrefix(length), chunks, length);
-  };
-
-  /**
-   * A compressed request message, decompressed into its own buffer and placed for the
-   * method's alignment probe like an uncompressed one. Output is counted against the byte
-   * budget as it is produced (UNAVAILABLE when the budget runs out) and stops at
-   * maxMessageBytes (RESOURCE_EXHAUSTED): a compression bomb costs at most the budget.
-   */
-  const decompress = async (
-    call: CallState,
-    method: GrpcMethod,
-    bytes: Uint8Array,
-  ): Promise<{ message: Uint8Array; buffer: ArrayBuffer }> => {
-    const { chunks, total } = await inflateBounded(call.encoding === 'gzip' ? 'gzip' : 'deflate', bytes, {
-      maxBytes: maxMessageBytes,
-      grow: call.reservation === undefined ? undefined : (more) => call.reservation!.grow(more),
-      fail: (failure) =>
-        failure.kind === 'too-large'
-          ? new ServingError(
-              Code.RESOURCE_EXHAUSTED,
-              `Decompressed message larger than max (${maxMessageBytes})`,
-            )
-          : failure.kind === 'overloaded'
-            ? new ServingError(
-                Code.UNAVAILABLE,
-                'Server is overloaded: too many request bytes in flight; retry later',
-                { reason: 'overloaded' },
-              )
-            : new ServingError(
-                Code.INTERNAL,
-                `Cannot decompress the ${call.encoding!} message: ${failure.message}`,
-              ),
-    });
-    const head = Buffer.concat(chunks, Math.min(total, PROBE_BYTES));
-    const offset = method.alignment?.(head);
-    const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
-    const buffer = messageBuffer(total + shift);
-    const message = new Uint8Array(buffer, shift, total);
-    let at = 0;
-    for (const c of chunks) {
-      message.set(c, at);
-      at += c.byteLength;
-    }
-    return { message, buffer };
-  };
-
-  /**
-   * Reads the one message of a unary request into an exactly sized buffer, reserving its
-   * size against the budget as soon as the length prefix is known.
-   */
-  const readMessage = (
-    call: CallState,
-    method: GrpcMethod,
-  ): Promise<{ message: Uint8Array; buffer: ArrayBuffer }> =>
-    new Promise((resolve, reject) => {
-      const { stream } = call;
-      const prefix = new Uint8Array(5);
-      let prefixFill = 0;
-      let length = -1;
-      let compressed = false;
-      /** Bytes of the message kept until the alignment probe has seen enough. */
-      let head: Buffer[] | undefined = [];
-      let headBytes = 0;
-      let target: Uint8Array | undefined;
-      let buffer: ArrayBuffer | undefined;
-      let fill = 0;
-      const fail = (error: ServingError): void => {
-        cleanup();
-        dropReservation();
-        reject(error);
-      };
-      /**
-       * A message abandoned before it was whole: its buffer is garbage and the rest of it is
-       * read and dropped, so its bytes leave the in-flight budget now rather than when the
-       * client ends the stream (a client that stops sending would hold them until the
-       * send-stall timeout).
-       */
-      const dropReservation = (): void => {
-        releaseReservation(call);
-      };
-      /** Admits the call on the message's head and places the message; false when refused. */
-      const place = (): boolean => {
-        const seen = Buffer.concat(head!, headBytes);
-        head = undefined;
-        // A compressed head cannot be read: such calls are admitted when their run is submitted.
-        if (method.admit !== undefined && !compressed) {
-          try {
-            const release = method.admit(seen, {
-              signal: call.controller.signal,
-              deadline: call.deadline,
-              body: { received: () => fill, total: length },
-            });
-            call.release = release;
-          } catch (error) {
-            fail(error instanceof ServingError ? error : new ServingError(Code.INTERNAL, 'Internal error'));
-            return false;
-          }
-        }
-        // A compressed message is read as it is and placed once it is decompressed.
-        const offset = compressed ? undefined : method.alignment?.(seen);
-        const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
-        buffer = messageBuffer(length + shift);
-        target = new Uint8Array(buffer, shift, length);
-        target.set(seen, 0);
-        fill = seen.byteLength;
-        return true;
-      };
-      const onData = (chunk: Buffer): void => {
-        let at = 0;
-        if (length < 0) {
-          const take = Math.min(5 - prefixFill, chunk.byteLength);
-          prefix.set(chunk.subarray(0, take), prefixFill);
-          prefixFill += take;
-          at = take;
-          if (prefixFill < 5) return;
-          if (prefix[0] !== 0 && (prefix[0] !== 1 || call.encoding === undefined)) {
-            fail(
-              new ServingError(
-                Code.INTERNAL,
-                'Compressed message without a supported grpc-encoding (gzip, deflate)',
-              ),
-            );
-            return;
-          }
-          compressed = prefix[0] === 1;
-          length = new DataView(prefix.buffer).getUint32(1);
-          if (length > maxMessageBytes) {
-            fail(
-              new ServingError(
-                Code.RESOURCE_EXHAUSTED,
-                `Received message larger than max (${length} vs. ${maxMessageBytes})`,
-              ),
-            );
-            return;
-          }
-          if (options.budget !== undefined) {
-            call.reservation = options.budget.tryReserve(length);
-            if (call.reservation === undefined) {
-              fail(
-                new ServingError(
-                  Code.UNAVAILABLE,
-                  'Server is overloaded: too many request bytes in flight; retry later',
-                  {
-                    reason: 'overloaded',
-                  },
-                ),
-              );
-              return;
-            }
-          }
-        }
-        const rest = at === 0 ? chunk : chunk.subarray(at);
-        if (rest.byteLength === 0) {
-          if (length === 0 && target === undefined && !place()) return;
-        } else if (target === undefined) {
-          // Bytes past the declared length (a second message) must not reach place().
-          if (headBytes + rest.byteLength > length) {
-            fail(new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call'));
-            return;
-          }
-          headBytes += rest.byteLength;
-          if (headBytes >= Math.min(length, PROBE_BYTES)) {
-            head!.push(rest);
-            if (!place()) return;
-          } else {
-            // Kept past this call: a copy (the view is only valid during it).
-            head!.push(Buffer.from(rest));
-          }
-        } else {
-          if (fill + rest.byteLength > length) {
-            fail(new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call'));
-            return;
-          }
-          // Bytes the transport read straight into place (into) are already there.
-          if (rest.buffer !== target.buffer || rest.byteOffset !== target.byteOffset + fill) {
-            target.set(rest, fill);
-          }
-          fill += rest.byteLength;
-        }
-        if (target !== undefined && fill > length) {
-          fail(new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call'));
-        }
-      };
-      const onEnd = (): void => {
-        cleanup();
-        if (length >= 0 && target === undefined && head !== undefined && headBytes >= length && !place())
-          return;
-        if (target === undefined || fill !== length) {
-          dropReservation();
-          reject(new ServingError(Code.INTERNAL, 'Incomplete request message'));
-          return;
-        }
-        if (!compressed) {
-          resolve({ message: target, buffer: buffer! });
-          return;
-        }
-        decompress(call, method, target).then(resolve, reject);
-      };
-      const onAbort = (): void => {
-        cleanup();
-        dropReservation();
-        reject(call.controller.signal.reason as ServingError);
-      };
-      const cleanup = (): void => {
-        stream.stopReading();
-        call.controller.signal.removeEventListener('abort', onAbort);
-      };
-      /** The room left in the placed message: where the transport may read the next bytes. */
-      const into = (): Uint8Array | undefined =>
-        target !== undefined && fill < length ? target.subarray(fill) : undefined;
-      stream.read(onData, onEnd, into);
-      call.controller.signal.addEventListener('abort', onAbort, { once: true });
-    });
-
-  const handleStream = (stream: GrpcCallStream): void => {
-    const { headers } = stream;
-    const call: CallState = {
-      stream,
-      controller: new AbortController(),
-      answered: false,
-      reservation: undefined,
-      timers: [],
-      code: Code.OK,
-      bytesIn: 0,
-      bytesOut: 0,
-    };
-    inFlight++;
-    const outputLease = createOutputLease();
-    // --- observer hook
-    let observed: ((end: RequestEnd) => void) | undefined;
-    if (options.observer !== undefined) {
-      const label = labels.get(headers[':path'] ?? '');
-      observed = options.observer.begin({
-        api: label?.api ?? 'grpc',
-        transport: 'grpc',
-        method: label?.method ?? 'unknown',
-        headers,
-        signal: call.controller.signal,
-        startedAt: performance.now(),
-      });
-    }
-    stream.onClose(() => {
-      inFlight--;
-      call.release?.();
-      // Every DATA frame has been handed to the socket, or the stream is gone: the pooled
-      // output memory the response viewed may be refilled.
-      outputLease.release();
-      if (observed !== undefined) {
-        const code = call.answered ? call.code : Code.CANCELLED;
-        observed({ status: Code[code], code, bytesIn: call.bytesIn, bytesOut: call.bytesOut });
-      }
-      for (const t of call.timers) clearTimeout(t);
-      releaseReservation(call);
-      if (!call.answered) {
-        call.answered = true;
-        // Clients reset the stream when their deadline passes, usually a little before our
-        // timer (which started when the headers arrived) fires: that is a deadline, not a cancel.
-        const expired = call.deadline !== undefined && Date.now() >= call.deadline - DEADLINE_SLACK_MS;
-        call.controller.abort(
-          expired
-            ? new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded')
-            : new ServingError(Code.CANCELLED, 'Request cancelled by the client'),
-        );
-      }
-    });
-    const path = headers[':path'] ?? '';
-    if (headers[':method'] !== 'POST' || !isGrpcContentType(headers['content-type'])) {
-      stream.respondUnsupported();
-      call.answered = true;
-      return;
-    }
-    const method = methods.get(path);
-    if (method === undefined) {
-      finish(call, new ServingError(Code.UNIMPLEMENTED, `Method not found: ${path}`));
-      return;
-    }
-    const encoding = headers['grpc-encoding'];
-    if (encoding !== undefined && encoding !== 'identity') {
-      if (typeof encoding !== 'string' || !ENCODINGS.includes(encoding)) {
-        finish(
-          call,
-          new ServingError(Code.UNIMPLEMENTED, `Message encoding "${String(encoding)}" is not supported`),
-        );
-        return;
-      }
-      call.encoding = encoding as MessageEncoding;
-    }
-    let deadline: number | undefined;
-    try {
-      const timeoutMs = parseGrpcTimeout(headers['grpc-timeout']);
-      if (timeoutMs !== undefined) deadline = call.deadline = Date.now() + timeoutMs;
-    } catch (error) {
-      finish(call, error);
-      return;
-    }
-    const expire = (): void => {
-      const error = new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded');
-      call.controller.abort(error);
-      finish(call, error);
-    };
-    if (deadline !== undefined) {
-      const left = deadline - Date.now();
-      if (left <= 0) {
-        expire();
-        return;
-      }
-      if (left < 2 ** 31) call.timers.push(setTimeout(expire, left));
-    }
-    if (method.stream !== undefined) {
-      // A stream's messages come when the client has them: no body timeout, only its deadline.
-      serveStream(call, method, method.stream, deadline);
-      return;
-    }
-    const bodyTimer = setTimeout(() => {
-      const error = new ServingError(
-        Code.CANCELLED,
-        `Request message not received within ${bodyTimeoutMs} ms`,
-      );
-      call.controller.abort(error);
-      finish(call, error);
-    }, bodyTimeoutMs);
-    call.timers.push(bodyTimer);
-    readMessage(call, method)
-      .then(({ message, buffer }) => {
-        clearTimeout(bodyTimer);
-        call.bytesIn = message.byteLength;
-        return method.handler(message, {
-          signal: call.controller.signal,
-          deadline,
-          metadata: headers,
-          messageBuffer: buffer,
-          outputLease,
-          credentials: () => credentialsOf(headers, stream.socket),
-        });
-      })
-      .then(
-        (chunks) => {
-          respond(call, chunks);
-        },
-        (error: unknown) => {
-          const cause =
-            call.controller.signal.aborted && !(error instanceof ServingError)
-              ? (call.controller.signal.reason as unknown)
-              : error;
-          if (!(cause instanceof ServingError)) logger.error('grpc handler failed', { path, error: cause });
-          finish(call, cause);
-        },
-      );
-  };
-
+  const calls = createCallHandler({
+    services: options.services,
+    logger,
+    limits: { maxMessageBytes: options.maxMessageBytes ?? MAX_GRPC_MESSAGE_BYTES, budget: options.budget },
+    bodyTimeoutMs: options.bodyTimeoutMs,
+    observer: options.observer,
+  });
   const listenerOptions: GrpcListenerOptions = {
     host: host.includes(':') && !host.startsWith('[') ? host : host.replace(/^\[|\]$/g, ''),
-    port: options.port ?? 8500,
+    port: options.port,
     logger,
     windowBytes,
     maxFrameBytes,
-    maxConcurrentStreams: options.maxConcurrentStreams ?? 1000,
+    maxConcurrentStreams: options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
     maxHeaderListBytes: 64 * 1024,
-    maxConnections: options.maxConnections ?? 4096,
+    maxConnections: options.maxConnections,
     maxConnectionsPerAddress: options.maxConnectionsPerAddress,
     firstBytesTimeoutMs: options.firstBytesTimeoutMs,
     sendStallMs: options.sendStallTimeoutMs,
     tls: options.tls,
     connectionLimits: options.connectionLimits,
-    onStream: handleStream,
+    onStream: (stream) => {
+      calls.handle(stream);
+    },
   };
-  const startListener = (o: GrpcListenerOptions): Promise<GrpcListener> =>
-    (options.transport ?? 'lean') === 'lean' ? startH2Listener(o) : startNodeListener(o);
-  const tcp = await startListener(listenerOptions);
-  const { port } = tcp;
-  logger.info('grpc server listening', { host, port, transport: options.transport ?? 'lean' });
-  const listeners = [tcp];
-  if (options.socketPath !== undefined) {
-    try {
-      listeners.push(await startListener({ ...listenerOptions, path: options.socketPath }));
-    } catch (error) {
-      await tcp.close(0);
-      throw error;
-    }
+  const listeners = await startListeners(listenerOptions, transport, options.socketPath);
+  logger.info('grpc server listening', { host, port: listeners[0]!.port, transport });
+  if (options.socketPath !== undefined)
     logger.info('grpc server listening', { socketPath: options.socketPath });
-  }
+  return runningServer(listeners, calls, logger);
+}
 
+/** The TCP listener, and one on the Unix domain socket `socketPath` when given (same options). */
+async function startListeners(
+  options: GrpcListenerOptions,
+  transport: GrpcTransport,
+  socketPath: string | undefined,
+): Promise<GrpcListener[]> {
+  const start = (o: GrpcListenerOptions): Promise<GrpcListener> =>
+    transport === 'lean' ? startH2Listener(o) : startNodeListener(o);
+  const tcp = await start(options);
+  if (socketPath === undefined) return [tcp];
+  try {
+    return [tcp, await start({ ...options, path: socketPath })];
+  } catch (error) {
+    await tcp.close(0);
+    throw error;
+  }
+}
+
+function runningServer(
+  listeners: readonly GrpcListener[],
+  calls: CallHandler,
+  logger: Logger,
+): RunningGrpcServer {
+  const { port } = listeners[0]!;
   let closing: Promise<void> | undefined;
   return {
     port,
     get inFlight() {
-      return inFlight;
+      return calls.inFlight;
     },
     get connections() {
       return listeners.reduce((n, l) => n + l.connections, 0);

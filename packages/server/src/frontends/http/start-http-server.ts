@@ -3,35 +3,30 @@ import type { Duplex } from 'node:stream';
 import { createServer as createHttpsServer } from 'node:https';
 import { Server as NetServer } from 'node:net';
 import { type ListenerTls, tlsServerOptions, writeTlsBatchesWithoutCopy } from '../shared/listener-tls.js';
-import {
-  type ConnectionGuardLimits,
-  DEFAULT_FIRST_BYTES_TIMEOUT_MS,
-  type GuardReason,
-  createConnectionGuard,
-} from '../shared/connection-guard.js';
+import { type GuardReason, createConnectionGuard } from '../shared/connection-guard.js';
 import { DRAIN_IDLE_MS, trackConnections } from './connection-tracker.js';
 import type { HttpEdge } from './http-edge.js';
 
-/** Connection hygiene of an HTTP listener. */
+/** Connection hygiene of an HTTP listener (the values of its flags, compose/config-settings.ts). */
 export interface HttpLimits {
   /**
-   * Most connections at once: at the cap the connection idle the longest is closed for a new
-   * one, which is refused only when every connection has a request in flight. Default 4096.
+   * Most connections at once (--max_connections): at the cap the connection idle the longest
+   * is closed for a new one, which is refused only when every connection has a request in flight.
    */
-  readonly maxConnections?: number | undefined;
-  /** Most connections from one client address (further ones are refused at accept). Default 0: no limit. */
-  readonly maxConnectionsPerAddress?: number | undefined;
+  readonly maxConnections: number;
+  /** Most connections from one client address, further ones refused at accept; 0: no limit (--max_connections_per_address). */
+  readonly maxConnectionsPerAddress: number;
   /**
    * Time from accept to the first complete request head (TLS handshake included), in ms; a
-   * connection that has not sent it by then is closed. Default 10000; 0: none.
+   * connection that has not sent it by then is closed; 0: none (--connection_first_bytes_timeout_ms).
    */
-  readonly firstBytesTimeoutMs?: number | undefined;
-  /** Time a client has to send the request headers, in ms (slowloris). Default 20000. */
-  readonly headersTimeoutMs?: number | undefined;
-  /** Time a client has to send the whole request (headers and body), in ms. Default 300000. */
-  readonly requestTimeoutMs?: number | undefined;
-  /** An idle keep-alive connection is closed after this, in ms. Default 65000. */
-  readonly keepAliveTimeoutMs?: number | undefined;
+  readonly firstBytesTimeoutMs: number;
+  /** Time a client has to send the request headers, in ms (slowloris; --http_headers_timeout_ms). */
+  readonly headersTimeoutMs: number;
+  /** Time a client has to send the whole request (headers and body), in ms. */
+  readonly requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this, in ms (--http_keepalive_timeout_ms). */
+  readonly keepAliveTimeoutMs: number;
 }
 
 /** Takes the HTTP upgrades (WebSocket) of one listener. */
@@ -91,10 +86,10 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
       upgrade.handle(req, socket, head);
     });
   }
-  server.headersTimeout = options.headersTimeoutMs ?? 20_000;
-  server.requestTimeout = options.requestTimeoutMs ?? 300_000;
-  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 65_000;
-  const guard = createConnectionGuard(guardLimits(options));
+  server.headersTimeout = options.headersTimeoutMs;
+  server.requestTimeout = options.requestTimeoutMs;
+  server.keepAliveTimeout = options.keepAliveTimeoutMs;
+  const guard = createConnectionGuard(options);
   const tracker = trackConnections(server, secure !== undefined, guard);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -134,13 +129,4 @@ export function startHttpServer(options: StartHttpServerOptions): Promise<Starte
       });
     });
   });
-}
-
-/** The connection guard's limits from an HTTP listener's (defaults applied). */
-function guardLimits(limits: HttpLimits): ConnectionGuardLimits {
-  return {
-    maxConnections: limits.maxConnections ?? 4096,
-    maxConnectionsPerAddress: limits.maxConnectionsPerAddress ?? 0,
-    firstBytesTimeoutMs: limits.firstBytesTimeoutMs ?? DEFAULT_FIRST_BYTES_TIMEOUT_MS,
-  };
 }

@@ -54,8 +54,8 @@ export interface KServeServiceOptions {
   readonly statistics: InferenceStatisticsReader;
   /** Model directories a load may add (the model roots); undefined: only configured models. */
   readonly roots?: ModelRoots | undefined;
-  /** `explicit` enables repository load / unload; `none` answers them UNAVAILABLE. Default `none`. */
-  readonly modelControl?: ModelControlMode | undefined;
+  /** `explicit` enables repository load / unload; `none` answers them UNAVAILABLE (--kserve_model_control_mode). */
+  readonly modelControl: ModelControlMode;
   /** Rescans the configured models' version directories (a load of a loaded model). */
   readonly rescan?: (() => Promise<void>) | undefined;
   /** Server metadata `version`. */
@@ -64,8 +64,8 @@ export interface KServeServiceOptions {
   readonly maxBatchSize: number;
   /** Worker instances per model version (instance_group count). */
   readonly instanceCount: number;
-  /** Server-side batching is on (the config then shows dynamic_batching). Default false. */
-  readonly dynamicBatching?: boolean | undefined;
+  /** Server-side batching is on (the config then shows dynamic_batching; --enable_batching). */
+  readonly dynamicBatching: boolean;
   readonly logger: Logger;
 }
 
@@ -306,7 +306,7 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
     service,
     registry,
     roots: options.roots,
-    mode: options.modelControl ?? 'none',
+    mode: options.modelControl,
     rescan: options.rescan,
     logger: options.logger,
   });
@@ -346,7 +346,7 @@ export function createKServeService(options: KServeServiceOptions): KServeServic
               versionPolicy: registry.modelConfig(servable.name)?.versionPolicy,
               maxBatchSize: options.maxBatchSize,
               instanceCount: options.instanceCount,
-              dynamicBatching: options.dynamicBatching ?? false,
+              dynamicBatching: options.dynamicBatching,
             }),
           ),
         { signal },

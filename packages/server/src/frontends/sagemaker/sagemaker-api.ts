@@ -21,8 +21,8 @@ export interface SageMakerApiOptions {
   readonly logger: Logger;
   /** Resolves a multi-model `POST /models` url to a local model directory; rejects NOT_FOUND otherwise. */
   readonly resolveModelLocation: (url: string) => Promise<string>;
-  /** Serve the multi-model API (`/models...`). Default false. */
-  readonly multiModel?: boolean | undefined;
+  /** Serve the multi-model API (`/models...`; --sagemaker_multi_model). */
+  readonly multiModel: boolean;
   /** Multi-model: most models configured at once (507 above); 0 = no limit. */
   readonly maxModels: number;
   /** Multi-model: refuse loads (507) while the process RSS exceeds this many bytes; 0 = none. */
@@ -63,7 +63,7 @@ function modelName(ctx: HttpContext): string {
 export function createSageMakerApi(options: SageMakerApiOptions): HttpApi {
   const { service, registry, logger } = options;
   const guard = options.managementGuard;
-  const multiModel = options.multiModel ?? false;
+  const { multiModel } = options;
   const { invoker } = options;
   const routes: HttpRoute[] = [
     {

@@ -18,9 +18,6 @@
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 
-/** Default of ConnectionGuardLimits.firstBytesTimeoutMs (`--connection_first_bytes_timeout_ms`), ms. */
-export const DEFAULT_FIRST_BYTES_TIMEOUT_MS = 10_000;
-
 export interface ConnectionGuardLimits {
   /** Most connections at once (`--max_connections`). 0: no limit. */
   readonly maxConnections: number;

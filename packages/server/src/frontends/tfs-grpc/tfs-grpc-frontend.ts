@@ -77,9 +77,8 @@ export interface TfsGrpcFrontendOptions {
   /**
    * Encode Predict outputs as `tensor_content` bytes instead of typed `*_val` fields (TF
    * Serving's --enable_serialization_as_tensor_content). Strings always use `string_val`.
-   * Default false.
    */
-  readonly serializeAsTensorContent?: boolean | undefined;
+  readonly serializeAsTensorContent: boolean;
   /**
    * The served model set a HandleReloadConfigRequest asks for: the one mapping from
    * ModelServerConfig that the config file uses too (injected: it belongs to the repository).
@@ -442,7 +441,7 @@ export function createTfsGrpcServices(options: TfsGrpcFrontendOptions): GrpcServ
       methods: {
         Classify: classifyMethod(service, examples),
         Regress: regressMethod(service, examples),
-        Predict: predictMethod(service, options.serializeAsTensorContent ?? false),
+        Predict: predictMethod(service, options.serializeAsTensorContent),
         MultiInference: multiInferenceMethod(service, examples),
         GetModelMetadata: getModelMetadataMethod(service),
       },
