@@ -21,8 +21,8 @@ import { createInferenceStatistics } from '../../src/core/inference-statistics.j
 import { createTfsRestApi } from '../../src/frontends/tfs-rest/index.js';
 import { createJsonLogger } from '../../src/util/logger.js';
 import { fakeInferenceService } from '../fakes.js';
-import { mutate, mutationArb } from './arbitraries.js';
-import { fuzzAsync, targetOptions } from './campaign.js';
+import { mutate, mutationArb } from '@visionserve/testkit/arbitraries';
+import { fuzzAsync, targetOptions } from '@visionserve/testkit/campaign';
 
 const HALF: Signature = {
   inputs: { x: { name: 'x', dtype: 'float32', shape: [-1] } },

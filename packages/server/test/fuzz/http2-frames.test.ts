@@ -13,8 +13,8 @@ import fc from 'fast-check';
 import { type RunningGrpcServer, startGrpcServer } from '../../src/frontends/grpc/index.js';
 import { createInflightBudget } from '../../src/frontends/shared/inflight-budget.js';
 import { createJsonLogger } from '../../src/util/logger.js';
-import { mutate, mutationArb } from './arbitraries.js';
-import { fuzzAsync, targetOptions } from './campaign.js';
+import { mutate, mutationArb } from '@visionserve/testkit/arbitraries';
+import { fuzzAsync, targetOptions } from '@visionserve/testkit/campaign';
 import { frame, hpack } from '../h2-wire.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');

@@ -49,8 +49,8 @@ import {
   mutationArb,
   sameTensor,
   tensorArb,
-} from './arbitraries.js';
-import { fuzzAsync, fuzzSync, outcome, outcomeAsync, targetOptions } from './campaign.js';
+} from '@visionserve/testkit/arbitraries';
+import { fuzzAsync, fuzzSync, outcome, outcomeAsync, targetOptions } from '@visionserve/testkit/campaign';
 
 const concat = (chunks: readonly Uint8Array[]): Uint8Array => new Uint8Array(Buffer.concat(chunks));
 

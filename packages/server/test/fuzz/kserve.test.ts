@@ -53,8 +53,8 @@ import {
   mutationArb,
   sameTensor,
   shapeArb,
-} from './arbitraries.js';
-import { fuzzAsync, fuzzSync, outcome, targetOptions } from './campaign.js';
+} from '@visionserve/testkit/arbitraries';
+import { fuzzAsync, fuzzSync, outcome, targetOptions } from '@visionserve/testkit/campaign';
 
 const utf8 = new TextEncoder();
 

@@ -15,8 +15,8 @@ import {
 import { validateConfigs } from '../../src/core/validate-configs.js';
 import { parseBatchingParameters } from '../../src/repository/batching-parameters-file.js';
 import { parseModelConfigFile } from '../../src/repository/model-config-file.js';
-import { mutatedTextArb } from './arbitraries.js';
-import { fuzzSync, outcome, targetOptions } from './campaign.js';
+import { mutatedTextArb } from '@visionserve/testkit/arbitraries';
+import { fuzzSync, outcome, targetOptions } from '@visionserve/testkit/campaign';
 
 /** Text-format spelling choices: quotes, separators, bracket style, comments. */
 interface Style {

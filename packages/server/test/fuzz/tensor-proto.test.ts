@@ -32,8 +32,8 @@ import type { GrpcMethod } from '../../src/frontends/grpc/index.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { FAKE_SIGNATURE, NO_ASSETS, fakeInferenceService } from '../fakes.js';
 import type { ServableAssets } from '../../src/contracts/servable-assets.js';
-import { NUMERIC_DTYPES, aliasArb, mutatedBytesArb, sameTensor, tensorArb } from './arbitraries.js';
-import { fuzzAsync, fuzzSync, outcome, outcomeAsync, targetOptions } from './campaign.js';
+import { NUMERIC_DTYPES, aliasArb, mutatedBytesArb, sameTensor, tensorArb } from '@visionserve/testkit/arbitraries';
+import { fuzzAsync, fuzzSync, outcome, outcomeAsync, targetOptions } from '@visionserve/testkit/campaign';
 
 const concat = (chunks: readonly Uint8Array[]): Uint8Array => new Uint8Array(Buffer.concat(chunks));
 
