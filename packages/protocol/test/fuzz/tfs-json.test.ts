@@ -24,7 +24,13 @@ import {
   shortestFloat32Slow,
   tfsJsonToTensors,
 } from '@visionserve/protocol';
-import { ALL_DTYPES, aliasArb, hostileStringArb, mutatedTextArb, sameTensor } from '@visionserve/testkit/arbitraries';
+import {
+  ALL_DTYPES,
+  aliasArb,
+  hostileStringArb,
+  mutatedTextArb,
+  sameTensor,
+} from '@visionserve/testkit/arbitraries';
 import { fuzzSync, outcome, targetOptions } from '@visionserve/testkit/campaign';
 
 /** Dtypes TF Serving's JSON can carry (half and bfloat16 are UNIMPLEMENTED there). */
