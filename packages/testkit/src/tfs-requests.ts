@@ -12,10 +12,7 @@ import {
   tensorToProto,
   writePredictRequest,
 } from '@visionserve/protocol/tfs-proto';
-import { aliasArb, sameTensor, tensorArb } from './arbitraries.js';
-
-/** The chunks as one byte array. */
-export const concat = (chunks: readonly Uint8Array[]): Uint8Array => new Uint8Array(Buffer.concat(chunks));
+import { aliasArb, concat, sameTensor, tensorArb } from './arbitraries.js';
 
 /** Copies `bytes` to offset `shift` of a fresh buffer (to reach every alignment of tensor_content). */
 export function shifted(bytes: Uint8Array, shift: number): Uint8Array {

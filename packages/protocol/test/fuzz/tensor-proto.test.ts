@@ -24,6 +24,7 @@ import {
 import {
   NUMERIC_DTYPES,
   aliasArb,
+  concat,
   mutatedBytesArb,
   sameTensor,
   tensorArb,
@@ -31,7 +32,6 @@ import {
 import { fuzzSync, outcome, targetOptions } from '@visionserve/testkit/campaign';
 import {
   MALFORMED,
-  concat,
   decodeGeneral,
   inputsArb,
   requestBytes,

@@ -12,15 +12,9 @@ import {
   decodePredictResponseFast,
   tensorFromProto,
 } from '@visionserve/protocol/tfs-proto';
-import { mutatedBytesArb } from '@visionserve/testkit/arbitraries';
+import { concat, mutatedBytesArb } from '@visionserve/testkit/arbitraries';
 import { fuzzAsync, outcome, outcomeAsync, targetOptions } from '@visionserve/testkit/campaign';
-import {
-  concat,
-  decodeGeneral,
-  sameInputs,
-  shifted,
-  validRequestArb,
-} from '@visionserve/testkit/tfs-requests';
+import { decodeGeneral, sameInputs, shifted, validRequestArb } from '@visionserve/testkit/tfs-requests';
 import type { ServableAssets } from '../../src/contracts/servable-assets.js';
 import type { PredictRequest as CorePredictRequest } from '../../src/core/inference-service.js';
 import { validateConfigs } from '../../src/core/validate-configs.js';
