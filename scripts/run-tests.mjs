@@ -1,12 +1,14 @@
 #!/usr/bin/env node
 // Runs every compiled test file with node's test runner, then the Python compatibility suite,
 // h2spec against the gRPC port (compat/h2spec), the peers benchmark's report tests, then the deploy/ manifest validation (Go, deploy/validate/run.sh).
-// Usage: node scripts/run-tests.mjs [--only-node | --only-deploy | --unit] [filter]
+// Usage: node scripts/run-tests.mjs [--only-node | --only-deploy | --unit] [--list] [filter]
+// --list: print the test files the other options select, and run nothing.
 // --unit (npm run test:unit): only the test files that open no socket and start no server or
-// process (told from their compiled imports), two at a time: the fast loop while editing.
+// process (told from their compiled text and that of the test helpers they import), two at a
+// time: the fast loop while editing.
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync, existsSync } from 'node:fs';
-import { join, dirname } from 'node:path';
+import { join, dirname, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -39,13 +41,34 @@ for (const pkg of ['protocol', 'vision', 'client', 'server', 'cli'])
 /** What makes a test file more than a unit test: sockets, servers, child processes. */
 const NOT_UNIT =
   /from 'node:(net|http|http2|https|tls|child_process|dgram)'|startVisionServer|startServer|startGrpcServer|startHttpServer|\bspawn\(|\bfork\(/;
-const isUnit = (file) => !file.includes('.integration.') && !NOT_UNIT.test(readFileSync(file, 'utf8'));
+const reachesNotUnit = new Map();
+/**
+ * Whether `file` or a test helper it imports by relative path (one under a dist/test folder,
+ * e.g. the CLI's helpers/server-harness.js, which starts the server) opens a socket or a process.
+ * The package code a test imports is not followed: importing a frontend opens nothing.
+ */
+function notUnit(file) {
+  if (reachesNotUnit.has(file)) return reachesNotUnit.get(file);
+  reachesNotUnit.set(file, false); // an import cycle among helpers adds nothing
+  const text = readFileSync(file, 'utf8');
+  const helpers = [...text.matchAll(/from '(\.\.?\/[^']+\.js)'/g)]
+    .map((m) => join(dirname(file), m[1]))
+    .filter((p) => p.includes(`${sep}dist${sep}test${sep}`) && existsSync(p));
+  const result = NOT_UNIT.test(text) || helpers.some(notUnit);
+  reachesNotUnit.set(file, result);
+  return result;
+}
+const isUnit = (file) => !/\.(integration|e2e)\./.test(file) && !notUnit(file);
 const selected = (filter ? files.filter((f) => f.includes(filter)) : files).filter(
   (f) => !unitOnly || isUnit(f),
 );
 if (selected.length === 0) {
   console.error('no test files found');
   process.exit(1);
+}
+if (args.includes('--list')) {
+  for (const file of selected) console.log(file);
+  process.exit(0);
 }
 const node = spawnSync(
   process.execPath,
