@@ -26,12 +26,16 @@ function runDeployValidation() {
 if (onlyDeploy) process.exit(runDeployValidation());
 const filter = args.find((a) => !a.startsWith('--'));
 
-function walk(dir, out) {
+/**
+ * The compiled test files under `dir` (a package's dist/test) whose source (test/<same>.ts)
+ * still exists: tsc -b leaves the output of a moved or deleted test behind.
+ */
+function walk(dir, out, source = join(dir, '..', '..', 'test')) {
   if (!existsSync(dir)) return out;
   for (const name of readdirSync(dir)) {
     const p = join(dir, name);
-    if (statSync(p).isDirectory()) walk(p, out);
-    else if (name.endsWith('.test.js')) out.push(p);
+    if (statSync(p).isDirectory()) walk(p, out, join(source, name));
+    else if (name.endsWith('.test.js') && existsSync(join(source, name.replace(/\.js$/, '.ts')))) out.push(p);
   }
   return out;
 }
