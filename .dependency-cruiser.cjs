@@ -83,6 +83,31 @@ module.exports = {
       },
     },
     {
+      name: 'testkit-is-for-tests-only',
+      comment:
+        'packages/testkit (the fuzz harness and generators) serves the tests of every package; no package code imports it',
+      severity: 'error',
+      from: { path: '^packages/[^/]+/src/', pathNot: '^packages/testkit/' },
+      // A subpath import (@visionserve/testkit/campaign) stays unresolved in the graph: match its name too.
+      to: { path: ['^packages/testkit/', '^@visionserve/testkit(/|$)'] },
+    },
+    {
+      name: 'testkit-knows-only-protocol',
+      comment:
+        'the testkit builds on protocol alone (protocol tests import it, so it may not reach a package above), opens no socket and loads no native module: a test that uses it stays a unit test',
+      severity: 'error',
+      from: { path: '^packages/testkit/' },
+      to: {
+        path: [
+          '^packages/(vision|client|server|cli|console|h2)/',
+          '^@visionserve/(vision|client|server|console|h2)(/|$)',
+          ...NATIVE,
+          WORKERS,
+          TRANSPORTS,
+        ],
+      },
+    },
+    {
       name: 'server-does-not-import-cli',
       severity: 'error',
       from: { path: '^packages/server/' },

@@ -58,6 +58,16 @@ const PLANTS = {
     '@visionserve/protocol',
     'packages/protocol/',
   ],
+  'testkit-is-for-tests-only': [
+    'packages/protocol/src/dtype.ts',
+    '@visionserve/testkit/campaign',
+    '@visionserve/testkit/campaign',
+  ],
+  'testkit-knows-only-protocol': [
+    'packages/testkit/src/arbitraries.ts',
+    '@visionserve/vision',
+    'packages/vision/',
+  ],
   'server-does-not-import-cli': ['packages/server/src/util/logger.ts', 'visionserve', 'packages/cli/'],
   'server-does-not-import-client': [
     'packages/server/src/frontends/http/send.ts',

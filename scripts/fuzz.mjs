@@ -37,7 +37,12 @@ const files = [];
 for (const pkg of ['protocol', 'vision', 'client', 'server', 'cli']) {
   const dir = join(root, 'packages', pkg, 'dist', 'test', 'fuzz');
   if (!existsSync(dir)) continue;
-  for (const name of readdirSync(dir).sort()) if (name.endsWith('.test.js')) files.push(join(dir, name));
+  // Only targets whose source still exists: tsc -b leaves the output of a moved one behind.
+  const source = join(root, 'packages', pkg, 'test', 'fuzz');
+  for (const name of readdirSync(dir).sort()) {
+    if (name.endsWith('.test.js') && existsSync(join(source, name.replace(/\.js$/, '.ts'))))
+      files.push(join(dir, name));
+  }
 }
 if (files.length === 0) {
   console.error('fuzz: no compiled fuzz targets; run `npx tsc -b packages/cli` first');

@@ -25,7 +25,7 @@ import { createHttpEdge } from '../../src/frontends/http/http-edge.js';
 import { sendJson } from '../../src/frontends/http/send.js';
 import { type StartedHttpServer, startHttpServer } from '../../src/frontends/http/start-http-server.js';
 import { createJsonLogger } from '../../src/util/logger.js';
-import { fuzzAsync, targetOptions } from './campaign.js';
+import { fuzzAsync, targetOptions } from '@visionserve/testkit/campaign';
 import { DEFAULTS } from '../../src/config/server-config.js';
 import { grpcServerSettings, httpServerSettings } from '../../src/compose/config-settings.js';
 

@@ -12,7 +12,7 @@ import { Code, codeFromNumber } from '@visionserve/protocol';
 import { type RunningGrpcServer, startGrpcServer } from '../../src/frontends/grpc/index.js';
 import { createInflightBudget } from '../../src/frontends/shared/inflight-budget.js';
 import { silentLogger } from '../../src/util/logger.js';
-import { fuzzAsync, targetOptions } from './campaign.js';
+import { fuzzAsync, targetOptions } from '@visionserve/testkit/campaign';
 import { DEFAULTS } from '../../src/config/server-config.js';
 import { grpcServerSettings } from '../../src/compose/config-settings.js';
 

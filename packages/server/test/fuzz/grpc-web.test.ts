@@ -9,8 +9,8 @@ import fc from 'fast-check';
 import { Code } from '@visionserve/protocol';
 import type { GrpcMethod } from '../../src/frontends/grpc/grpc-service.js';
 import { decodeGrpcWebText, readUnaryFrame } from '../../src/frontends/grpc-web/grpc-web-api.js';
-import { mutate, mutationArb } from './arbitraries.js';
-import { fuzzSync, outcome, targetOptions } from './campaign.js';
+import { mutate, mutationArb } from '@visionserve/testkit/arbitraries';
+import { fuzzSync, outcome, targetOptions } from '@visionserve/testkit/campaign';
 
 const MAX_MESSAGE = 4096;
 

@@ -37,7 +37,7 @@ import {
   encodeUint32Frame,
 } from '@visionserve/protocol/h2';
 import { createH2GrpcChannel } from '@visionserve/client/h2';
-import { fuzzAsync, targetOptions } from './campaign.js';
+import { fuzzAsync, targetOptions } from '@visionserve/testkit/campaign';
 
 /** Receive window and frame size the channel advertises here: DATA beyond them is cheap to send. */
 const WINDOW = 65_535;

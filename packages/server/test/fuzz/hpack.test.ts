@@ -19,8 +19,8 @@ import {
   encodeHuffman,
   huffmanEncodedLength,
 } from '@visionserve/protocol/h2';
-import { mutate, mutationArb } from './arbitraries.js';
-import { HANG_MS, fuzzSync, targetOptions } from './campaign.js';
+import { mutate, mutationArb } from '@visionserve/testkit/arbitraries';
+import { HANG_MS, fuzzSync, targetOptions } from '@visionserve/testkit/campaign';
 import { hpackInt } from '../h2-wire.js';
 
 type Fields = (readonly [string, string])[];

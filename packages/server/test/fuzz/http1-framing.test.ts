@@ -21,8 +21,8 @@ import { createInferenceStatistics } from '../../src/core/inference-statistics.j
 import { createTfsRestApi } from '../../src/frontends/tfs-rest/index.js';
 import { createJsonLogger } from '../../src/util/logger.js';
 import { fakeInferenceService } from '../fakes.js';
-import { mutate, mutationArb } from './arbitraries.js';
-import { fuzzAsync, targetOptions } from './campaign.js';
+import { mutate, mutationArb } from '@visionserve/testkit/arbitraries';
+import { fuzzAsync, targetOptions } from '@visionserve/testkit/campaign';
 import { DEFAULTS } from '../../src/config/server-config.js';
 import { httpServerSettings } from '../../src/compose/config-settings.js';
 

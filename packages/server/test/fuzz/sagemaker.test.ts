@@ -25,8 +25,8 @@ import type { ModelConfig } from '../../src/core/model-config.js';
 import { isInside, resolveModelLocation } from '../../src/repository/confined-path.js';
 import { silentLogger } from '../../src/util/logger.js';
 import { FAKE_SIGNATURE, fakeInferenceService } from '../fakes.js';
-import { hostileStringArb, mutatedTextArb } from './arbitraries.js';
-import { fuzzAsync, fuzzSync, outcome, outcomeAsync, targetOptions } from './campaign.js';
+import { hostileStringArb, mutatedTextArb } from '@visionserve/testkit/arbitraries';
+import { fuzzAsync, fuzzSync, outcome, outcomeAsync, targetOptions } from '@visionserve/testkit/campaign';
 
 const finite = fc.double({ noNaN: true, noDefaultInfinity: true });
 

@@ -8,9 +8,9 @@ import { Code } from '@visionserve/protocol';
 import { crc32c } from '../../src/warmup/crc32c.js';
 import { readTfRecords, writeTfRecords } from '../../src/warmup/tfrecord.js';
 import { encodeWarmupFile, parseWarmupFile } from '../../src/warmup/warmup-file.js';
-import { aliasArb, mutate, mutatedBytesArb, mutationArb, tensorArb } from './arbitraries.js';
+import { aliasArb, mutate, mutatedBytesArb, mutationArb, tensorArb } from '@visionserve/testkit/arbitraries';
 import { tensorFromProto } from '@visionserve/protocol/tfs-proto';
-import { fuzzSync, outcome, targetOptions } from './campaign.js';
+import { fuzzSync, outcome, targetOptions } from '@visionserve/testkit/campaign';
 
 /** Bitwise CRC-32C, the reference the table-driven one must equal. */
 function crc32cBitwise(bytes: Uint8Array): number {

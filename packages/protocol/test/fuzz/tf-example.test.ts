@@ -24,8 +24,8 @@ import {
   exampleInputFromProto,
   parseSerializedExample,
 } from '@visionserve/protocol/tfs-proto';
-import { hostileStringArb, mutate, mutationArb, mutatedTextArb } from './arbitraries.js';
-import { fuzzSync, outcome, targetOptions } from './campaign.js';
+import { hostileStringArb, mutate, mutationArb, mutatedTextArb } from '@visionserve/testkit/arbitraries';
+import { fuzzSync, outcome, targetOptions } from '@visionserve/testkit/campaign';
 
 const KEYS = ['x', 'y', 'label', 'image/encoded'] as const;
 

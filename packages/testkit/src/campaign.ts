@@ -1,6 +1,6 @@
 /**
- * Campaign settings and reporting shared by the fuzz targets in this folder. Not a test
- * file itself.
+ * Campaign settings and reporting shared by the fuzz targets of every package
+ * (`packages/*\/test/fuzz`, run by scripts/fuzz.mjs and with the tests). Not a test file.
  *
  * Environment (set by `npm run fuzz`, see docs/fuzzing.md):
  * - VISIONSERVE_FUZZ_SCALE: multiplies every target's short-campaign run count. Default 1.

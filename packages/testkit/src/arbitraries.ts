@@ -139,6 +139,9 @@ export function sameTensor(a: Tensor, b: Tensor): string | undefined {
   return undefined;
 }
 
+/** The chunks as one byte array. */
+export const concat = (chunks: readonly Uint8Array[]): Uint8Array => new Uint8Array(Buffer.concat(chunks));
+
 /** One edit of a byte string. Positions are taken modulo the length at the time of the edit. */
 export type Mutation =
   | { readonly kind: 'truncate'; readonly at: number }

@@ -24,8 +24,14 @@ import {
   shortestFloat32Slow,
   tfsJsonToTensors,
 } from '@visionserve/protocol';
-import { ALL_DTYPES, aliasArb, hostileStringArb, mutatedTextArb, sameTensor } from './arbitraries.js';
-import { fuzzSync, outcome, targetOptions } from './campaign.js';
+import {
+  ALL_DTYPES,
+  aliasArb,
+  hostileStringArb,
+  mutatedTextArb,
+  sameTensor,
+} from '@visionserve/testkit/arbitraries';
+import { fuzzSync, outcome, targetOptions } from '@visionserve/testkit/campaign';
 
 /** Dtypes TF Serving's JSON can carry (half and bfloat16 are UNIMPLEMENTED there). */
 const JSON_DTYPES: readonly DType[] = ALL_DTYPES.filter((d) => d !== 'float16' && d !== 'bfloat16');

@@ -12,8 +12,8 @@ import sharp from 'sharp';
 import { Code, ServingError } from '@visionserve/protocol';
 import { IMAGE_PRESETS, type ImageToTensorOptions } from '@visionserve/vision';
 import { imageToTensor, sniffImageFormat } from '@visionserve/vision/image';
-import { mutate, mutationArb } from './arbitraries.js';
-import { fuzzAsync, outcomeAsync, targetOptions } from './campaign.js';
+import { mutate, mutationArb } from '@visionserve/testkit/arbitraries';
+import { fuzzAsync, outcomeAsync, targetOptions } from '@visionserve/testkit/campaign';
 
 /** A PNG whose header declares width x height RGB pixels but stores only a few rows of zeros. */
 function pngDeclaring(width: number, height: number, rows: number): Buffer {
