@@ -189,6 +189,28 @@ interface CallState {
   bytesOut: number;
 }
 
+/** Ends a call with a status (trailers-only: a response message is only sent with status OK). */
+function finish(call: CallState, error: unknown): void {
+  if (call.answered) return;
+  call.answered = true;
+  const { code, message } = statusOf(error);
+  call.code = code;
+  const { stream } = call;
+  stream.stopReading();
+  if (!stream.writable) return;
+  if (call.headersSent === true) stream.endWithStatus(code, encodeGrpcMessage(message));
+  else stream.respondStatus(code, encodeGrpcMessage(message));
+}
+
+/**
+ * Ends a call the server gives up on (deadline, no message in time, a stream message over
+ * the limit): the handler learns it through the signal, as for a reset, and stops its work.
+ */
+function abortCall(call: CallState, error: ServingError): void {
+  call.controller.abort(error);
+  finish(call, error);
+}
+
 /** The 5-byte gRPC length prefix of an uncompressed message of `length` bytes. */
 function messagePrefix(length: number): Buffer {
   const prefix = Buffer.allocUnsafe(5);
@@ -263,19 +285,6 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
 
   let inFlight = 0;
 
-  /** Ends a call with a status (trailers-only: a response message is only sent with status OK). */
-  const finish = (call: CallState, error: unknown): void => {
-    if (call.answered) return;
-    call.answered = true;
-    const { code, message } = statusOf(error);
-    call.code = code;
-    const { stream } = call;
-    stream.stopReading();
-    if (!stream.writable) return;
-    if (call.headersSent === true) stream.endWithStatus(code, encodeGrpcMessage(message));
-    else stream.respondStatus(code, encodeGrpcMessage(message));
-  };
-
   /** A streaming call: request messages to the handler as they come, its messages back as it sends them. */
   const serveStream = (
     call: CallState,
@@ -340,7 +349,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         },
         onMessage,
         (error) => {
-          finish(call, error);
+          abortCall(call, error);
         },
       ),
       () => {
@@ -654,9 +663,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       return;
     }
     const expire = (): void => {
-      const error = new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded');
-      call.controller.abort(error);
-      finish(call, error);
+      abortCall(call, new ServingError(Code.DEADLINE_EXCEEDED, 'Deadline exceeded'));
     };
     if (deadline !== undefined) {
       const left = deadline - Date.now();
@@ -672,12 +679,10 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       return;
     }
     const bodyTimer = setTimeout(() => {
-      const error = new ServingError(
-        Code.CANCELLED,
-        `Request message not received within ${bodyTimeoutMs} ms`,
+      abortCall(
+        call,
+        new ServingError(Code.CANCELLED, `Request message not received within ${bodyTimeoutMs} ms`),
       );
-      call.controller.abort(error);
-      finish(call, error);
     }, bodyTimeoutMs);
     call.timers.push(bodyTimer);
     readMessage(call, method)
