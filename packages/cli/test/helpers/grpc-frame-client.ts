@@ -1,16 +1,23 @@
 import http2 from 'node:http2';
-import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { type MessageInitShape, create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import {
   FRAME_STREAM_SERVICE,
   FrameRequestSchema,
   type FrameResponse,
   FrameResponseSchema,
+  type FrameTensorSchema,
 } from '@visionserve/protocol/stream-proto';
 
 /** A gRPC frame stream under test, over node:http2 (an independent HTTP/2 client). */
 export interface GrpcFrameCall {
   /** Sends one FrameRequest (the first names the model). */
-  send(request: { modelName?: string; modelVersion?: bigint; policy?: string; image?: Uint8Array }): void;
+  send(request: {
+    modelName?: string;
+    modelVersion?: bigint;
+    policy?: string;
+    image?: Uint8Array;
+    tensor?: MessageInitShape<typeof FrameTensorSchema>;
+  }): void;
   /** Half-closes: no more frames. */
   end(): void;
   readonly answers: FrameResponse[];
