@@ -43,7 +43,7 @@ async function finished(call: GrpcFrameCall): Promise<GrpcFrameCall['answers']> 
   return call.answers;
 }
 
-/** A FrameTensor of `dtype`-free parts, for hostile frames. */
+/** A FrameTensor whose contents are `bytes` zero bytes, for hostile frames. */
 function rawTensor(datatype: string, shape: readonly number[], bytes: number) {
   return { datatype, shape: shape.map((d) => BigInt(d)), rawContents: new Uint8Array(bytes) };
 }

@@ -263,7 +263,9 @@ void describe('frame stream core', () => {
     }
     for (let i = 0; i < 20 && sink.answers.length < 4; i++) await tick();
     assert.deepEqual(frames(sink.answers), [0, 1, 2, 3]);
-    const results = sink.answers.map((a) => ('error' in a ? a.error.message : JSON.parse(a.resultJson)));
+    const results = sink.answers.map((a) =>
+      'error' in a ? a.error.message : (JSON.parse(a.resultJson) as unknown),
+    );
     assert.deepEqual(results, [
       { predictions: [0] },
       { predictions: [1] },
