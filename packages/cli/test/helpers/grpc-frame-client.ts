@@ -29,7 +29,9 @@ export interface GrpcFrameCall {
 }
 
 export function openGrpcFrameCall(port: number): GrpcFrameCall {
-  const session = http2.connect(`http://127.0.0.1:${port}`);
+  // Tensor frames are large (MobileNetV2's: 602 KB): room for a burst of them queued unsent
+  // (node's default of 10 MB resets the stream with ENHANCE_YOUR_CALM when the server reads slowly).
+  const session = http2.connect(`http://127.0.0.1:${port}`, { maxSessionMemory: 128 });
   session.on('error', () => undefined);
   const req = session.request({
     ':method': 'POST',
@@ -56,12 +58,14 @@ export function openGrpcFrameCall(port: number): GrpcFrameCall {
   });
   // The call ends with its status (trailers, or a trailers-only response), as gRPC clients take
   // it, whether or not this side has half-closed; the stream is then closed.
+  // Why the stream ended without a status (a reset, a lost connection): code -1 with this message.
+  let streamError = '';
   const status = new Promise<{ code: number; message: string }>((resolve) => {
     const done = (headers: http2.IncomingHttpHeaders): void => {
       wake(true);
       resolve({
         code: Number(headers['grpc-status'] ?? -1),
-        message: decodeURIComponent(String(headers['grpc-message'] ?? '')),
+        message: decodeURIComponent(String(headers['grpc-message'] ?? streamError)),
       });
       req.close();
       session.close();
@@ -72,7 +76,9 @@ export function openGrpcFrameCall(port: number): GrpcFrameCall {
     req.on('trailers', (t: http2.IncomingHttpHeaders) => {
       done(t);
     });
-    req.on('error', () => undefined);
+    req.on('error', (error: Error) => {
+      streamError = `${error.message} (rstCode ${req.rstCode ?? 'none'})`;
+    });
     req.on('close', () => {
       done({});
     });

@@ -3,10 +3,11 @@
  * and frames per model by outcome (read at scrape time).
  */
 
-/** What became of a frame: answered with a result, dropped by `latest`, answered with an error. */
+/**
+ * What became of a frame: answered with a result, dropped by `latest`, or failed (answered with
+ * an error, or cancelled in flight when its stream closed).
+ */
 export type FrameOutcome = 'answered' | 'dropped' | 'failed';
-
-export const FRAME_OUTCOMES: readonly FrameOutcome[] = ['answered', 'dropped', 'failed'];
 
 /** The transports as the metrics name them. */
 export type StreamTransport = 'websocket' | 'grpc';

@@ -48,6 +48,10 @@ export interface TensorFrame {
 type FrameInput =
   { readonly kind: 'image'; readonly bytes: Uint8Array } | ({ readonly kind: 'tensor' } & TensorFrame);
 
+/** A frame's size on the wire (what --stream_max_frame_bytes limits). */
+const frameBytes = (input: FrameInput): number =>
+  input.kind === 'image' ? input.bytes.byteLength : input.byteLength;
+
 /** One processed frame, or one frame that failed (the stream stays open). */
 export type FrameAnswer =
   | {
@@ -228,21 +232,19 @@ export class FrameStream {
 
   /** One encoded frame from the client (the transport gives up the buffer). */
   push(bytes: Uint8Array): void {
-    this.enqueue({ kind: 'image', bytes }, bytes.byteLength);
+    this.enqueue({ kind: 'image', bytes });
   }
 
   /** One raw tensor frame from the client (gRPC), under the same frame-size limit. */
   pushTensor(frame: TensorFrame): void {
-    this.enqueue(
-      { kind: 'tensor', byteLength: frame.byteLength, decode: () => frame.decode() },
-      frame.byteLength,
-    );
+    this.enqueue({ kind: 'tensor', byteLength: frame.byteLength, decode: () => frame.decode() });
   }
 
-  private enqueue(input: FrameInput, byteLength: number): void {
+  private enqueue(input: FrameInput): void {
     if (this.ended) return;
     const index = this.nextIndex++;
     const pending = { index, input, arrivedAt: performance.now() };
+    const byteLength = frameBytes(input);
     if (byteLength > this.deps.limits.maxFrameBytes) {
       this.fail(
         new ServingError(
@@ -405,8 +407,7 @@ export class FrameStream {
       dispose();
     }
     const code = 'error' in answer ? answer.error.code : Code.OK;
-    const bytesIn = frame.input.kind === 'image' ? frame.input.bytes.byteLength : frame.input.byteLength;
-    observed?.({ status: Code[code], code, bytesIn, bytesOut: 0 });
+    observed?.({ status: Code[code], code, bytesIn: frameBytes(frame.input), bytesOut: 0 });
     this.tally.frame(this.request.model.name, 'error' in answer ? 'failed' : 'answered');
     return answer;
   }
