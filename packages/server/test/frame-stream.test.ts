@@ -2,11 +2,12 @@
  * The frame stream core with a fake InferenceService whose runs the test finishes one by one:
  * answers in frame order whatever order runs finish in, `latest` keeps only the newest waiting
  * frame, `all` pauses and resumes reading at --stream_queue_frames, unsent answers stop new
- * frames, finish() waits for the last answer, and the open-stream limit.
+ * frames, finish() waits for the last answer, the open-stream limit, raw tensor frames in
+ * order with image frames, and the counts the metrics read.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Code, ServingError, type Tensor } from '@visionserve/protocol';
+import { Code, ServingError, type Tensor, invalidArgument } from '@visionserve/protocol';
 import { IMAGE_PRESETS } from '@visionserve/vision';
 import type { ServableAssets } from '../src/contracts/servable-assets.js';
 import type { InferenceService, Servable } from '../src/core/inference-service.js';
@@ -234,5 +235,81 @@ void describe('frame stream core', () => {
     streams.closeAll();
     assert.equal(streams.size, 0);
     assert.throws(() => streams.open(request, testSink()), /shutting down/);
+  });
+  void it('tensor frames keep their place among image frames; a tensor that does not decode is a per-frame error', async () => {
+    const { streams, runs } = setup({ inflightFrames: 1 }, 1);
+    const sink = testSink();
+    const stream = streams.open(
+      { model: { name: 'm' }, policy: 'all', headers: {}, transport: 'grpc' },
+      sink,
+    );
+    const tensor: Tensor = {
+      dtype: 'float32',
+      shape: [1, 3, 224, 224],
+      data: new Float32Array(3 * 224 * 224),
+    };
+    stream.pushTensor({ byteLength: 4 * 3 * 224 * 224, decode: () => tensor });
+    stream.push(JPEG);
+    stream.pushTensor({
+      byteLength: 3,
+      decode: () => {
+        throw invalidArgument('Frame tensor: bad');
+      },
+    });
+    stream.pushTensor({ byteLength: 4 * 3 * 224 * 224, decode: () => tensor });
+    for (let i = 0; i < 3; i++) {
+      await started(runs, i + 1);
+      runs[i]!.resolve(output(i));
+    }
+    for (let i = 0; i < 20 && sink.answers.length < 4; i++) await tick();
+    assert.deepEqual(frames(sink.answers), [0, 1, 2, 3]);
+    const results = sink.answers.map((a) =>
+      'error' in a ? a.error.message : (JSON.parse(a.resultJson) as unknown),
+    );
+    assert.deepEqual(results, [
+      { predictions: [0] },
+      { predictions: [1] },
+      'Frame tensor: bad',
+      { predictions: [2] },
+    ]);
+    assert.equal(streams.counts().frames.get('m')?.failed, 1);
+    stream.close();
+  });
+
+  void it('counts open streams per transport and frames by outcome', async () => {
+    const { streams, runs } = setup({ inflightFrames: 1, maxOpen: 3 });
+    const ws = streams.open(
+      { model: { name: 'm' }, policy: 'latest', headers: {}, transport: 'http' },
+      testSink(),
+    );
+    const grpc = streams.open(
+      { model: { name: 'm' }, policy: 'all', headers: {}, transport: 'grpc' },
+      testSink(),
+    );
+    assert.deepEqual(
+      [...streams.counts().open],
+      [
+        ['websocket', 1],
+        ['grpc', 1],
+      ],
+    );
+    for (let i = 0; i < 4; i++) ws.push(JPEG);
+    grpc.push(new Uint8Array(0));
+    await started(runs, 1);
+    runs[0]!.resolve(output(0));
+    await started(runs, 2);
+    runs[1]!.resolve(output(1));
+    for (let i = 0; i < 20 && streams.counts().frames.get('m')?.answered !== 2; i++) await tick();
+    assert.deepEqual(streams.counts().frames.get('m'), { answered: 2, dropped: 2, failed: 1 });
+    ws.close();
+    grpc.close();
+    ws.close();
+    assert.deepEqual(
+      [...streams.counts().open],
+      [
+        ['websocket', 0],
+        ['grpc', 0],
+      ],
+    );
   });
 });

@@ -1,16 +1,23 @@
 import http2 from 'node:http2';
-import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { type MessageInitShape, create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import {
   FRAME_STREAM_SERVICE,
   FrameRequestSchema,
   type FrameResponse,
   FrameResponseSchema,
+  type FrameTensorSchema,
 } from '@visionserve/protocol/stream-proto';
 
 /** A gRPC frame stream under test, over node:http2 (an independent HTTP/2 client). */
 export interface GrpcFrameCall {
   /** Sends one FrameRequest (the first names the model). */
-  send(request: { modelName?: string; modelVersion?: bigint; policy?: string; image?: Uint8Array }): void;
+  send(request: {
+    modelName?: string;
+    modelVersion?: bigint;
+    policy?: string;
+    image?: Uint8Array;
+    tensor?: MessageInitShape<typeof FrameTensorSchema>;
+  }): void;
   /** Half-closes: no more frames. */
   end(): void;
   readonly answers: FrameResponse[];
@@ -22,7 +29,9 @@ export interface GrpcFrameCall {
 }
 
 export function openGrpcFrameCall(port: number): GrpcFrameCall {
-  const session = http2.connect(`http://127.0.0.1:${port}`);
+  // Tensor frames are large (MobileNetV2's: 602 KB): room for a burst of them queued unsent
+  // (node's default of 10 MB resets the stream with ENHANCE_YOUR_CALM when the server reads slowly).
+  const session = http2.connect(`http://127.0.0.1:${port}`, { maxSessionMemory: 128 });
   session.on('error', () => undefined);
   const req = session.request({
     ':method': 'POST',
@@ -49,12 +58,14 @@ export function openGrpcFrameCall(port: number): GrpcFrameCall {
   });
   // The call ends with its status (trailers, or a trailers-only response), as gRPC clients take
   // it, whether or not this side has half-closed; the stream is then closed.
+  // Why the stream ended without a status (a reset, a lost connection): code -1 with this message.
+  let streamError = '';
   const status = new Promise<{ code: number; message: string }>((resolve) => {
     const done = (headers: http2.IncomingHttpHeaders): void => {
       wake(true);
       resolve({
         code: Number(headers['grpc-status'] ?? -1),
-        message: decodeURIComponent(String(headers['grpc-message'] ?? '')),
+        message: decodeURIComponent(String(headers['grpc-message'] ?? streamError)),
       });
       req.close();
       session.close();
@@ -65,7 +76,9 @@ export function openGrpcFrameCall(port: number): GrpcFrameCall {
     req.on('trailers', (t: http2.IncomingHttpHeaders) => {
       done(t);
     });
-    req.on('error', () => undefined);
+    req.on('error', (error: Error) => {
+      streamError = `${error.message} (rstCode ${req.rstCode ?? 'none'})`;
+    });
     req.on('close', () => {
       done({});
     });

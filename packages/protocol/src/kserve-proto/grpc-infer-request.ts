@@ -39,7 +39,7 @@ const MAX_RANK = 64;
 const preview = (name: string): string => (name.length > 64 ? `${name.slice(0, 64)}...` : name);
 
 /** A declared shape as numbers; INVALID_ARGUMENT for negative or huge dimensions. */
-function shapeOf(dims: readonly bigint[], what: string): { shape: number[]; count: number } {
+export function declaredShape(dims: readonly bigint[], what: string): { shape: number[]; count: number } {
   if (dims.length > MAX_RANK) throw invalidArgument(`${what}: shape has more than ${MAX_RANK} dimensions`);
   const shape = dims.map((d) => (d >= 0n && d <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(d) : Number.NaN));
   for (let i = 0; i < shape.length; i++) {
@@ -112,7 +112,7 @@ export function decodeModelInferRequest(bytes: Uint8Array): GrpcInferRequest {
     if (!isKServeDatatype(datatype)) {
       throw invalidArgument(`${what}: unknown datatype ${JSON.stringify(preview(datatype))}`);
     }
-    const { shape, count } = shapeOf(input.shape, what);
+    const { shape, count } = declaredShape(input.shape, what);
     const parameters = parametersFromProto(input.parameters, what);
     let tensor: Tensor;
     if (raw.length > 0) {

@@ -3,3 +3,4 @@ export * from '../gen/visionserve/frame_stream_pb.js';
 
 /** The service's full name, as gRPC paths spell it. */
 export const FRAME_STREAM_SERVICE = 'visionserve.stream.FrameStreamService';
+export * from './frame-tensor.js';

@@ -32,6 +32,7 @@ import {
 } from '../frontends/kserve/index.js';
 import type { GrpcService } from '../frontends/grpc/index.js';
 import { type FrameStreams, createFrameStreams } from '../frontends/stream/frame-stream.js';
+import type { FrameStreamCounts } from '../frontends/stream/frame-stream-counts.js';
 import { createGrpcFrameStreamService } from '../frontends/stream/grpc-frame-streams.js';
 import { createWebSocketStreams } from '../frontends/stream/websocket-streams.js';
 import type { ConcurrencyLimit } from '../frontends/shared/concurrency-limit.js';
@@ -66,6 +67,8 @@ export interface Listeners {
   grpcConnections(): GrpcConnectionCounts | undefined;
   /** Each open listener's connections and connection-guard closes (metrics). */
   listenerConnections(): ListenerConnectionCounts[];
+  /** Frame streams open per transport and frames per model by outcome (metrics). */
+  frameStreams(): FrameStreamCounts;
   /** Opens every enabled listener; resolves with the SageMaker invoker (in-process /invocations too). */
   open(): Promise<SageMakerInvoker>;
   /** Drains every listener together within graceMs, then the handler host. */
@@ -208,6 +211,7 @@ export function createListeners(deps: ListenerDeps): Listeners {
     },
     grpcConnections: () =>
       grpc === undefined ? undefined : { open: grpc.connections, limitCloses: grpc.limitCloses },
+    frameStreams: () => frameStreams.counts(),
     listenerConnections: () =>
       (
         [

@@ -144,6 +144,7 @@ function createLateBoundMetrics(
     shed: () => sources.shed?.() ?? new Map<string, number>(),
     grpcConnections: () => sources.grpcConnections?.(),
     listenerConnections: () => sources.listenerConnections?.() ?? [],
+    frameStreams: () => sources.frameStreams?.(),
     responseCache: cacheOn ? () => sources.responseCache?.() : undefined,
   });
   return Object.assign(metrics, {

@@ -21,6 +21,7 @@ import { type ResponseCache, createResponseCache } from '../core/response-cache.
 import { extendSignatures } from '../frontends/shared/image-bytes-signature.js';
 import type { Logger } from '../util/logger.js';
 import type { RequestObserver } from '../frontends/shared/request-observer.js';
+import type { FrameStreamCounts } from '../frontends/stream/frame-stream-counts.js';
 import { createPredictionLogWriter } from '../observability/prediction-log-writer.js';
 import { modelManagerSettings } from './config-settings.js';
 import type { ModelCatalog } from './model-catalog.js';
@@ -168,6 +169,7 @@ export function attachMetricSources(
   listeners: {
     grpcConnections(): GrpcConnectionCounts | undefined;
     listenerConnections(): ListenerConnectionCounts[];
+    frameStreams(): FrameStreamCounts;
   },
 ): void {
   const { manager, budget, shedReporter, responseCache } = core;
@@ -186,6 +188,7 @@ export function attachMetricSources(
     shed: () => shedReporter.counts(),
     grpcConnections: () => listeners.grpcConnections(),
     listenerConnections: () => listeners.listenerConnections(),
+    frameStreams: () => listeners.frameStreams(),
     responseCache:
       responseCache === undefined
         ? undefined

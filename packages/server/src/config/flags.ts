@@ -231,7 +231,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   stream_max_frame_bytes: {
     key: 'streamMaxFrameBytes',
     type: 'int',
-    help: 'largest encoded frame on a frame stream; a larger one closes it (1009)',
+    help: 'largest encoded frame or raw tensor on a frame stream; a larger one ends it (1009, RESOURCE_EXHAUSTED)',
   },
   stream_queue_frames: {
     key: 'streamQueueFrames',

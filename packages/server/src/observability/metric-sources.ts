@@ -34,6 +34,12 @@ export interface ResponseCacheSample {
   >;
 }
 
+/** The frame streams' counts (the stream frontend's FrameStreamCounts have this shape). */
+export interface FrameStreamSample {
+  readonly open: ReadonlyMap<string, number>;
+  readonly frames: ReadonlyMap<string, Readonly<Record<string, number>>>;
+}
+
 export interface ServingMetricsOptions {
   /** States of every known version, read at scrape time. Default: none. */
   readonly versionStates?: (() => readonly VersionStateSample[]) | undefined;
@@ -66,6 +72,11 @@ export interface ServingMetricsOptions {
         readonly guardCloses: ReadonlyMap<string, number>;
       }[])
     | undefined;
+  /**
+   * The frame streams, read at scrape time: streams open now per transport (websocket, grpc),
+   * and frames since start per model by outcome (answered, dropped, failed). Default: none.
+   */
+  readonly frameStreams?: (() => FrameStreamSample | undefined) | undefined;
   /** Export process metrics (CPU, memory, event-loop lag, GC) with the `visionserve_` prefix. Default true. */
   readonly processMetrics?: boolean | undefined;
 }

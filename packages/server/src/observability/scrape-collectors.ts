@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { BatchingSample, ServingMetricsOptions } from './metric-sources.js';
+import type { BatchingSample, FrameStreamSample, ServingMetricsOptions } from './metric-sources.js';
 
 /**
  * A counter over totals another part keeps (monotonic per label), read at scrape time and
@@ -186,6 +186,40 @@ export function registerScrapeCollectors(registers: Registry[], options: Serving
   if (options.responseCache !== undefined) registerResponseCacheCollectors(registers, options.responseCache);
   if (options.listenerConnections !== undefined)
     registerListenerConnections(options.listenerConnections, registers);
+  if (options.frameStreams !== undefined) registerFrameStreamCollectors(registers, options.frameStreams);
+}
+
+/** `visionserve_frame_streams_open{transport}` and `visionserve_frame_stream_frames_total{model,outcome}`. */
+function registerFrameStreamCollectors(
+  registers: Registry[],
+  read: () => FrameStreamSample | undefined,
+): void {
+  new Gauge({
+    name: 'visionserve_frame_streams_open',
+    help: 'Frame streams open now, per transport (websocket, grpc).',
+    labelNames: ['transport'],
+    registers,
+    collect() {
+      for (const [transport, open] of read()?.open ?? []) this.labels({ transport }).set(open);
+    },
+  });
+  const seen = new Map<string, number>();
+  new Counter({
+    name: 'visionserve_frame_stream_frames_total',
+    help: 'Frames received on frame streams, per model, by outcome (answered: a result; dropped: replaced by a newer frame under policy latest; failed: answered with an error).',
+    labelNames: ['model', 'outcome'],
+    registers,
+    collect() {
+      for (const [model, outcomes] of read()?.frames ?? []) {
+        for (const [outcome, total] of Object.entries(outcomes)) {
+          const key = `${model}\0${outcome}`;
+          const before = seen.get(key) ?? 0;
+          if (total > before) this.labels({ model, outcome }).inc(total - before);
+          seen.set(key, total);
+        }
+      }
+    },
+  });
 }
 
 /** `visionserve_connections{listener}` and `visionserve_connections_guarded_total{listener,reason}`. */

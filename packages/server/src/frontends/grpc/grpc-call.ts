@@ -105,8 +105,11 @@ export function respondCall(call: CallState, chunks: readonly Uint8Array[]): voi
   stream.respond(messagePrefix(length), chunks, length);
 }
 
-/** Aborts the call's work and ends it with `error` (a deadline, a request message too slow). */
-function abortCall(call: CallState, error: ServingError): void {
+/**
+ * Aborts the call's work and ends it with `error` (a deadline, a request message too slow, a
+ * stream message the transport refused): the handler learns it through the signal, as for a reset.
+ */
+export function abortCall(call: CallState, error: unknown): void {
   call.controller.abort(error);
   finishCall(call, error);
 }

@@ -5,7 +5,7 @@
  */
 import { Code } from '@visionserve/protocol';
 import { credentialsOf } from '../shared/management-guard.js';
-import { type CallState, finishCall, messagePrefix } from './grpc-call.js';
+import { type CallState, abortCall, finishCall, messagePrefix } from './grpc-call.js';
 import type { MessageLimits } from './grpc-message-reader.js';
 import type { GrpcMethod, GrpcStreamCall, GrpcStreamEvents, StreamHandler } from './grpc-service.js';
 import { readStreamMessages } from './stream-messages.js';
@@ -38,7 +38,7 @@ export function serveStreamCall(
       },
       onMessage,
       (error) => {
-        finishCall(call, error);
+        abortCall(call, error);
       },
     ),
     () => {

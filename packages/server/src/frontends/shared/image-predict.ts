@@ -26,6 +26,20 @@ export interface ImagePredictResult {
   readonly timings: { readonly decodeMs: number; readonly predictMs: number; readonly postprocessMs: number };
 }
 
+/** The input an image (or a frame stream's tensor) goes to: `image.input`, else the only input. */
+export function imageInputAlias(servable: Servable<ServableAssets>, image: ImageConfig | undefined): string {
+  const { signature } = servable.signature();
+  const inputAliases = Object.keys(signature.inputs);
+  const input = image?.input ?? (inputAliases.length === 1 ? inputAliases[0]! : undefined);
+  if (input === undefined || !Object.hasOwn(signature.inputs, input)) {
+    throw new ServingError(
+      Code.FAILED_PRECONDITION,
+      `visionserve.json image.input must name one of the model's inputs (${inputAliases.join(', ')})`,
+    );
+  }
+  return input;
+}
+
 /**
  * An image request without user code, on one pinned version: decode and lay out the
  * image with the version's `visionserve.json` image config, predict, then apply the
@@ -39,26 +53,48 @@ export async function predictImage(
   call: CallOptions,
   decodes: ConcurrencyLimit,
 ): Promise<ImagePredictResult> {
-  const { config, labels } = servable.assets.vision;
-  const { signature } = servable.signature();
-  const inputAliases = Object.keys(signature.inputs);
-  const input = image.input ?? (inputAliases.length === 1 ? inputAliases[0]! : undefined);
-  if (input === undefined || !Object.hasOwn(signature.inputs, input)) {
-    throw new ServingError(
-      Code.FAILED_PRECONDITION,
-      `visionserve.json image.input must name one of the model's inputs (${inputAliases.join(', ')})`,
-    );
-  }
+  const input = imageInputAlias(servable, image);
   const t0 = performance.now();
   // Bounded: each decode holds the full-size pixels (and the float tensor) in memory.
   const decoded = await decodes.run(() => imageToTensor(body, image));
-  const expected = signature.inputs[input]!.dtype;
+  const expected = servable.signature().signature.inputs[input]!.dtype;
   if (decoded.tensor.dtype !== expected) {
     throw new ServingError(
       Code.FAILED_PRECONDITION,
       `visionserve.json image.dtype gives ${decoded.tensor.dtype} but input "${input}" is ${expected}`,
     );
   }
+  const t1 = performance.now();
+  const size = { width: decoded.originalWidth, height: decoded.originalHeight };
+  const { prediction, predictMs, postprocessMs } = await predictPostprocessed(
+    servable,
+    input,
+    decoded.tensor,
+    size,
+    call,
+  );
+  return {
+    prediction,
+    originalWidth: decoded.originalWidth,
+    originalHeight: decoded.originalHeight,
+    timings: { decodeMs: t1 - t0, predictMs, postprocessMs },
+  };
+}
+
+/**
+ * One input tensor through the model and the version's post-processing (top-k classes, or
+ * detections with `box_pixels` scaled to `imageSize` when given), or the raw outputs when
+ * there is none. Core validates the tensor against the input (dtype, shape).
+ */
+export async function predictPostprocessed(
+  servable: Servable<ServableAssets>,
+  input: string,
+  tensor: Tensor,
+  imageSize: { readonly width: number; readonly height: number } | undefined,
+  call: CallOptions,
+): Promise<{ prediction: ImagePrediction; predictMs: number; postprocessMs: number }> {
+  const { config, labels } = servable.assets.vision;
+  const { signature } = servable.signature();
   const post = config?.postprocess;
   let outputFilter: string[] | undefined;
   if (post?.kind === 'classification') {
@@ -77,25 +113,13 @@ export async function predictImage(
     );
   }
   const t1 = performance.now();
-  const outputs = await servable.predict({ inputs: { [input]: decoded.tensor }, outputFilter }, call);
+  const outputs = await servable.predict({ inputs: { [input]: tensor }, outputFilter }, call);
   const t2 = performance.now();
   const prediction: ImagePrediction =
     post === undefined
       ? { kind: 'raw', outputs }
       : post.kind === 'classification'
         ? { kind: 'classification', predictions: classifyTopK(outputs[outputFilter![0]!]!, post, labels) }
-        : {
-            kind: 'detection',
-            predictions: decodeDetections(outputs, post, labels, {
-              width: decoded.originalWidth,
-              height: decoded.originalHeight,
-            }),
-          };
-  const t3 = performance.now();
-  return {
-    prediction,
-    originalWidth: decoded.originalWidth,
-    originalHeight: decoded.originalHeight,
-    timings: { decodeMs: t1 - t0, predictMs: t2 - t1, postprocessMs: t3 - t2 },
-  };
+        : { kind: 'detection', predictions: decodeDetections(outputs, post, labels, imageSize) };
+  return { prediction, predictMs: t2 - t1, postprocessMs: performance.now() - t2 };
 }

@@ -1,18 +1,19 @@
 /**
  * Frame streams for live video, without a transport: a client sends encoded frames (JPEG,
- * PNG, WebP) one after the other and gets, for each processed frame, what `/invocations`
- * answers for that image, in frame order. The WebSocket route and the gRPC method both
- * drive a FrameStream through a FrameSink.
+ * PNG, WebP) or raw tensors one after the other and gets, for each processed frame, what
+ * `/invocations` answers for that image, in frame order. The WebSocket route and the gRPC
+ * method both drive a FrameStream through a FrameSink.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { Code, ServingError, invalidArgument, toServingError } from '@visionserve/protocol';
+import { Code, ServingError, type Tensor, invalidArgument, toServingError } from '@visionserve/protocol';
 import { type Tracker, type TrackerConfig, createTracker, trackInvocationAnswer } from '@visionserve/vision';
 import type { ServableAssets } from '../../contracts/servable-assets.js';
 import type { CallOptions, InferenceService, ModelSpec, Servable } from '../../core/inference-service.js';
 import type { Logger } from '../../util/logger.js';
 import type { ConcurrencyLimit } from '../shared/concurrency-limit.js';
-import { runImageInvocation } from '../shared/image-invocation.js';
+import { runImageInvocation, runTensorInvocation } from '../shared/image-invocation.js';
 import type { RequestObserver } from '../shared/request-observer.js';
+import { type FrameStreamCounts, FrameStreamTally } from './frame-stream-counts.js';
 
 /** `latest`: process the newest frame, drop stale ones; `all`: every frame, pushing back on the client. */
 export type FramePolicy = 'latest' | 'all';
@@ -33,6 +34,23 @@ export interface FrameStreamLimits {
   /** Deadline of one frame from its arrival, ms (0: none). */
   readonly frameTimeoutMs: number;
 }
+
+/**
+ * A raw tensor frame (gRPC): its size on the wire, and its tensor, decoded when the frame runs
+ * (a frame whose tensor does not decode is answered INVALID_ARGUMENT, as a non-image is).
+ */
+export interface TensorFrame {
+  readonly byteLength: number;
+  decode(): Tensor;
+}
+
+/** A frame as it waits: encoded image bytes, or a raw tensor. */
+type FrameInput =
+  { readonly kind: 'image'; readonly bytes: Uint8Array } | ({ readonly kind: 'tensor' } & TensorFrame);
+
+/** A frame's size on the wire (what --stream_max_frame_bytes limits). */
+const frameBytes = (input: FrameInput): number =>
+  input.kind === 'image' ? input.bytes.byteLength : input.byteLength;
 
 /** One processed frame, or one frame that failed (the stream stays open). */
 export type FrameAnswer =
@@ -85,18 +103,22 @@ export interface FrameStreams {
   open(request: OpenRequest, sink: FrameSink): FrameStream;
   /** Open streams now. */
   readonly size: number;
+  /** Open streams per transport and frames per model by outcome (metrics). */
+  counts(): FrameStreamCounts;
   /** Fails every open stream with UNAVAILABLE (shutdown) and refuses new ones. */
   closeAll(): void;
 }
 
 export function createFrameStreams(deps: FrameStreamsDeps): FrameStreams {
   const open = new Set<FrameStream>();
+  const tally = new FrameStreamTally();
   let closed = false;
   return {
     limits: deps.limits,
     get size() {
       return open.size;
     },
+    counts: () => tally.snapshot(),
     open(request, sink) {
       if (closed) throw new ServingError(Code.UNAVAILABLE, 'Server is shutting down');
       if (open.size >= deps.limits.maxOpen) {
@@ -106,8 +128,13 @@ export function createFrameStreams(deps: FrameStreamsDeps): FrameStreams {
         );
       }
       checkStreamable(deps.service, request.model);
-      const stream = new FrameStream(deps, request, sink, () => open.delete(stream));
+      const transport = request.transport === 'grpc' ? 'grpc' : 'websocket';
+      const stream = new FrameStream(deps, request, sink, tally, () => {
+        open.delete(stream);
+        tally.closed(transport);
+      });
       open.add(stream);
+      tally.opened(transport);
       return stream;
     },
     closeAll() {
@@ -139,13 +166,24 @@ function imageConfigOf(
   return image;
 }
 
+/** A version a raw tensor frame can go to: one without user code (FAILED_PRECONDITION otherwise). */
+function checkTensorServable(servable: Servable<ServableAssets>): Servable<ServableAssets> {
+  if (servable.assets.handlerModulePath !== undefined) {
+    throw new ServingError(
+      Code.FAILED_PRECONDITION,
+      `Model ${servable.name} version ${servable.version} runs code/inference.js: frame streams serve models without user code`,
+    );
+  }
+  return servable;
+}
+
 /** First and longest wait before a shed frame of an `all` stream tries again, ms. */
 const SHED_RETRY_MS = 5;
 const SHED_RETRY_MAX_MS = 100;
 
 interface Pending {
   readonly index: number;
-  readonly bytes: Uint8Array;
+  readonly input: FrameInput;
   readonly arrivedAt: number;
 }
 
@@ -183,6 +221,7 @@ export class FrameStream {
     private readonly deps: FrameStreamsDeps,
     private readonly request: OpenRequest,
     private readonly sink: FrameSink,
+    private readonly tally: FrameStreamTally,
     private readonly onGone: () => void,
   ) {}
 
@@ -193,14 +232,24 @@ export class FrameStream {
 
   /** One encoded frame from the client (the transport gives up the buffer). */
   push(bytes: Uint8Array): void {
+    this.enqueue({ kind: 'image', bytes });
+  }
+
+  /** One raw tensor frame from the client (gRPC), under the same frame-size limit. */
+  pushTensor(frame: TensorFrame): void {
+    this.enqueue({ kind: 'tensor', byteLength: frame.byteLength, decode: () => frame.decode() });
+  }
+
+  private enqueue(input: FrameInput): void {
     if (this.ended) return;
     const index = this.nextIndex++;
-    const pending = { index, bytes, arrivedAt: performance.now() };
-    if (bytes.byteLength > this.deps.limits.maxFrameBytes) {
+    const pending = { index, input, arrivedAt: performance.now() };
+    const byteLength = frameBytes(input);
+    if (byteLength > this.deps.limits.maxFrameBytes) {
       this.fail(
         new ServingError(
           Code.RESOURCE_EXHAUSTED,
-          `Frame ${index} of ${bytes.byteLength} bytes exceeds --stream_max_frame_bytes=${this.deps.limits.maxFrameBytes}`,
+          `Frame ${index} of ${byteLength} bytes exceeds --stream_max_frame_bytes=${this.deps.limits.maxFrameBytes}`,
           { reason: 'body-too-large' },
         ),
       );
@@ -211,6 +260,7 @@ export class FrameStream {
       if (this.waiting.length > 0) {
         this.waiting.length = 0;
         this.dropped++;
+        this.tally.frame(this.request.model.name, 'dropped');
       }
     }
     this.waiting.push(pending);
@@ -337,7 +387,7 @@ export class FrameStream {
     });
     let answer: FrameAnswer;
     try {
-      const { version, body, tracking } = await this.predict(frame.bytes, call);
+      const { version, body, tracking } = await this.predict(frame.input, call);
       slot.tracking = tracking;
       const done = performance.now();
       answer = {
@@ -357,7 +407,8 @@ export class FrameStream {
       dispose();
     }
     const code = 'error' in answer ? answer.error.code : Code.OK;
-    observed?.({ status: Code[code], code, bytesIn: frame.bytes.byteLength, bytesOut: 0 });
+    observed?.({ status: Code[code], code, bytesIn: frameBytes(frame.input), bytesOut: 0 });
+    this.tally.frame(this.request.model.name, 'error' in answer ? 'failed' : 'answered');
     return answer;
   }
 
@@ -366,10 +417,10 @@ export class FrameStream {
    * again until its deadline instead of failing: every frame is processed, and the stream's
    * queue fills and stops reading the socket meanwhile. With `latest` it is answered UNAVAILABLE.
    */
-  private async predict(bytes: Uint8Array, call: CallOptions): Promise<Prediction> {
+  private async predict(input: FrameInput, call: CallOptions): Promise<Prediction> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.predictOnce(bytes, call);
+        return await this.predictOnce(input, call);
       } catch (error) {
         const shed = error instanceof ServingError && error.reason === 'overloaded';
         if (!shed || this.request.policy !== 'all' || call.signal?.aborted === true) throw error;
@@ -380,8 +431,10 @@ export class FrameStream {
     }
   }
 
-  private async predictOnce(bytes: Uint8Array, call: CallOptions): Promise<Prediction> {
-    if (bytes.byteLength === 0) throw invalidArgument('Empty frame');
+  private async predictOnce(input: FrameInput, call: CallOptions): Promise<Prediction> {
+    if (input.kind === 'image' && input.bytes.byteLength === 0) throw invalidArgument('Empty frame');
+    // A tensor that does not decode fails before it takes a place in the model's queue.
+    const frame = input.kind === 'image' ? input : { kind: 'tensor' as const, tensor: input.decode() };
     const { service, imageDecodes } = this.deps;
     const release = service.admit(this.request.model, call);
     try {
@@ -389,7 +442,10 @@ export class FrameStream {
         this.request.model,
         async (servable) => ({
           version: servable.version,
-          body: await runImageInvocation(servable, imageConfigOf(servable)!, bytes, call, imageDecodes),
+          body:
+            frame.kind === 'image'
+              ? await runImageInvocation(servable, imageConfigOf(servable)!, frame.bytes, call, imageDecodes)
+              : await runTensorInvocation(checkTensorServable(servable), frame.tensor, call),
           tracking: servable.assets.vision.config?.tracking,
         }),
         call,

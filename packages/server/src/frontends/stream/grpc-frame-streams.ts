@@ -1,8 +1,8 @@
 /**
  * Frame streams over gRPC: `visionserve.stream.FrameStreamService/StreamFrames`, a
  * bidirectional call on the gRPC port with the WebSocket route's protocol
- * (proto/visionserve/frame_stream.proto). The first message names the model and policy;
- * fatal errors end the call with their gRPC status; per-frame errors are answers.
+ * (proto/visionserve/frame_stream.proto), plus raw tensor frames. The first message names the
+ * model and policy; fatal errors end the call with their gRPC status; per-frame errors are answers.
  */
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { Code, ServingError, invalidArgument } from '@visionserve/protocol';
@@ -11,6 +11,7 @@ import {
   FrameRequestSchema,
   type FrameRequest,
   FrameResponseSchema,
+  tensorOfFrameTensor,
 } from '@visionserve/protocol/stream-proto';
 import type { GrpcService, GrpcStreamCall, GrpcStreamEvents } from '../grpc/grpc-service.js';
 import {
@@ -91,7 +92,7 @@ function serveFrameCall(streams: FrameStreams, call: GrpcStreamCall): GrpcStream
       try {
         const request = decodeRequest(bytes);
         stream ??= openFrom(streams, call, request);
-        if (request.image.byteLength > 0) stream.push(request.image);
+        pushFrame(stream, request);
       } catch (error) {
         failed = true;
         stream?.close();
@@ -107,6 +108,23 @@ function serveFrameCall(streams: FrameStreams, call: GrpcStreamCall): GrpcStream
         });
     },
   };
+}
+
+/** The message's frame, if any: an encoded image, or a raw tensor (decoded when it runs). */
+function pushFrame(stream: FrameStream, request: FrameRequest): void {
+  const { image, tensor } = request;
+  if (tensor === undefined) {
+    if (image.byteLength > 0) stream.push(image);
+    return;
+  }
+  stream.pushTensor({
+    byteLength: tensor.rawContents.byteLength + image.byteLength,
+    decode: () => {
+      if (image.byteLength > 0)
+        throw invalidArgument('A FrameRequest carries one frame: image or tensor, not both');
+      return tensorOfFrameTensor(tensor, 'Frame tensor');
+    },
+  });
 }
 
 function responseOf(answer: FrameAnswer): ReturnType<typeof create<typeof FrameResponseSchema>> {
