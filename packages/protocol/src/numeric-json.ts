@@ -130,8 +130,14 @@ function float32Safe(x: number, f: number): boolean {
 /** Relative distance from a boundary under which toFloat32 re-reads a number exactly. */
 const MARGIN = 2 ** -48;
 
-/** The number whose JSON text is bytes[start, end), as JSON.parse reads it. */
+const ASCII = new TextDecoder();
+
+/**
+ * The number whose JSON text is bytes[start, end), as JSON.parse reads it. A long one is decoded
+ * in one go: built a character at a time, a 2,000,000-digit number cost 355 ms and 83 MiB.
+ */
 function exactNumber(bytes: Uint8Array, start: number, end: number): number {
+  if (end - start > 32) return Number(ASCII.decode(bytes.subarray(start, end)));
   let text = '';
   for (let i = start; i < end; i++) text += String.fromCharCode(bytes[i]!);
   return Number(text);

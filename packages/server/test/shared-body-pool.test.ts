@@ -57,4 +57,22 @@ void describe('shared body pool', () => {
     again.release();
     big.release();
   });
+
+  it('drops its free slots once nothing has been lent for idleTrimMs', async () => {
+    const pool = createSharedBodyPool({ minSlotBytes: 4096, idleTrimMs: 30 });
+    const a = pool.acquire(5000)!;
+    const b = pool.acquire(100)!;
+    a.release();
+    await new Promise((r) => setTimeout(r, 60));
+    assert.equal(pool.keptBytes, 8192 + 4096, 'a slot still lent: nothing dropped');
+    b.release();
+    const c = pool.acquire(100)!; // lent again before the trim: the timer is off
+    c.release();
+    assert.equal(pool.keptBytes, 8192 + 4096);
+    await new Promise((r) => setTimeout(r, 60));
+    assert.equal(pool.keptBytes, 0);
+    const d = pool.acquire(5000)!; // the pool still lends after a trim
+    assert.equal(pool.keptBytes, 8192);
+    d.release();
+  });
 });

@@ -31,6 +31,11 @@ export interface SharedBodyPoolOptions {
   readonly maxBytes?: number | undefined;
   /** Smallest slot, in bytes (slots are powers of two from here). Default 65536. */
   readonly minSlotBytes?: number | undefined;
+  /**
+   * Free slots are dropped once nothing has been lent for this long, in ms, so that memory a
+   * burst took comes back (util/idle-collection.ts then collects them). Default 5000; 0 keeps them.
+   */
+  readonly idleTrimMs?: number | undefined;
 }
 
 /** Slot sizes are powers of two from `minSlotBytes`: a body wastes less than half its slot. */
@@ -47,6 +52,14 @@ export function createSharedBodyPool(options: SharedBodyPoolOptions = {}): Share
   const free = new Map<number, SharedArrayBuffer[]>();
   let kept = 0;
   let lent = 0;
+  const idleTrimMs = options.idleTrimMs ?? 5000;
+  let trimTimer: NodeJS.Timeout | undefined;
+  /** Drops every free slot (lent ones come back to the pool as they are released). */
+  const trim = (): void => {
+    trimTimer = undefined;
+    for (const [s, list] of free) kept -= s * list.length;
+    free.clear();
+  };
 
   /** Drops free slots (the biggest first) until `size` more bytes fit; false if they cannot. */
   const makeRoom = (size: number): boolean => {
@@ -72,6 +85,10 @@ export function createSharedBodyPool(options: SharedBodyPoolOptions = {}): Share
     acquire(bytes, slotBytes = bytes) {
       if (!Number.isSafeInteger(bytes) || bytes < 0) return undefined;
       const size = slotSize(Math.max(bytes, slotBytes), minSlot);
+      if (trimTimer !== undefined) {
+        clearTimeout(trimTimer);
+        trimTimer = undefined;
+      }
       let slot = free.get(size)?.pop();
       if (slot === undefined) {
         if (size > maxBytes || !makeRoom(size)) return undefined;
@@ -90,6 +107,10 @@ export function createSharedBodyPool(options: SharedBodyPoolOptions = {}): Share
           let list = free.get(size);
           if (list === undefined) free.set(size, (list = []));
           list.push(memory);
+          if (lent === 0 && idleTrimMs > 0) {
+            trimTimer = setTimeout(trim, idleTrimMs);
+            trimTimer.unref();
+          }
         },
       };
     },
