@@ -3,7 +3,7 @@
  * with ALPN h2) for unary gRPC calls: the preface and SETTINGS exchange, streams opened by one HEADERS frame, request
  * DATA sent within the peer's windows and frame size, response HEADERS (+ CONTINUATION),
  * DATA and trailers, WINDOW_UPDATE, PING, RST_STREAM and GOAWAY. The frame reader and HPACK
- * decoder are the server's (@visionserve/protocol/h2).
+ * decoder are the server's (@visionserve/h2).
  *
  * Receive path: the socket reads into one reusable scratch buffer, except while a DATA frame
  * whose stream has its message buffer ready is being read: then the next read goes straight
@@ -44,7 +44,7 @@ import {
   type FrameSink,
   type HeaderBlock,
   type HpackDecoder,
-} from '@visionserve/protocol/h2';
+} from '@visionserve/h2';
 import type { MessageAssembler } from './grpc-message-assembler.js';
 import {
   type ClientTlsOptions,

@@ -34,7 +34,7 @@ import {
   HeaderListTooLargeError,
   type HpackDecoder,
   createHpackDecoder,
-} from '@visionserve/protocol/h2';
+} from '@visionserve/h2';
 import { OK_TRAILERS, RESPONSE_HEAD, trailersOnlyBlock } from './response-heads.js';
 import { H2Stream, type StreamConnection } from './stream.js';
 
