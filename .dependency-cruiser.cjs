@@ -24,12 +24,28 @@ module.exports = {
 
     // ---- packages
     {
+      name: 'h2-is-standalone',
+      comment:
+        'h2 (our HTTP/2: frames, HPACK, the connection core) imports no other package of ours and no npm package: Node only',
+      severity: 'error',
+      from: { path: '^packages/h2/src/' },
+      to: { path: ['^packages/(protocol|vision|client|server|cli|console)/', '(^|/)node_modules/'] },
+    },
+    {
+      name: 'h2-does-not-use-node-http2',
+      comment:
+        'h2 is our own HTTP/2: node:http2 is a test oracle (and the node transport of the server and client), never a part of it',
+      severity: 'error',
+      from: { path: '^packages/h2/src/' },
+      to: { path: '^(node:)?http2$' },
+    },
+    {
       name: 'protocol-is-standalone',
       comment:
         'protocol (Tensor, dtypes, errors, codecs) imports no other package of ours and no native module',
       severity: 'error',
       from: { path: '^packages/protocol/src/' },
-      to: { path: ['^packages/(vision|client|server|cli)/', ...NATIVE, WORKERS] },
+      to: { path: ['^packages/(h2|vision|client|server|cli)/', ...NATIVE, WORKERS] },
     },
     {
       name: 'protocol-kserve-has-no-protobuf',

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// HPACK request header blocks: our decoder (packages/protocol/src/h2/, @visionserve/protocol/h2) on
+// HPACK request header blocks: our decoder (packages/h2/src/, @visionserve/h2) on
 // the blocks real gRPC clients send, in one process:
 //   grpcio-first   a new decoder (a new connection) and the stock Python grpcio client's first
 //                  Predict call on it: every field a literal with incremental indexing (252 bytes)
@@ -20,7 +20,7 @@ import { writeFile } from 'node:fs/promises';
 import http2 from 'node:http2';
 import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
-import { createHpackDecoder } from '../packages/protocol/dist/src/h2/index.js';
+import { createHpackDecoder } from '../packages/h2/dist/src/index.js';
 
 const { values: args } = parseArgs({
   options: { ms: { type: 'string', default: '300' }, json: { type: 'string' } },

@@ -30,6 +30,8 @@ const PLANTS = {
     './validate-inputs.js',
     'packages/server/src/core/validate-inputs.ts',
   ],
+  'h2-is-standalone': ['packages/h2/src/flood-guard.ts', '@visionserve/protocol', 'packages/protocol/'],
+  'h2-does-not-use-node-http2': ['packages/h2/src/receive-window.ts', 'node:http2', 'http2'],
   'protocol-is-standalone': ['packages/protocol/src/tensor.ts', 'onnxruntime-node', 'onnxruntime-node'],
   'protocol-kserve-has-no-protobuf': [
     'packages/protocol/src/kserve/half.ts',

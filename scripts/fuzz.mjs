@@ -34,7 +34,7 @@ for (const name of flags.keys()) {
 }
 
 const files = [];
-for (const pkg of ['protocol', 'vision', 'client', 'server', 'cli']) {
+for (const pkg of ['h2', 'protocol', 'vision', 'client', 'server', 'cli']) {
   const dir = join(root, 'packages', pkg, 'dist', 'test', 'fuzz');
   if (!existsSync(dir)) continue;
   // Only targets whose source still exists: tsc -b leaves the output of a moved one behind.

@@ -41,7 +41,7 @@ function walk(dir, out, source = join(dir, '..', '..', 'test')) {
 }
 
 const files = [];
-for (const pkg of ['protocol', 'vision', 'client', 'server', 'cli'])
+for (const pkg of ['h2', 'protocol', 'vision', 'client', 'server', 'cli'])
   walk(join(root, 'packages', pkg, 'dist', 'test'), files);
 /** What makes a test file more than a unit test: sockets, servers, child processes. */
 const NOT_UNIT =

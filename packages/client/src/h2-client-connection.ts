@@ -3,7 +3,7 @@
  * with ALPN h2) for unary gRPC calls: the preface and SETTINGS exchange, streams opened by one HEADERS frame, request
  * DATA sent within the peer's windows and frame size, response HEADERS (+ CONTINUATION),
  * DATA and trailers, WINDOW_UPDATE, PING, RST_STREAM and GOAWAY. The frame reader and HPACK
- * decoder are the server's (@visionserve/protocol/h2).
+ * decoder are the server's (@visionserve/h2).
  *
  * Receive path: the socket reads into one reusable scratch buffer, except while a DATA frame
  * whose stream has its message buffer ready is being read: then the next read goes straight
@@ -35,7 +35,7 @@ import {
   readGoaway,
   readResetStream,
   createHpackDecoder,
-  encodeFrame,
+  encodeHeaderFrames,
   encodeGoaway,
   encodeHeaderBlock,
   encodeSettings,
@@ -44,7 +44,7 @@ import {
   type FrameSink,
   type HeaderBlock,
   type HpackDecoder,
-} from '@visionserve/protocol/h2';
+} from '@visionserve/h2';
 import type { MessageAssembler } from './grpc-message-assembler.js';
 import {
   type ClientTlsOptions,
@@ -328,7 +328,7 @@ export class H2ClientConnection implements FrameSink {
     this.streams.set(id, stream);
     entry.stream = stream;
     this.socket.cork();
-    this.writeHeaderBlock(id, block, bytes === 0);
+    this.socket.write(encodeHeaderFrames(id, block, this.core.peerMaxFrame, bytes === 0));
     if (bytes > 0) this.flush(stream);
     this.socket.uncork();
   }
@@ -371,21 +371,6 @@ export class H2ClientConnection implements FrameSink {
   }
 
   // ---- send side
-
-  private writeHeaderBlock(id: number, block: Uint8Array, endStream: boolean): void {
-    const max = this.core.peerMaxFrame;
-    let at = 0;
-    let first = true;
-    do {
-      const n = Math.min(max, block.byteLength - at);
-      const last = at + n === block.byteLength;
-      const type = first ? FrameType.HEADERS : FrameType.CONTINUATION;
-      const flags = (last ? Flag.END_HEADERS : 0) | (first && endStream ? Flag.END_STREAM : 0);
-      this.socket.write(encodeFrame(type, flags, id, block.subarray(at, at + n)));
-      at += n;
-      first = false;
-    } while (at < block.byteLength);
-  }
 
   /** Sends as much of the stream's request as the windows allow. */
   private flush(stream: StreamState): void {

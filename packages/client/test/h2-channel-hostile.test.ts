@@ -21,7 +21,7 @@ import {
   encodeSettings,
   encodeUint32Frame,
   Setting,
-} from '@visionserve/protocol/h2';
+} from '@visionserve/h2';
 import { Code, ServingError, createGrpcChannel } from '../src/index.js';
 import { createH2GrpcChannel } from '../src/h2-grpc-channel.js';
 

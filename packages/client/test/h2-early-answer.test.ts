@@ -20,7 +20,7 @@ import {
   encodeHeaderBlock,
   encodeSettings,
   encodeUint32Frame,
-} from '@visionserve/protocol/h2';
+} from '@visionserve/h2';
 import { Code, ServingError, createGrpcChannel } from '../src/index.js';
 
 const SHED = encodeHeaderBlock([

@@ -1,7 +1,8 @@
 /**
- * The client installs without native dependencies: copy the built client, protocol and vision
- * packages into an empty directory whose node_modules holds only their declared
- * dependencies (symlinked from the workspace, transitively), then import the client in a
+ * The client installs without native dependencies: copy the built client and the workspace
+ * packages it declares, transitively (h2, protocol, vision), into an empty directory whose
+ * node_modules holds only their declared npm dependencies (symlinked from the workspace,
+ * transitively), then import the client in a
  * child process with NODE_PATH unset. onnxruntime-node and sharp must not be resolvable
  * there, the main entry must import, the gRPC codec must load on first use, and the image
  * helper must fail with FAILED_PRECONDITION (sharp missing) instead of at import time.
@@ -50,14 +51,22 @@ describe('@visionserve/client in an isolated install (no native modules)', () =>
   before(() => {
     dir = mkdtempSync(join(tmpdir(), 'vs-client-install-'));
     const modules = join(dir, 'node_modules');
-    for (const pkg of ['client', 'protocol', 'vision']) {
+    const workspace = ['client'];
+    for (let i = 0; i < workspace.length; i++) {
+      for (const name of Object.keys(readPackage(join(ROOT, 'packages', workspace[i]!)).dependencies ?? {})) {
+        const pkg = name.startsWith('@visionserve/') ? name.slice('@visionserve/'.length) : undefined;
+        if (pkg !== undefined && !workspace.includes(pkg)) workspace.push(pkg);
+      }
+    }
+    assert.deepEqual([...workspace].sort(), ['client', 'h2', 'protocol', 'vision']);
+    for (const pkg of workspace) {
       const target = join(modules, '@visionserve', pkg);
       mkdirSync(target, { recursive: true });
       cpSync(join(ROOT, 'packages', pkg, 'package.json'), join(target, 'package.json'));
       cpSync(join(ROOT, 'packages', pkg, 'dist', 'src'), join(target, 'dist', 'src'), { recursive: true });
     }
     // Declared dependencies, transitively, from the workspace's node_modules.
-    const queue = ['client', 'protocol', 'vision'].flatMap((p) =>
+    const queue = workspace.flatMap((p) =>
       Object.keys(readPackage(join(ROOT, 'packages', p)).dependencies ?? {}),
     );
     while (queue.length > 0) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Bundles the compiled server (dist/src: the package entry and the boot entry, with
-// @visionserve/protocol, @visionserve/vision and @bufbuild/protobuf) into dist/bundle/ with
-// esbuild, for `visionserve serve` (see src/entries.ts). Node 20 spends about 1 ms of CPU per
+// @visionserve/h2, @visionserve/protocol, @visionserve/vision and @bufbuild/protobuf) into
+// dist/bundle/ with esbuild, for `visionserve serve` (see src/entries.ts). Node 20 spends about 1 ms of CPU per
 // ES module it loads; the ~270 modules of the server cost ~0.4 s of start-up CPU, the bundle
 // ~0.13 s. Native and optional dependencies stay external, and so do the lazily loaded ones.
 // The inference worker entry is bundled too (worker threads load their own copy); the JSON

@@ -13,7 +13,7 @@ import { Code, ServingError } from '@visionserve/protocol';
 import { createInflightBudget } from '../src/frontends/shared/inflight-budget.js';
 import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
 import { startH2Listener } from '../src/frontends/grpc/h2/h2-server.js';
-import { createHpackDecoder } from '@visionserve/protocol/h2';
+import { createHpackDecoder } from '@visionserve/h2';
 import type { GrpcListener } from '../src/frontends/grpc/grpc-listener.js';
 import { createJsonLogger } from '../src/util/logger.js';
 import { frame, hpack, settings, u32 } from './h2-wire.js';

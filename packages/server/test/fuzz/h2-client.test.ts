@@ -35,7 +35,7 @@ import {
   encodeHeaderBlock,
   encodeSettings,
   encodeUint32Frame,
-} from '@visionserve/protocol/h2';
+} from '@visionserve/h2';
 import { createH2GrpcChannel } from '@visionserve/client/h2';
 import { fuzzAsync, targetOptions } from '@visionserve/testkit/campaign';
 

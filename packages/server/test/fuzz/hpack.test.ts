@@ -1,5 +1,5 @@
 /**
- * Fuzz targets for the HPACK codec (packages/protocol/src/h2/, @visionserve/protocol/h2):
+ * Fuzz targets for the HPACK codec (packages/h2/src/, @visionserve/h2):
  * - hpack/round-trip: any header list (latin1 values, static and new names) encoded by
  *   encodeHeaderBlock decodes to the same list, on a fresh decoder and on one whose dynamic
  *   table is in use; Huffman coding of any latin1 text decodes back.
@@ -18,7 +18,7 @@ import {
   decodeHuffman,
   encodeHuffman,
   huffmanEncodedLength,
-} from '@visionserve/protocol/h2';
+} from '@visionserve/h2';
 import { mutate, mutationArb } from '@visionserve/testkit/arbitraries';
 import { HANG_MS, fuzzSync, targetOptions } from '@visionserve/testkit/campaign';
 import { hpackInt } from '../h2-wire.js';

@@ -4,6 +4,10 @@
  * passed on as it arrives, responses written as HEADERS + DATA + trailers in one socket
  * write where the windows allow (the rest queued until WINDOW_UPDATE), flow control both
  * ways, PING, RST_STREAM, GOAWAY, and limits on what a hostile peer can make it do.
+ * Composed of @visionserve/h2's connection core (settings, windows, control frames), its frame
+ * reader, HPACK decoder and request-head checks, and two units of its own: the read placement
+ * (read-placement.ts: which buffer each socket read goes into) and the stall watch
+ * (stall-watch.ts: streams and sockets a peer stopped reading).
  */
 import type { Socket } from 'node:net';
 import { Code } from '@visionserve/protocol';
@@ -15,15 +19,21 @@ import {
   FRAME_HEADER_BYTES,
   Flag,
   FrameType,
+  INVALID_CONTENT_LENGTH,
   MAX_WINDOW,
   Setting,
+  decodeRequestHead,
+  encodeFrame,
   encodeGoaway,
+  encodeHeaderFrames,
   encodeSettings,
   encodeUint32Frame,
+  parseContentLength,
   writeFrameHeader,
   type ConnectionEndpoint,
   type FrameSink,
   type HeaderBlock,
+  type RequestHead,
   ConnectionCore,
   FloodGuard,
   FrameReader,
@@ -31,11 +41,19 @@ import {
   HeaderBlockAssembler,
   readGoaway,
   readResetStream,
-  HeaderListTooLargeError,
   type HpackDecoder,
   createHpackDecoder,
-} from '@visionserve/protocol/h2';
-import { OK_TRAILERS, RESPONSE_HEAD, trailersOnlyBlock } from './response-heads.js';
+} from '@visionserve/h2';
+import { ReadPlacement } from './read-placement.js';
+import {
+  coalescedResponse,
+  endStreamFrame,
+  headersFrame,
+  okTrailersFrame,
+  responseHeadFrame,
+} from './response-frames.js';
+import { trailersOnlyBlock } from './response-heads.js';
+import { StallWatch } from './stall-watch.js';
 import { H2Stream, type StreamConnection } from './stream.js';
 
 export interface H2ConnectionOptions {
@@ -80,18 +98,6 @@ export const COALESCE_BYTES = 64 * 1024;
 /** Most header block bytes (HEADERS + CONTINUATIONs) kept for one block, over the header list limit. */
 const HEADER_BLOCK_SLACK = 16 * 1024;
 /**
- * With directReads: reads that do not go straight into place share slabs of this size. The
- * socket holds its next read's buffer while idle, so this is also what an idle connection
- * keeps (Node's own reads allocate when bytes arrive).
- */
-const SLAB_BYTES = 16 * 1024;
-/** With directReads: a slab with less room left than this is replaced by a new one. */
-const SLAB_MIN_READ_BYTES = 4 * 1024;
-/** With directReads: the slab of a connection before its first read. */
-const EMPTY_SLAB = Buffer.alloc(0);
-/** With directReads: less room than this left in a message is filled by a copy, not a read of its own. */
-const DIRECT_READ_MIN_BYTES = 16 * 1024;
-/**
  * The connection receive window in stream windows. The connection's window goes back in front
  * of the next answer (takeWindowUpdate), and on its own once half of it arrived unanswered: with
  * twice the stream window, a request that fits its stream's window (600 KB in 1 MiB) costs no
@@ -99,7 +105,6 @@ const DIRECT_READ_MIN_BYTES = 16 * 1024;
  * bounds no memory here: bytes count as given back when read, kept or dropped.
  */
 const CONNECTION_WINDOW_STREAMS = 2;
-const WINDOW_UPDATE_BYTES = FRAME_HEADER_BYTES + 4;
 /** Flood limits: events of a kind per window before GOAWAY ENHANCE_YOUR_CALM. */
 const FLOOD_WINDOW_MS = 10_000;
 const MAX_CONTROL_FRAMES = 10_000;
@@ -139,43 +144,6 @@ const LINGER_CLOSE_MS = 2000;
 /** The largest stream id (2^31 - 1): a GOAWAY naming it refuses nothing the client has sent. */
 const MAX_STREAM_ID = 0x7fffffff;
 
-const CONNECTION_HEADERS = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'upgrade',
-]);
-
-/** Request pseudo-headers, one bit each; :method, :scheme and :path are required (:authority is not). */
-const PSEUDO_HEADER_BITS: Readonly<Record<string, number>> = Object.assign(Object.create(null) as object, {
-  ':method': 1,
-  ':scheme': 2,
-  ':path': 4,
-  ':authority': 8,
-});
-const REQUIRED_PSEUDO_HEADERS = 1 | 2 | 4;
-const PATH_BIT = 4;
-/** parseContentLength's answer for a content-length that is not one decimal number. */
-const INVALID_LENGTH = -2;
-
-/** A request's content-length: -1 when absent, INVALID_LENGTH when not a decimal number. */
-function parseContentLength(value: string | undefined): number {
-  if (value === undefined) return -1;
-  if (!/^[0-9]{1,15}$/.test(value)) return INVALID_LENGTH;
-  return Number(value);
-}
-/** NUL, CR and LF are never valid in a field value (RFC 9113 §8.2.1). */
-const FORBIDDEN_VALUE_CHARS = /[\0\r\n]/;
-
-function hasUpperCase(name: string): boolean {
-  for (let i = 0; i < name.length; i++) {
-    const c = name.charCodeAt(i);
-    if (c >= 0x41 && c <= 0x5a) return true;
-  }
-  return false;
-}
-
 export class H2Connection implements FrameSink, StreamConnection {
   readonly socket: Socket;
   private readonly reader: FrameReader;
@@ -214,22 +182,12 @@ export class H2Connection implements FrameSink, StreamConnection {
   private queuedAcks = 0;
   /** Runs while the handshake or a header block is unfinished (headerTimeoutMs). */
   private headerTimer: NodeJS.Timeout | undefined;
-  /** Runs while streams are blocked or bytes wait to reach the socket (checkStalls). */
-  private stallTimer: NodeJS.Timeout | undefined;
-  /** Since when bytes have waited to reach the socket with no write completing (0: none seen). */
-  private writeStallSince = 0;
-  /** DATA bytes sent from stream queues, and their count and time at the last stall check. */
-  private queuedBytesSent = 0;
-  private checkedBytesSent = 0;
-  private sendProgressAt = 0;
+  /** Streams blocked or answered early, and socket writes, that a peer stopped reading (stall-watch.ts). */
+  private readonly stalls: StallWatch<H2Stream>;
   /** Reading is paused while more than WRITE_HIGH_WATER bytes wait to reach the socket. */
   private paused = false;
-  /** With directReads: the stream whose room the socket's next read goes into, and who waits for it. */
-  private roomHolder: H2Stream | undefined;
-  private roomWaiters: (() => void)[] = [];
-  /** With directReads: the slab reads go into when not straight into place, and its bytes used. */
-  private slab = EMPTY_SLAB;
-  private slabUsed = 0;
+  /** With directReads: the buffer of each socket read (read-placement.ts). */
+  private readonly placement = new ReadPlacement<H2Stream>();
   private readonly emptyFlood = new FloodGuard(MAX_EMPTY_FRAMES, FLOOD_WINDOW_MS);
   private readonly resetFlood = new FloodGuard(MAX_CLIENT_RESETS, FLOOD_WINDOW_MS);
   private readonly refusedFlood = new FloodGuard(MAX_REFUSED_STREAMS, FLOOD_WINDOW_MS);
@@ -265,6 +223,31 @@ export class H2Connection implements FrameSink, StreamConnection {
       options.maxHeaderListBytes + HEADER_BLOCK_SLACK,
     );
     this.decoder = createHpackDecoder({ maxHeaderListBytes: options.maxHeaderListBytes });
+    this.stalls = new StallWatch<H2Stream>({
+      sendStallMs: options.sendStallMs,
+      socket,
+      blocked: this.blocked,
+      draining: this.draining,
+      resetStream: (stream, code) => {
+        this.resetStream(stream, code);
+      },
+      closed: () => this.closed,
+      logger: options.logger,
+    });
+    this.writeOpening();
+    if (options.directReads === true) socket.resume();
+    else socket.on('data', this.onSocketData);
+    this.armHeaderTimer();
+    socket.on('error', (error) => {
+      options.logger.debug('grpc connection error', { error });
+    });
+    socket.on('drain', this.onSocketDrain);
+    socket.once('close', this.onSocketClose);
+  }
+
+  /** Our SETTINGS, and the connection window beyond the default. */
+  private writeOpening(): void {
+    const { socket, options } = this;
     socket.setNoDelay(true);
     socket.cork();
     socket.write(
@@ -279,43 +262,39 @@ export class H2Connection implements FrameSink, StreamConnection {
       socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, 0, this.core.receive.size - DEFAULT_WINDOW));
     }
     socket.uncork();
-    if (options.directReads === true) socket.resume();
-    else socket.on('data', this.onSocketData);
-    this.armHeaderTimer();
-    socket.on('error', (error) => {
-      options.logger.debug('grpc connection error', { error });
-    });
-    socket.on('drain', () => {
-      this.queuedAcks = 0;
-      this.writeStallSince = 0;
-      if (this.paused && !this.closed) {
-        this.paused = false;
-        socket.resume();
-      }
-    });
-    socket.once('close', () => {
-      this.closed = true;
-      if (this.stallTimer !== undefined) clearTimeout(this.stallTimer);
-      if (this.headerTimer !== undefined) clearTimeout(this.headerTimer);
-      if (this.drainTimer !== undefined) clearTimeout(this.drainTimer);
-      this.reader.stop();
-      // No read will come: the room the socket held is free.
-      this.holdRoom(undefined);
-      for (const stream of this.streams.values()) {
-        stream.closed = true;
-        stream.pendingWrites = 0;
-        stream.fireClose();
-      }
-      // The socket is gone: nothing references the streams' bytes any more.
-      for (const stream of this.lingering) {
-        stream.pendingWrites = 0;
-        stream.fireClose();
-      }
-      this.streams.clear();
-      this.blocked.clear();
-      options.onClose();
-    });
   }
+
+  private readonly onSocketDrain = (): void => {
+    this.queuedAcks = 0;
+    this.stalls.writeProgress();
+    if (this.paused && !this.closed) {
+      this.paused = false;
+      this.socket.resume();
+    }
+  };
+
+  private readonly onSocketClose = (): void => {
+    this.closed = true;
+    this.stalls.stop();
+    if (this.headerTimer !== undefined) clearTimeout(this.headerTimer);
+    if (this.drainTimer !== undefined) clearTimeout(this.drainTimer);
+    this.reader.stop();
+    // No read will come: the room the socket held is free.
+    this.placement.release();
+    for (const stream of this.streams.values()) {
+      stream.closed = true;
+      stream.pendingWrites = 0;
+      stream.fireClose();
+    }
+    // The socket is gone: nothing references the streams' bytes any more.
+    for (const stream of this.lingering) {
+      stream.pendingWrites = 0;
+      stream.fireClose();
+    }
+    this.streams.clear();
+    this.blocked.clear();
+    this.options.onClose();
+  };
 
   /** Streams open now. */
   get openStreams(): number {
@@ -387,10 +366,7 @@ export class H2Connection implements FrameSink, StreamConnection {
   ping(onAck: () => void): void {
     if (this.closed || this.ended) return;
     this.pingAck = onAck;
-    const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + KEEPALIVE_PING.byteLength);
-    writeFrameHeader(frame, 0, KEEPALIVE_PING.byteLength, FrameType.PING, 0, 0);
-    frame.set(KEEPALIVE_PING, FRAME_HEADER_BYTES);
-    this.socket.write(frame);
+    this.socket.write(encodeFrame(FrameType.PING, 0, 0, KEEPALIVE_PING));
   }
 
   /** Closes the socket now. */
@@ -399,71 +375,31 @@ export class H2Connection implements FrameSink, StreamConnection {
   }
 
   /**
-   * With directReads: the buffer the socket's next read goes into. Inside a DATA frame whose
-   * stream says where its bytes belong (H2Stream.into), that room: the bytes reach the stream
-   * as a view of it, and the message is assembled without a copy. The room is cut to the
-   * frame's data still to come, so that what follows (padding, the next frame) is not read
-   * into it (the reader would copy such bytes out to where they belong, a view of the room
-   * at another offset being only a chunk). Otherwise the unused end of the connection's
-   * current slab: bytes read there are never overwritten (the next read goes after them, a
-   * new slab once little is left), so the views passed on stay valid as long as they are
-   * held, as with Node's own reads, and a read of a few bytes does not take a slab of its own.
-   * The socket keeps the buffer returned until its next read: the room of a stream is held
-   * until then (H2Stream.afterRoomReleased), also when the stream is gone meanwhile.
+   * With directReads: the buffer the socket's next read goes into (ReadPlacement.next): inside a
+   * DATA frame whose stream says where its bytes belong (H2Stream.into), that room, cut to the
+   * frame's data still to come; otherwise the unused end of the connection's current slab.
    */
   readBuffer(): Uint8Array {
-    const left = this.reader.dataLeft;
-    const stream = this.dataStream;
-    const room = left >= DIRECT_READ_MIN_BYTES && !this.closed && !this.ended ? stream?.into?.() : undefined;
-    if (room !== undefined && room.byteLength >= DIRECT_READ_MIN_BYTES) {
-      this.holdRoom(stream);
-      return room.byteLength > left ? room.subarray(0, left) : room;
-    }
-    // The buffer returned replaces the socket's previous one: a room given out before is free.
-    this.holdRoom(undefined);
-    if (this.slab.byteLength - this.slabUsed < SLAB_MIN_READ_BYTES) {
-      this.slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
-      this.slabUsed = 0;
-    }
-    return this.slab.subarray(this.slabUsed);
+    const stream = this.closed || this.ended ? undefined : this.dataStream;
+    return this.placement.next(stream, this.reader.dataLeft);
   }
 
   afterRoomReleased(stream: H2Stream, fn: () => void): void {
-    if (this.roomHolder === stream) this.roomWaiters.push(fn);
-    else fn();
-  }
-
-  /** The socket's next read goes into `stream`'s room (undefined: none); the previous holder's waiters run. */
-  private holdRoom(stream: H2Stream | undefined): void {
-    if (stream === this.roomHolder) return;
-    this.roomHolder = stream;
-    const waiters = this.roomWaiters;
-    this.roomWaiters = [];
-    for (const fn of waiters) fn();
+    this.placement.afterRoomReleased(stream, fn);
   }
 
   /** With directReads: `nread` bytes arrived at the start of `buffer` (from readBuffer). */
   onRead(nread: number, buffer: Uint8Array): void {
-    if (buffer.buffer === this.slab.buffer) this.slabUsed += nread;
-    this.onSocketData(Buffer.from(buffer.buffer, buffer.byteOffset, nread));
+    this.onSocketData(this.placement.arrived(nread, buffer));
   }
 
   private readonly onSocketData = (chunk: Buffer): void => {
     if (this.closed || this.ended) return;
     this.socket.cork();
     try {
-      if (this.prefaceFill < CLIENT_PREFACE.byteLength) {
-        const take = Math.min(CLIENT_PREFACE.byteLength - this.prefaceFill, chunk.byteLength);
-        if (
-          !chunk.subarray(0, take).equals(CLIENT_PREFACE.subarray(this.prefaceFill, this.prefaceFill + take))
-        ) {
-          throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Not an HTTP/2 client preface');
-        }
-        this.prefaceFill += take;
-        if (take === chunk.byteLength) return;
-        chunk = chunk.subarray(take);
-      }
-      this.reader.push(chunk);
+      const frames = this.prefaceFill < CLIENT_PREFACE.byteLength ? this.takePreface(chunk) : chunk;
+      if (frames.byteLength === 0) return;
+      this.reader.push(frames);
       // The connection window goes back with the next answer (takeWindowUpdate); on its own
       // once half of it arrived unanswered.
       if (this.core.receive.halfUsed && !this.closed && !this.ended) {
@@ -475,6 +411,16 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.socket.uncork();
     }
   };
+
+  /** Checks the client preface's bytes at the start of `chunk`; the rest of the chunk. */
+  private takePreface(chunk: Buffer): Buffer {
+    const take = Math.min(CLIENT_PREFACE.byteLength - this.prefaceFill, chunk.byteLength);
+    if (!chunk.subarray(0, take).equals(CLIENT_PREFACE.subarray(this.prefaceFill, this.prefaceFill + take))) {
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Not an HTTP/2 client preface');
+    }
+    this.prefaceFill += take;
+    return chunk.subarray(take);
+  }
 
   private armHeaderTimer(): void {
     if (this.headerTimer !== undefined) clearTimeout(this.headerTimer);
@@ -495,52 +441,8 @@ export class H2Connection implements FrameSink, StreamConnection {
 
   /** Called when one of the streams' socket writes completes. */
   writeProgress(): void {
-    this.writeStallSince = 0;
+    this.stalls.writeProgress();
   }
-
-  private armStallTimer(): void {
-    if (this.stallTimer !== undefined || this.closed) return;
-    this.stallTimer = setTimeout(this.checkStalls, Math.max(10, this.options.sendStallMs / 4));
-    this.stallTimer.unref();
-  }
-
-  /** Resets streams blocked for sendStallMs and destroys a socket whose writes stall that long. */
-  private readonly checkStalls = (): void => {
-    this.stallTimer = undefined;
-    if (this.closed) return;
-    const now = Date.now();
-    const limit = this.options.sendStallMs;
-    if (this.queuedBytesSent !== this.checkedBytesSent || this.sendProgressAt === 0) {
-      this.checkedBytesSent = this.queuedBytesSent;
-      this.sendProgressAt = now;
-    }
-    for (const stream of this.blocked) {
-      // A stream waiting only for the connection window waits while the connection sends.
-      const waiting = stream.sendWindow > 0 && now - this.sendProgressAt < limit;
-      if (!waiting && now - stream.sendProgressAt >= limit) {
-        this.options.logger.debug('grpc response stalled by flow control, stream reset', {
-          stream: stream.id,
-        });
-        this.resetStream(stream, ErrorCode.CANCEL);
-      }
-    }
-    // A client that stops sending a message this side already answered holds the stream (and
-    // what the call reserved) until it is reset.
-    for (const stream of this.draining) {
-      if (now - stream.drainProgressAt >= limit) this.resetStream(stream, ErrorCode.NO_ERROR);
-    }
-    if (this.socket.writableLength === 0) this.writeStallSince = 0;
-    else if (this.writeStallSince === 0) this.writeStallSince = now;
-    else if (now - this.writeStallSince >= limit) {
-      this.options.logger.debug('grpc connection writes stalled, socket destroyed', {
-        pendingBytes: this.socket.writableLength,
-      });
-      this.socket.destroy();
-      return;
-    }
-    if (this.blocked.size > 0 || this.draining.size > 0 || this.socket.writableLength > 0)
-      this.armStallTimer();
-  };
 
   // --- FrameSink
 
@@ -549,6 +451,15 @@ export class H2Connection implements FrameSink, StreamConnection {
   }
 
   onDataStart(streamId: number, flags: number, length: number): void {
+    this.checkDataFrame(streamId, flags, length);
+    const stream = this.streams.get(streamId);
+    this.dataStream = undefined;
+    if (stream === undefined) this.dataOnClosedStream(streamId);
+    else if (this.acceptData(stream, length)) this.dataStream = stream;
+  }
+
+  /** The connection errors a DATA frame can be; its bytes are taken from the connection window. */
+  private checkDataFrame(streamId: number, flags: number, length: number): void {
     if (this.headerBlocks.open)
       throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA inside a header block');
     if (!this.gotSettings)
@@ -561,43 +472,49 @@ export class H2Connection implements FrameSink, StreamConnection {
     if (length === 0 && (flags & Flag.END_STREAM) === 0 && this.emptyFlood.hit()) {
       throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many empty frames');
     }
-    const stream = this.streams.get(streamId);
-    this.dataStream = undefined;
-    if (stream === undefined) {
-      if (streamId > this.highestStreamId)
-        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
-      // Closed. After this side's reset the peer may not have seen it yet: dropped. Otherwise the
-      // peer had ended the stream, or reset it: STREAM_CLOSED (RFC 9113 §6.1), once per stream.
-      if (!this.resetIds.has(streamId)) {
-        if (this.refusedFlood.hit())
-          throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many frames on closed streams');
-        this.sendReset(streamId, ErrorCode.STREAM_CLOSED);
-      }
-      return;
+  }
+
+  /** DATA on a stream that is not open: idle (a connection error) or closed (its bytes dropped). */
+  private dataOnClosedStream(streamId: number): void {
+    if (streamId > this.highestStreamId)
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+    // Closed. After this side's reset the peer may not have seen it yet: dropped. Otherwise the
+    // peer had ended the stream, or reset it: STREAM_CLOSED (RFC 9113 §6.1), once per stream.
+    if (!this.resetIds.has(streamId)) {
+      if (this.refusedFlood.hit())
+        throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many frames on closed streams');
+      this.sendReset(streamId, ErrorCode.STREAM_CLOSED);
     }
+  }
+
+  /**
+   * Counts a DATA frame of `length` bytes against an open stream: false when it ends the stream
+   * (a stream error) or its bytes are to be dropped.
+   */
+  private acceptData(stream: H2Stream, length: number): boolean {
     if (stream.remoteEnded) {
       this.resetStream(stream, ErrorCode.STREAM_CLOSED);
-      return;
+      return false;
     }
     if (!stream.receive.take(length)) {
       this.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR);
-      return;
+      return false;
     }
     stream.receivedBytes += length;
     if (stream.declaredLength >= 0 && stream.receivedBytes > stream.declaredLength) {
       // More than content-length: malformed (RFC 9113 §8.1.1).
       this.resetStream(stream, ErrorCode.PROTOCOL_ERROR);
-      return;
+      return false;
     }
     if (stream.localEnded) {
       stream.droppedBytes += length;
       stream.drainProgressAt = Date.now();
       if (stream.droppedBytes > DRAIN_ANSWERED_BYTES) {
         this.resetStream(stream, ErrorCode.NO_ERROR);
-        return;
+        return false;
       }
     }
-    this.dataStream = stream;
+    return true;
   }
 
   onData(chunk: Buffer): void {
@@ -636,37 +553,16 @@ export class H2Connection implements FrameSink, StreamConnection {
         this.core.onWindowUpdate(streamId, payload);
         return;
       case FrameType.PING:
-        if (this.core.onPing(flags, streamId, payload)) {
-          // The answer to our keepalive PING (its payload is ours: KEEPALIVE_PING).
-          if (payload.equals(KEEPALIVE_PING)) {
-            const ack = this.pingAck;
-            this.pingAck = undefined;
-            ack?.();
-          } else if (this.drainAnnounced && payload.equals(DRAIN_PING)) {
-            this.finishDrain();
-          }
-        }
+        if (this.core.onPing(flags, streamId, payload)) this.onPingAck(payload);
         return;
       case FrameType.RST_STREAM:
         this.onResetStream(streamId, payload);
         return;
       case FrameType.PRIORITY:
-        // Priorities are not used, but a malformed PRIORITY is still a stream error (RFC 9113 §6.3, §5.3.1).
-        if (streamId === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
-        if (this.emptyFlood.hit())
-          throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many PRIORITY frames');
-        if (payload.byteLength !== 5) this.streamError(streamId, ErrorCode.FRAME_SIZE_ERROR);
-        else if ((payload.readUInt32BE(0) & 0x7fffffff) === streamId)
-          this.streamError(streamId, ErrorCode.PROTOCOL_ERROR);
+        this.onPriority(streamId, payload);
         return;
       case FrameType.GOAWAY:
-        readGoaway(streamId, payload);
-        // The client opens no more streams; those open finish.
-        if (!this.goawaySent) {
-          this.goawaySent = true;
-          if (this.drainTimer !== undefined) clearTimeout(this.drainTimer);
-          if (this.streams.size === 0) this.endSocket();
-        }
+        this.onGoaway(streamId, payload);
         return;
       case FrameType.PUSH_PROMISE:
         throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
@@ -678,6 +574,36 @@ export class H2Connection implements FrameSink, StreamConnection {
   }
 
   // --- frames
+
+  /** A PING ACK: the answer to our keepalive PING (its payload is ours) or to the drain's. */
+  private onPingAck(payload: Buffer): void {
+    if (payload.equals(KEEPALIVE_PING)) {
+      const ack = this.pingAck;
+      this.pingAck = undefined;
+      ack?.();
+    } else if (this.drainAnnounced && payload.equals(DRAIN_PING)) {
+      this.finishDrain();
+    }
+  }
+
+  /** Priorities are not used, but a malformed PRIORITY is still a stream error (RFC 9113 §6.3, §5.3.1). */
+  private onPriority(streamId: number, payload: Buffer): void {
+    if (streamId === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+    if (this.emptyFlood.hit())
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many PRIORITY frames');
+    if (payload.byteLength !== 5) this.streamError(streamId, ErrorCode.FRAME_SIZE_ERROR);
+    else if ((payload.readUInt32BE(0) & 0x7fffffff) === streamId)
+      this.streamError(streamId, ErrorCode.PROTOCOL_ERROR);
+  }
+
+  /** The client opens no more streams; those open finish. */
+  private onGoaway(streamId: number, payload: Buffer): void {
+    readGoaway(streamId, payload);
+    if (this.goawaySent) return;
+    this.goawaySent = true;
+    if (this.drainTimer !== undefined) clearTimeout(this.drainTimer);
+    if (this.streams.size === 0) this.endSocket();
+  }
 
   private onSettings(flags: number, streamId: number, payload: Buffer): void {
     // An ACK is what tells the client's streams over the limit from a flood (see refusedBeforeAck).
@@ -752,49 +678,43 @@ export class H2Connection implements FrameSink, StreamConnection {
   }
 
   private onHeaderBlock({ streamId, flags, block, selfDependent }: HeaderBlock): void {
+    const head = this.decodeHead(block, selfDependent);
     const existing = this.streams.get(streamId);
-    const headers = Object.create(null) as Record<string, string>;
-    let tooLarge = false;
-    // A stream depending on itself: a stream error, but the block is still decoded.
-    let malformed = selfDependent;
-    let regular = false;
-    let pseudo = 0;
-    try {
-      this.decoder.decode(block, (name, value) => {
-        if (name.charCodeAt(0) === 0x3a) {
-          const bit = PSEUDO_HEADER_BITS[name] ?? 0;
-          // Unknown, repeated, or after a regular field: malformed (RFC 9113 §8.3).
-          if (regular || bit === 0 || (pseudo & bit) !== 0) malformed = true;
-          // An empty :path is malformed too (RFC 9113 §8.3.1).
-          if (bit === PATH_BIT && value.length === 0) malformed = true;
-          pseudo |= bit;
-        } else {
-          regular = true;
-          if (hasUpperCase(name) || CONNECTION_HEADERS.has(name) || (name === 'te' && value !== 'trailers')) {
-            malformed = true;
-          }
-        }
-        if (FORBIDDEN_VALUE_CHARS.test(value)) malformed = true;
-        const had = headers[name];
-        headers[name] = had === undefined ? value : `${had}, ${value}`;
-      });
-    } catch (error) {
-      if (!(error instanceof HeaderListTooLargeError)) {
-        throw new H2ConnectionError(ErrorCode.COMPRESSION_ERROR, 'Malformed header block');
-      }
-      tooLarge = true;
-    }
     if (existing !== undefined) {
-      // Trailers from the client: they must end the stream.
-      if ((flags & Flag.END_STREAM) === 0) this.resetStream(existing, ErrorCode.PROTOCOL_ERROR);
-      else if (existing.remoteEnded) this.resetStream(existing, ErrorCode.STREAM_CLOSED);
-      else this.endRemote(existing);
+      this.onTrailers(existing, flags);
       return;
     }
+    if (!this.takeStreamId(streamId)) return;
+    const endStream = (flags & Flag.END_STREAM) !== 0;
+    const declaredLength = this.admitRequest(streamId, endStream, head);
+    if (declaredLength !== undefined) this.openStream(streamId, head.headers, endStream, declaredLength);
+  }
+
+  /** Decodes a header block (the decoder's table changes also for a stream that is then refused). */
+  private decodeHead(block: Uint8Array, selfDependent: boolean): RequestHead {
+    try {
+      return decodeRequestHead(this.decoder, block, selfDependent);
+    } catch {
+      throw new H2ConnectionError(ErrorCode.COMPRESSION_ERROR, 'Malformed header block');
+    }
+  }
+
+  /** Trailers from the client: they must end the stream. */
+  private onTrailers(stream: H2Stream, flags: number): void {
+    if ((flags & Flag.END_STREAM) === 0) this.resetStream(stream, ErrorCode.PROTOCOL_ERROR);
+    else if (stream.remoteEnded) this.resetStream(stream, ErrorCode.STREAM_CLOSED);
+    else this.endRemote(stream);
+  }
+
+  /**
+   * A HEADERS frame's stream id, not of an open stream: false when nothing opens (a late HEADERS
+   * on a stream this side reset; after GOAWAY, refused), a connection error when not a valid new id.
+   */
+  private takeStreamId(streamId: number): boolean {
     if (streamId % 2 === 0)
       throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'Even stream id from a client');
     // Trailers (or a late HEADERS) on a stream we reset: ignored, the block is decoded above.
-    if (this.resetIds.has(streamId)) return;
+    if (this.resetIds.has(streamId)) return false;
     if (streamId <= this.highestStreamId)
       throw new H2ConnectionError(
         ErrorCode.PROTOCOL_ERROR,
@@ -803,42 +723,57 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.highestStreamId = streamId;
     if (this.goawaySent) {
       this.sendReset(streamId, ErrorCode.REFUSED_STREAM);
-      return;
+      return false;
     }
     this.lastStreamId = streamId;
-    if (tooLarge || malformed || (pseudo & REQUIRED_PSEUDO_HEADERS) !== REQUIRED_PSEUDO_HEADERS) {
+    return true;
+  }
+
+  /**
+   * The request's content-length (-1: none) when a stream opens for it; undefined when it is
+   * refused (malformed, too large, past the concurrency limit), counted against the flood limits.
+   */
+  private admitRequest(streamId: number, endStream: boolean, head: RequestHead): number | undefined {
+    if (head.tooLarge || head.malformed || !head.complete) {
       if (this.refusedFlood.hit())
         throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
-      if (tooLarge && !malformed) {
-        // A gRPC status the client can show, rather than a bare reset.
-        const block = trailersOnlyBlock(
-          Code.RESOURCE_EXHAUSTED,
-          `Request metadata larger than ${this.options.maxHeaderListBytes} bytes`,
-        );
-        this.socket.write(this.finalHeaderFrames(streamId, block));
-        if ((flags & Flag.END_STREAM) === 0) {
-          this.sendReset(streamId, ErrorCode.NO_ERROR);
-        }
-        return;
-      }
-      this.sendReset(streamId, ErrorCode.PROTOCOL_ERROR);
-      return;
+      if (head.tooLarge && !head.malformed) this.refuseTooLarge(streamId, endStream);
+      else this.sendReset(streamId, ErrorCode.PROTOCOL_ERROR);
+      return undefined;
     }
     if (this.streams.size >= this.options.maxConcurrentStreams) {
       const unaware = !this.settingsAcked && ++this.refusedBeforeAck <= MAX_REFUSED_STREAMS;
       if (!unaware && this.refusedFlood.hit())
         throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many refused streams');
       this.sendReset(streamId, ErrorCode.REFUSED_STREAM);
-      return;
+      return undefined;
     }
-    const endStream = (flags & Flag.END_STREAM) !== 0;
-    const declaredLength = parseContentLength(headers['content-length']);
-    if (declaredLength === INVALID_LENGTH || (endStream && declaredLength > 0)) {
+    const declaredLength = parseContentLength(head.headers['content-length']);
+    if (declaredLength === INVALID_CONTENT_LENGTH || (endStream && declaredLength > 0)) {
       if (this.refusedFlood.hit())
         throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'Too many bad streams');
       this.sendReset(streamId, ErrorCode.PROTOCOL_ERROR);
-      return;
+      return undefined;
     }
+    return declaredLength;
+  }
+
+  /** Request metadata past the header list limit: a gRPC status the client can show, rather than a bare reset. */
+  private refuseTooLarge(streamId: number, endStream: boolean): void {
+    const block = trailersOnlyBlock(
+      Code.RESOURCE_EXHAUSTED,
+      `Request metadata larger than ${this.options.maxHeaderListBytes} bytes`,
+    );
+    this.socket.write(encodeHeaderFrames(streamId, block, this.core.peerMaxFrame, true));
+    if (!endStream) this.sendReset(streamId, ErrorCode.NO_ERROR);
+  }
+
+  private openStream(
+    streamId: number,
+    headers: Record<string, string>,
+    endStream: boolean,
+    declaredLength: number,
+  ): void {
     const stream = new H2Stream(
       this,
       streamId,
@@ -931,7 +866,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       stream.stopReading();
       stream.drainProgressAt = Date.now();
       this.draining.add(stream);
-      this.armStallTimer();
+      this.stalls.arm();
       return;
     }
     this.closeStream(stream);
@@ -975,17 +910,8 @@ export class H2Connection implements FrameSink, StreamConnection {
   /** A non-gRPC answer: `head` (status, content-type), then `body` as DATA, then an empty DATA ending the stream. */
   sendPlain(stream: H2Stream, head: Uint8Array, body: Uint8Array): void {
     stream.localEnded = true;
-    const headFrame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + head.byteLength);
-    writeFrameHeader(headFrame, 0, head.byteLength, FrameType.HEADERS, Flag.END_HEADERS, stream.id);
-    headFrame.set(head, FRAME_HEADER_BYTES);
-    const end = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-    writeFrameHeader(end, 0, 0, FrameType.DATA, Flag.END_STREAM, stream.id);
-    stream.queue = body.byteLength > 0 ? [body] : [];
-    stream.queueIndex = 0;
-    stream.queueOffset = 0;
-    stream.queuedBytes = body.byteLength;
-    stream.trailers = end;
-    this.flushStream(stream, headFrame);
+    this.queueAnswer(stream, body.byteLength > 0 ? [body] : [], body.byteLength, endStreamFrame(stream.id));
+    this.flushStream(stream, headersFrame(stream.id, head, 0));
   }
 
   /**
@@ -993,28 +919,17 @@ export class H2Connection implements FrameSink, StreamConnection {
    * frames when the block is larger than the peer's SETTINGS_MAX_FRAME_SIZE.
    */
   private finalHeaderFrames(streamId: number, block: Uint8Array): Buffer {
-    const max = this.core.peerMaxFrame;
-    const frames = Math.max(1, Math.ceil(block.byteLength / max));
-    const out = Buffer.allocUnsafe(frames * FRAME_HEADER_BYTES + block.byteLength);
-    let at = 0;
-    for (let i = 0, from = 0; i < frames; i++, from += max) {
-      const length = Math.min(max, block.byteLength - from);
-      const last = i === frames - 1 ? Flag.END_HEADERS : 0;
-      const type = i === 0 ? FrameType.HEADERS : FrameType.CONTINUATION;
-      writeFrameHeader(out, at, length, type, last | (i === 0 ? Flag.END_STREAM : 0), streamId);
-      out.set(block.subarray(from, from + length), at + FRAME_HEADER_BYTES);
-      at += FRAME_HEADER_BYTES + length;
-    }
-    return out;
+    return encodeHeaderFrames(streamId, block, this.core.peerMaxFrame, true);
   }
 
-  /** Response headers, one DATA message (prefix + chunks) and OK trailers. */
+  /**
+   * Response headers, one DATA message (prefix + chunks) and OK trailers: one buffer in one
+   * write when the message is small and fits the windows, otherwise queued and sent as the
+   * windows allow (views of the chunks).
+   */
   sendResponse(stream: H2Stream, prefix: Uint8Array, chunks: readonly Uint8Array[], length: number): void {
     stream.localEnded = true;
     const total = prefix.byteLength + length;
-    const id = stream.id;
-    const headBytes = FRAME_HEADER_BYTES + RESPONSE_HEAD.byteLength;
-    const trailerBytes = FRAME_HEADER_BYTES + OK_TRAILERS.byteLength;
     if (
       total <= COALESCE_BYTES &&
       total <= this.core.peerMaxFrame &&
@@ -1022,33 +937,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       total <= stream.sendWindow &&
       this.blocked.size === 0
     ) {
-      const back = this.takeWindowUpdate();
-      const lead = back > 0 ? WINDOW_UPDATE_BYTES : 0;
-      const out = Buffer.allocUnsafe(lead + headBytes + FRAME_HEADER_BYTES + total + trailerBytes);
-      if (back > 0) {
-        writeFrameHeader(out, 0, 4, FrameType.WINDOW_UPDATE, 0, 0);
-        out.writeUInt32BE(back, FRAME_HEADER_BYTES);
-      }
-      writeFrameHeader(out, lead, RESPONSE_HEAD.byteLength, FrameType.HEADERS, Flag.END_HEADERS, id);
-      out.set(RESPONSE_HEAD, lead + FRAME_HEADER_BYTES);
-      let at = lead + headBytes;
-      writeFrameHeader(out, at, total, FrameType.DATA, 0, id);
-      at += FRAME_HEADER_BYTES;
-      out.set(prefix, at);
-      at += prefix.byteLength;
-      for (const c of chunks) {
-        out.set(c, at);
-        at += c.byteLength;
-      }
-      writeFrameHeader(
-        out,
-        at,
-        OK_TRAILERS.byteLength,
-        FrameType.HEADERS,
-        Flag.END_HEADERS | Flag.END_STREAM,
-        id,
-      );
-      out.set(OK_TRAILERS, at + FRAME_HEADER_BYTES);
+      const out = coalescedResponse(stream.id, this.takeWindowUpdate(), prefix, chunks, total);
       this.core.sendWindow -= total;
       stream.sendWindow -= total;
       this.socket.cork();
@@ -1058,34 +947,24 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.checkHighWater();
       return;
     }
-    const head = Buffer.allocUnsafe(headBytes);
-    writeFrameHeader(head, 0, RESPONSE_HEAD.byteLength, FrameType.HEADERS, Flag.END_HEADERS, id);
-    head.set(RESPONSE_HEAD, FRAME_HEADER_BYTES);
-    const trailers = Buffer.allocUnsafe(trailerBytes);
-    writeFrameHeader(
-      trailers,
-      0,
-      OK_TRAILERS.byteLength,
-      FrameType.HEADERS,
-      Flag.END_HEADERS | Flag.END_STREAM,
-      id,
-    );
-    trailers.set(OK_TRAILERS, FRAME_HEADER_BYTES);
     const queue: Uint8Array[] = [prefix];
     for (const c of chunks) if (c.byteLength > 0) queue.push(c);
+    this.queueAnswer(stream, queue, total, okTrailersFrame(stream.id));
+    this.flushStream(stream, responseHeadFrame(stream.id));
+  }
+
+  /** Makes `queue` (`bytes` in all) the stream's DATA to send, `trailers` the frame after it. */
+  private queueAnswer(stream: H2Stream, queue: Uint8Array[], bytes: number, trailers: Buffer): void {
     stream.queue = queue;
     stream.queueIndex = 0;
     stream.queueOffset = 0;
-    stream.queuedBytes = total;
+    stream.queuedBytes = bytes;
     stream.trailers = trailers;
-    this.flushStream(stream, head);
   }
 
   /** A streaming call's response headers (its messages and trailers follow). */
   sendStreamHeaders(stream: H2Stream): void {
-    const head = Buffer.allocUnsafe(FRAME_HEADER_BYTES + RESPONSE_HEAD.byteLength);
-    writeFrameHeader(head, 0, RESPONSE_HEAD.byteLength, FrameType.HEADERS, Flag.END_HEADERS, stream.id);
-    head.set(RESPONSE_HEAD, FRAME_HEADER_BYTES);
+    const head = responseHeadFrame(stream.id);
     this.socket.cork();
     this.writeWindowUpdate();
     this.writeFor(stream, head);
@@ -1121,6 +1000,38 @@ export class H2Connection implements FrameSink, StreamConnection {
   private flushStream(stream: H2Stream, lead: Buffer | undefined): void {
     const out: Uint8Array[] = [];
     if (lead !== undefined) out.push(lead);
+    this.takeDataFrames(stream, out);
+    let done = false;
+    if (stream.queuedBytes === 0 && stream.trailers !== undefined) {
+      out.push(stream.trailers);
+      stream.trailers = undefined;
+      stream.queue = [];
+      done = true;
+      this.blocked.delete(stream);
+    } else if (stream.queuedBytes > 0) {
+      this.blocked.add(stream);
+      if (stream.sendProgressAt === 0) stream.sendProgressAt = Date.now();
+      this.stalls.arm();
+    } else {
+      // A streaming call's messages so far are all sent; it waits for its next one.
+      this.blocked.delete(stream);
+    }
+    if (out.length === 0) return;
+    this.socket.cork();
+    this.writeWindowUpdate();
+    const last = out.length - 1;
+    for (let i = 0; i < last; i++) this.socket.write(out[i]!);
+    this.writeFor(stream, out[last]!);
+    if (done) this.localDone(stream);
+    this.socket.uncork();
+    this.checkHighWater();
+  }
+
+  /**
+   * Appends to `out` the DATA frames (headers, then views of the queued chunks) that the windows
+   * and the peer's frame size allow of the stream's queue, and takes them from the windows.
+   */
+  private takeDataFrames(stream: H2Stream, out: Uint8Array[]): void {
     const { queue } = stream;
     let index = stream.queueIndex;
     let offset = stream.queueOffset;
@@ -1149,38 +1060,14 @@ export class H2Connection implements FrameSink, StreamConnection {
       stream.sendWindow -= n;
       stream.queuedBytes -= n;
       stream.sendProgressAt = 0;
-      this.queuedBytesSent += n;
+      this.stalls.sent(n);
     }
     stream.queueIndex = index;
     stream.queueOffset = offset;
-    let done = false;
-    if (stream.queuedBytes === 0 && stream.trailers !== undefined) {
-      out.push(stream.trailers);
-      stream.trailers = undefined;
-      stream.queue = [];
-      done = true;
-      this.blocked.delete(stream);
-    } else if (stream.queuedBytes > 0) {
-      this.blocked.add(stream);
-      if (stream.sendProgressAt === 0) stream.sendProgressAt = Date.now();
-      this.armStallTimer();
-    } else {
-      // A streaming call's messages so far are all sent; it waits for its next one.
-      this.blocked.delete(stream);
-    }
-    if (out.length === 0) return;
-    this.socket.cork();
-    this.writeWindowUpdate();
-    const last = out.length - 1;
-    for (let i = 0; i < last; i++) this.socket.write(out[i]!);
-    this.writeFor(stream, out[last]!);
-    if (done) this.localDone(stream);
-    this.socket.uncork();
-    this.checkHighWater();
   }
 
   private checkHighWater(): void {
-    if (this.socket.writableLength > 0) this.armStallTimer();
+    if (this.socket.writableLength > 0) this.stalls.arm();
     if (!this.paused && this.socket.writableLength > WRITE_HIGH_WATER) {
       this.paused = true;
       this.socket.pause();
@@ -1226,9 +1113,4 @@ export class H2Connection implements FrameSink, StreamConnection {
 const KEEPALIVE_PING = Buffer.from('vs-alive', 'latin1');
 /** The payload of the PING that follows a graceful close's first GOAWAY (drain). */
 const DRAIN_PING = Buffer.from('vs-drain', 'latin1');
-const DRAIN_PING_FRAME = (() => {
-  const out = Buffer.alloc(FRAME_HEADER_BYTES + DRAIN_PING.byteLength);
-  writeFrameHeader(out, 0, DRAIN_PING.byteLength, FrameType.PING, 0, 0);
-  out.set(DRAIN_PING, FRAME_HEADER_BYTES);
-  return out;
-})();
+const DRAIN_PING_FRAME = encodeFrame(FrameType.PING, 0, 0, DRAIN_PING);

@@ -3,7 +3,7 @@
  * a block encodes once and can be sent on any connection: the blocks of every OK response
  * are constants.
  */
-import { encodeHeaderBlock } from '@visionserve/protocol/h2';
+import { encodeHeaderBlock } from '@visionserve/h2';
 import { NOT_GRPC_TEXT } from '../call-stream.js';
 
 /** Response headers of every call that gets a message. */

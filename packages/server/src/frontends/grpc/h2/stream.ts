@@ -3,7 +3,7 @@
  * sees it (GrpcCallStream). Its state and send queue are kept here; frames are read and
  * written by its connection.
  */
-import { ReceiveWindow } from '@visionserve/protocol/h2';
+import { ReceiveWindow } from '@visionserve/h2';
 import type { IncomingHttpHeaders } from 'node:http2';
 import type { GrpcCallStream } from '../call-stream.js';
 import { NOT_GRPC_BODY, UNSUPPORTED_MEDIA_TYPE, trailersBlock, trailersOnlyBlock } from './response-heads.js';

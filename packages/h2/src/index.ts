@@ -27,3 +27,9 @@ export {
 export { FloodGuard } from './flood-guard.js';
 export { type HeaderBlock, HeaderBlockAssembler } from './header-block.js';
 export { ReceiveWindow } from './receive-window.js';
+export {
+  INVALID_CONTENT_LENGTH,
+  type RequestHead,
+  decodeRequestHead,
+  parseContentLength,
+} from './request-head.js';

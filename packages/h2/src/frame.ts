@@ -122,3 +122,29 @@ export function encodeSettings(settings: readonly (readonly [number, number])[])
   }
   return out;
 }
+
+/**
+ * A header block as one buffer of frames: a HEADERS frame (END_STREAM if `endStream`), followed
+ * by CONTINUATION frames when the block is larger than `maxFrame` (the peer's
+ * SETTINGS_MAX_FRAME_SIZE); the last frame carries END_HEADERS. An empty block is one frame.
+ */
+export function encodeHeaderFrames(
+  streamId: number,
+  block: Uint8Array,
+  maxFrame: number,
+  endStream: boolean,
+): Buffer {
+  const frames = Math.max(1, Math.ceil(block.byteLength / maxFrame));
+  const out = Buffer.allocUnsafe(frames * FRAME_HEADER_BYTES + block.byteLength);
+  let at = 0;
+  for (let i = 0, from = 0; i < frames; i++, from += maxFrame) {
+    const length = Math.min(maxFrame, block.byteLength - from);
+    const last = i === frames - 1 ? Flag.END_HEADERS : 0;
+    const first = i === 0;
+    const type = first ? FrameType.HEADERS : FrameType.CONTINUATION;
+    writeFrameHeader(out, at, length, type, last | (first && endStream ? Flag.END_STREAM : 0), streamId);
+    out.set(block.subarray(from, from + length), at + FRAME_HEADER_BYTES);
+    at += FRAME_HEADER_BYTES + length;
+  }
+  return out;
+}

@@ -13,7 +13,7 @@ import {
   decodeHuffman,
   encodeHuffman,
   huffmanEncodedLength,
-} from '@visionserve/protocol/h2';
+} from '../src/index.js';
 
 type Fields = (readonly [string, string])[];
 

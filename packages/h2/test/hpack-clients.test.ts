@@ -19,7 +19,7 @@ import http2 from 'node:http2';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createHpackDecoder, encodeHeaderBlock } from '@visionserve/protocol/h2';
+import { createHpackDecoder, encodeHeaderBlock } from '../src/index.js';
 
 const ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');

@@ -16,7 +16,7 @@ import {
   ReceiveWindow,
   Setting,
   encodeSettings,
-} from '../src/h2/index.js';
+} from '../src/index.js';
 
 interface Stream {
   sendWindow: number;
