@@ -21,7 +21,6 @@ import {
 } from '@visionserve/h2';
 import { mutate, mutationArb } from '@visionserve/testkit/arbitraries';
 import { HANG_MS, fuzzSync, targetOptions } from '@visionserve/testkit/campaign';
-import { hpackInt } from '../h2-wire.js';
 
 type Fields = (readonly [string, string])[];
 
@@ -220,3 +219,17 @@ describe('fuzz: HPACK', () => {
     },
   );
 });
+
+/** An HPACK integer (RFC 7541 §5.1) with a `bits`-bit prefix under `high`, written here, not by our encoder. */
+function hpackInt(value: number, bits: number, high: number): number[] {
+  const max = (1 << bits) - 1;
+  if (value < max) return [high | value];
+  const out = [high | max];
+  let rest = value - max;
+  while (rest >= 128) {
+    out.push((rest % 128) + 128);
+    rest = Math.floor(rest / 128);
+  }
+  out.push(rest);
+  return out;
+}
