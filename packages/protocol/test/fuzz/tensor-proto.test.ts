@@ -148,6 +148,11 @@ describe('fuzz: TensorProto and PredictRequest decoding', () => {
           // path notices the problem may differ: a half double_val is a parse error for one, a
           // tensor error for the other).
           const refused = (r: typeof general): boolean => !r.ok || MALFORMED in r.value;
+          // A packed float_val / double_val whose length is not a whole number of values is
+          // malformed protobuf: the view refuses it (as TensorFlow's parser does), while
+          // protobuf-es reads its last value past the field's end, into the fields after it,
+          // and may decode something else entirely. Found by the short campaign's seed at 05f4ebf.
+          if (!fast.ok && /holds \d+ bytes, not a whole number of values/.test(fast.error.message)) return;
           if (refused(general) !== refused(fast)) {
             throw new Error(
               `general ${refused(general) ? 'refused' : 'decoded'}, fast ${fast.ok ? (refused(fast) ? 'refused' : 'decoded') : `failed: ${fast.error.message}`}`,
