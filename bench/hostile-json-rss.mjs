@@ -12,7 +12,7 @@
 //   npx tsc -b packages/cli && node bench/hostile-json-rss.mjs [--seconds 120] [--concurrency 8]
 //     [--after 15] [--limit 100] [--shared ../shared]
 import { spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -78,6 +78,11 @@ const server = spawn(
   ],
   { stdio: ['ignore', 'ignore', 'inherit'] },
 );
+// However this script ends (a throw included), the server and its folder go with it.
+process.on('exit', () => {
+  if (server.exitCode === null) server.kill('SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+});
 const base = `http://127.0.0.1:${ports.rest}`;
 for (let i = 0; ; i++) {
   try {

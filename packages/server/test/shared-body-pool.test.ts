@@ -66,10 +66,15 @@ void describe('shared body pool', () => {
     await new Promise((r) => setTimeout(r, 60));
     assert.equal(pool.keptBytes, 8192 + 4096, 'a slot still lent: nothing dropped');
     b.release();
-    const c = pool.acquire(100)!; // lent again before the trim: the timer is off
+    await new Promise((r) => setTimeout(r, 20));
+    const c = pool.acquire(100)!; // lent again before the trim: that trim is off
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(pool.keptBytes, 8192 + 4096, 'no trim while a slot is lent');
+    assert.equal(pool.acquire(1 << 30), undefined); // a refused acquire lends nothing
     c.release();
-    assert.equal(pool.keptBytes, 8192 + 4096);
-    await new Promise((r) => setTimeout(r, 60));
+    await new Promise((r) => setTimeout(r, 15));
+    assert.equal(pool.keptBytes, 8192 + 4096, 'the release starts a new 30 ms wait');
+    await new Promise((r) => setTimeout(r, 45));
     assert.equal(pool.keptBytes, 0);
     const d = pool.acquire(5000)!; // the pool still lends after a trim
     assert.equal(pool.keptBytes, 8192);

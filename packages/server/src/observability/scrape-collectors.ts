@@ -206,7 +206,7 @@ function registerFrameStreamCollectors(
   const seen = new Map<string, number>();
   new Counter({
     name: 'visionserve_frame_stream_frames_total',
-    help: 'Frames received on frame streams, per model, by outcome (answered: a result; dropped: replaced by a newer frame under policy latest; failed: answered with an error).',
+    help: 'Frames taken into frame streams, per model, by outcome (answered: a result; dropped: replaced by a newer frame under policy latest; failed: answered with an error or cancelled in flight when its stream closed).',
     labelNames: ['model', 'outcome'],
     registers,
     collect() {

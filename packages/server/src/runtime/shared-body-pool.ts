@@ -85,15 +85,16 @@ export function createSharedBodyPool(options: SharedBodyPoolOptions = {}): Share
     acquire(bytes, slotBytes = bytes) {
       if (!Number.isSafeInteger(bytes) || bytes < 0) return undefined;
       const size = slotSize(Math.max(bytes, slotBytes), minSlot);
-      if (trimTimer !== undefined) {
-        clearTimeout(trimTimer);
-        trimTimer = undefined;
-      }
       let slot = free.get(size)?.pop();
       if (slot === undefined) {
         if (size > maxBytes || !makeRoom(size)) return undefined;
         slot = new SharedArrayBuffer(size);
         kept += size;
+      }
+      // Lending: the pool is in use again (a refused acquire leaves a pending trim as it is).
+      if (trimTimer !== undefined) {
+        clearTimeout(trimTimer);
+        trimTimer = undefined;
       }
       lent++;
       const memory = slot;
