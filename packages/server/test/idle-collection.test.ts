@@ -18,8 +18,6 @@ describe('idle collection', () => {
       quietSinceMs: undefined,
       survivors: 10 * MiB,
       committed: 20 * MiB,
-      gcs: 0,
-      armed: true,
     };
     // Busy: allocating more than QUIET_BYTES per check.
     assert.equal(shouldCollect(state, { used: 40 * MiB, total: 60 * MiB }, 0, 1000), false);
@@ -40,8 +38,6 @@ describe('idle collection', () => {
       quietSinceMs: 0,
       survivors: 10 * MiB,
       committed: 20 * MiB,
-      gcs: 0,
-      armed: true,
     });
     const small = { used: 10 * MiB + SLACK_BYTES - MiB, total: 20 * MiB + SLACK_BYTES - MiB };
     assert.equal(shouldCollect(lean(small.used), small, 5000, 1000), false);
@@ -49,37 +45,6 @@ describe('idle collection', () => {
       shouldCollect(lean(10 * MiB), { used: 10 * MiB, total: 20 * MiB + SLACK_BYTES }, 5000, 1000),
       true,
     );
-  });
-
-  it('counts a check that saw V8 collect, or the heap shrink, as busy; one collection per pause', () => {
-    const state = (): IdleState => ({
-      lastUsed: 40 * MiB,
-      quietSinceMs: 0,
-      survivors: 10 * MiB,
-      committed: 20 * MiB,
-      gcs: 0,
-      armed: true,
-    });
-    const heap = { used: 40 * MiB, total: 60 * MiB };
-    // Quiet long enough, slack to give back: collect...
-    assert.equal(shouldCollect(state(), heap, 5000, 1000), true);
-    // ...but not when V8 collected in the interval, or the heap shrank (a scavenge between checks).
-    assert.equal(shouldCollect({ ...state(), gcs: 1 }, heap, 5000, 1000), false);
-    assert.equal(shouldCollect(state(), { used: 30 * MiB, total: 60 * MiB }, 5000, 1000), false);
-    // Under load, heap rising and falling by scavenges: never quiet for long.
-    const busy = state();
-    busy.quietSinceMs = undefined;
-    for (let t = 0; t < 20_000; t += 500) {
-      const used = (t / 500) % 2 === 0 ? 45 * MiB : 30 * MiB;
-      assert.equal(shouldCollect(busy, { used, total: 60 * MiB }, t, 1000), false, `at ${t} ms`);
-    }
-    // After a collection (armed false) a quiet heap is left alone until a busy check re-arms it.
-    const after = { ...state(), armed: false };
-    assert.equal(shouldCollect(after, heap, 5000, 1000), false);
-    assert.equal(shouldCollect(after, { used: 42 * MiB, total: 60 * MiB }, 5500, 1000), false);
-    assert.equal(after.armed, true);
-    assert.equal(shouldCollect(after, { used: 42 * MiB, total: 60 * MiB }, 6000, 1000), false);
-    assert.equal(shouldCollect(after, { used: 42 * MiB, total: 60 * MiB }, 7000, 1000), true);
   });
 
   it('stops watching when the collection cannot run', async () => {

@@ -13,10 +13,8 @@ import { runInNewContext } from 'node:vm';
  * after our last collection, it runs one full collection (5-15 ms for the server's ~10 MiB
  * live heap). After 5 s of low allocation V8 also shrinks the young generation in that
  * collection (its allocation-throughput window), hence the default of 6 s: RSS 299 → 260 MiB
- * 10 s after the same burst, against 243 before it. "Quiet" is about the JS heap only: a check
- * that saw V8 collect (young or full) or the heap grow by `QUIET_BYTES` is busy, and after one
- * collection the next needs a busy check first, so a server under light load whose requests
- * live mostly in buffers outside the heap gets at most one collection per pause.
+ * 10 s after the same burst, against 243 before it. A busy server allocates far more than
+ * `QUIET_BYTES` per check and is never collected by this.
  */
 export interface IdleCollectionOptions {
   /** Quiet time before the collection, ms (`--idle_gc_after_ms`); 0 turns it off. */
@@ -58,10 +56,6 @@ export interface IdleState {
   survivors: number;
   /** Committed bytes after our last collection (at the start: then). */
   committed: number;
-  /** Collections V8 ran (young or full, not ours) since the last check: the heap was busy. */
-  gcs: number;
-  /** A busy check since our last collection: at most one collection per quiet period. */
-  armed: boolean;
 }
 
 /** One check: whether to collect now, updating `state`. */
@@ -73,15 +67,10 @@ export function shouldCollect(
 ): boolean {
   const allocated = heap.used - state.lastUsed;
   state.lastUsed = heap.used;
-  const gcs = state.gcs;
-  state.gcs = 0;
-  // Less used than before means a collection ran in between: busy, like a collection seen.
-  if (allocated >= QUIET_BYTES || allocated < 0 || gcs > 0) {
+  if (allocated >= QUIET_BYTES) {
     state.quietSinceMs = undefined;
-    state.armed = true;
     return false;
   }
-  if (!state.armed) return false;
   state.quietSinceMs ??= nowMs;
   if (nowMs - state.quietSinceMs < quietMs) return false;
   return heap.used - state.survivors >= SLACK_BYTES || heap.total - state.committed >= SLACK_BYTES;
@@ -98,24 +87,16 @@ export function startIdleCollection(options: IdleCollectionOptions): () => void 
     quietSinceMs: undefined,
     survivors: start.used,
     committed: start.total,
-    gcs: 0,
-    armed: true,
   };
-  /** Entries that started before this are our own collection's. */
-  let oursUntil = -1;
   const observer = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) {
-      if (e.startTime <= oursUntil) continue;
-      state.gcs++;
-      const kind = (e as { detail?: { kind?: number } }).detail?.kind;
-      if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) state.survivors = heap().used;
-    }
+    const major = list
+      .getEntries()
+      .some(
+        (e) => (e as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR,
+      );
+    if (major) state.survivors = heap().used;
   });
   observer.observe({ entryTypes: ['gc'] });
-  const stop = (): void => {
-    clearInterval(timer);
-    observer.disconnect();
-  };
   const timer = setInterval(() => {
     if (!shouldCollect(state, heap(), performance.now(), options.quietMs)) return;
     try {
@@ -124,14 +105,16 @@ export function startIdleCollection(options: IdleCollectionOptions): () => void 
       stop(); // no way to collect here (a V8 without the gc extension): leave it to V8
       return;
     }
-    oursUntil = performance.now();
     const after = heap();
     state.survivors = after.used;
     state.committed = after.total;
     state.lastUsed = after.used;
     state.quietSinceMs = undefined;
-    state.armed = false;
   }, options.checkMs ?? 500);
   timer.unref();
+  function stop(): void {
+    clearInterval(timer);
+    observer.disconnect();
+  }
   return stop;
 }
