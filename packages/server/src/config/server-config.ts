@@ -55,8 +55,8 @@ export interface ServerConfig {
    */
   readonly gcHeadroomMb: number;
   /**
-   * After this long with a heap allocating next to nothing and no collection by V8, one full
-   * garbage collection returns what a burst left, on the main thread and in each JSON decode
+   * After this long with a heap allocating next to nothing, one full garbage collection returns
+   * what a burst left, on the main thread and in each JSON decode
    * thread (`--idle_gc_after_ms`; util/idle-collection.ts). Default 6000: RSS back near idle
    * within seconds of a burst instead of 15-30 s. 0 leaves it to V8.
    */
