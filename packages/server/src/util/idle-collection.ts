@@ -13,8 +13,9 @@ import { runInNewContext } from 'node:vm';
  * after our last collection, it runs one full collection (5-15 ms for the server's ~10 MiB
  * live heap). After 5 s of low allocation V8 also shrinks the young generation in that
  * collection (its allocation-throughput window), hence the default of 6 s: RSS 299 → 260 MiB
- * 10 s after the same burst, against 243 before it. A busy server allocates far more than
- * `QUIET_BYTES` per check and is never collected by this.
+ * 10 s after the same burst, against 243 before it. A busy server allocates far more than `QUIET_BYTES` per check; a
+ * heap that shrank between two checks (a scavenge, or sweeping after a burst) counts as quiet, so
+ * a run of such checks under load could still bring a collection: known, not measured to happen.
  */
 export interface IdleCollectionOptions {
   /** Quiet time before the collection, ms (`--idle_gc_after_ms`); 0 turns it off. */
