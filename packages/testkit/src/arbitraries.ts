@@ -4,7 +4,7 @@
  * hostile text, and a tensor comparison that treats NaN and -0 exactly. Not a test file.
  */
 import fc from 'fast-check';
-import { type DType, type Tensor, allocate, elementCount, isStringData } from '@visionserve/protocol';
+import { DTYPES, type DType, type Tensor, allocate, elementCount, isStringData } from '@visionserve/protocol';
 
 export const NUMERIC_DTYPES = [
   'float32',
@@ -22,7 +22,8 @@ export const NUMERIC_DTYPES = [
   'bool',
 ] as const satisfies readonly DType[];
 
-export const ALL_DTYPES: readonly DType[] = [...NUMERIC_DTYPES, 'string'];
+/** Every dtype the protocol knows (its own table). */
+export const ALL_DTYPES: readonly DType[] = DTYPES;
 
 /** A shape of rank 0-4 with at most `maxElements` elements (zero-size dims included). */
 export function shapeArb(maxElements = 48, maxRank = 4): fc.Arbitrary<number[]> {
