@@ -140,6 +140,7 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
   const { kserve, jsonDecode } = options;
   const routes: HttpRoute[] = [
     {
+      name: 'GET /v2',
       methods: ['GET'],
       path: /^\/v2\/?$/,
       handle: ({ res }) => {
@@ -168,6 +169,7 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
       },
     },
     {
+      name: 'GET /v2/models/{model}[/versions/{version}][/ready|/config|/stats]',
       methods: ['GET'],
       path: MODEL_GET,
       handle: async ({ res, params, signal }) => {
@@ -192,7 +194,7 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
     },
     tensorRoute<ServableAssets, InferRequest>(
       {
-        name: `POST ${MODEL_INFER.source}`,
+        name: 'POST /v2/models/{model}[/versions/{version}]/infer',
         methods: ['POST'],
         path: MODEL_INFER,
         pin: (ctx, fn, call) => kserve.withServable(modelRef(ctx.params!), fn, call),
@@ -226,6 +228,7 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
       },
     },
     {
+      name: 'POST /v2/repository/models/{model}/load|unload',
       methods: ['POST'],
       path: REPOSITORY_CONTROL,
       handle: async (ctx) => {
@@ -244,6 +247,7 @@ export function createKServeHttpApi(options: KServeHttpApiOptions): HttpApi {
       },
     },
     {
+      name: 'POST /v2/repository/{repository}/...',
       methods: ['POST'],
       path: NAMED_REPOSITORY,
       handle: () => {
