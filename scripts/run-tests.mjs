@@ -13,6 +13,11 @@ import { join, dirname, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+// Every process the tests start runs with the malloc settings, as `visionserve serve` runs
+// itself: a server the tests spawn is then that process, not a launcher's child
+// (packages/cli/src/malloc-tuning.ts). Built by `npm test` before this runs.
+const tuning = join(root, 'packages', 'cli', 'dist', 'src', 'malloc-tuning.js');
+if (existsSync(tuning)) Object.assign(process.env, (await import(tuning)).withMallocTuning(process.env));
 const args = process.argv.slice(2);
 const onlyNode = args.includes('--only-node');
 const onlyDeploy = args.includes('--only-deploy');

@@ -11,6 +11,17 @@ if (!existsSync(entry)) {
 // The benchmark runs its floors in this process: glibc must start with the same malloc settings
 // as the servers it starts, and its load generator receives 34 MiB answers, for which V8 wants a
 // larger initial old generation (src/malloc-tuning.ts): it runs itself again with both.
+// `serve` needs the malloc settings at process start too: without them in the environment it
+// serves as a child that has them (one launcher process waits on it and passes signals on).
+const args = process.argv.slice(2);
+if (args[0] === 'serve' && !args.some((a) => /^(-h|--help|--version(=.*)?)$/.test(a))) {
+  const tuning = await import(new URL('../dist/src/malloc-tuning.js', import.meta.url).href);
+  const rerun = tuning.rerunForServe();
+  if (rerun !== undefined) {
+    process.exitCode = await rerun;
+    process.exit();
+  }
+}
 if (process.argv[2] === 'bench') {
   const tuning = await import(new URL('../dist/src/malloc-tuning.js', import.meta.url).href);
   const rerun = tuning.rerunForBench();

@@ -11,12 +11,13 @@
  *
  * glibc reads these variables only at process start, and before 2.35 it refuses an mmap
  * threshold over 32 MiB (while the trim setting would still freeze the adaptive threshold at
- * 128 KiB: worse than the defaults), so they are set only on glibc >= 2.35, by launchers:
- * `npm start` (scripts/start.mjs), the container image, the benchmark for every process it
- * starts, itself included. A value the user set wins; VISIONSERVE_MALLOC_TUNING=0 leaves
+ * 128 KiB: worse than the defaults), so they are set only on glibc >= 2.35, at process start:
+ * `visionserve serve` and `npm start` started without them serve as a child that has them
+ * (serveWithMallocTuning), the container image sets them, the benchmark sets them for every
+ * process it starts, itself included. A value the user set wins; VISIONSERVE_MALLOC_TUNING=0 leaves
  * glibc's defaults.
  */
-import { spawn } from 'node:child_process';
+import { type SpawnOptions, spawn } from 'node:child_process';
 
 /** Allocations up to 128 MiB from the heap; a free main-heap top over 256 MiB is returned. */
 export const MALLOC_TUNING: Readonly<Record<string, string>> = {
@@ -103,37 +104,32 @@ export function withoutLargeAnswerFlags(execArgv: readonly string[]): string[] {
 const NOT_PASSED_ON = /^--inspect(-brk|-port|-wait|-publish-uid)?(=|$)/;
 
 /**
- * Runs `args` (a script and its arguments) in a child node process with the tuning in its
- * environment (glibc reads it only at start), passing stdio through; resolves to the exit
- * code to leave with, and re-raises a signal that killed the child. SIGTERM and SIGHUP are
- * passed on; SIGINT is not (a terminal sends it to the whole process group, the child
- * included, and a second one would cut a graceful stop short): this process only waits.
+ * Set in a server's environment by serveWithMallocTuning: the server was started by a launcher
+ * that waits on it, and stops when the launcher is gone (its IPC channel closes).
  */
-export function runWithMallocTuning(
-  args: readonly string[],
-  v8Flags: readonly string[] = [],
-): Promise<number> {
+export const LAUNCHED_ENV = 'VISIONSERVE_LAUNCHED';
+
+/** How a child is run: passed-on signals, and how it is attached. */
+interface Launch {
+  readonly signals: readonly NodeJS.Signals[];
+  /** Signals the launcher receives and ignores (the child got them already). */
+  readonly ignored: readonly NodeJS.Signals[];
+  readonly spawn: SpawnOptions;
+}
+
+/**
+ * Runs node with `nodeArgs` as a child with `launch`'s options, passing the listed signals on;
+ * resolves to the exit code to leave with, and re-raises a signal that killed the child.
+ */
+function runChild(nodeArgs: readonly string[], launch: Launch): Promise<number> {
   return new Promise((resolve, reject) => {
-    const execArgv = process.execArgv.filter((a) => !NOT_PASSED_ON.test(a));
-    const flags = v8Flags.filter((flag) => wantsV8Tuning(execArgv, [flag]));
-    const child = spawn(process.execPath, [...execArgv, ...flags, ...args], {
-      stdio: 'inherit',
-      env: withMallocTuning(process.env),
-    });
-    const onInt = (): void => undefined;
-    const onTerm = (): void => {
-      child.kill('SIGTERM');
-    };
-    const onHup = (): void => {
-      child.kill('SIGHUP');
-    };
-    process.on('SIGINT', onInt);
-    process.on('SIGTERM', onTerm);
-    process.on('SIGHUP', onHup);
+    const child = spawn(process.execPath, nodeArgs, launch.spawn);
+    const handlers = new Map<NodeJS.Signals, () => void>();
+    for (const signal of launch.signals) handlers.set(signal, () => child.kill(signal));
+    for (const signal of launch.ignored) handlers.set(signal, () => undefined);
+    for (const [signal, handler] of handlers) process.on(signal, handler);
     const detach = (): void => {
-      process.off('SIGINT', onInt);
-      process.off('SIGTERM', onTerm);
-      process.off('SIGHUP', onHup);
+      for (const [signal, handler] of handlers) process.off(signal, handler);
     };
     child.once('error', (error) => {
       detach();
@@ -150,6 +146,65 @@ export function runWithMallocTuning(
   });
 }
 
+/** This process's node flags, less the debugger's (the child would contend for its port). */
+function passedExecArgv(): string[] {
+  return process.execArgv.filter((a) => !NOT_PASSED_ON.test(a));
+}
+
+/**
+ * Runs `args` (a script and its arguments) in a child node process with the tuning in its
+ * environment (glibc reads it only at start), passing stdio through; resolves to the exit
+ * code to leave with, and re-raises a signal that killed the child. SIGTERM and SIGHUP are
+ * passed on; SIGINT is not (a terminal sends it to the whole process group, the child
+ * included, and a second one would cut a graceful stop short): this process only waits.
+ */
+export function runWithMallocTuning(
+  args: readonly string[],
+  v8Flags: readonly string[] = [],
+): Promise<number> {
+  const execArgv = passedExecArgv();
+  const flags = v8Flags.filter((flag) => wantsV8Tuning(execArgv, [flag]));
+  return runChild([...execArgv, ...flags, ...args], {
+    signals: ['SIGTERM', 'SIGHUP'],
+    ignored: ['SIGINT'],
+    spawn: { stdio: 'inherit', env: withMallocTuning(process.env) },
+  });
+}
+
+/**
+ * Runs a server (`args`: the CLI script, `serve` and its flags) as a child with the tuning, for
+ * `visionserve serve` and `npm start` started without it. The child runs in a process group of
+ * its own, so that a terminal's Ctrl-C reaches this launcher only and is passed on once
+ * (SIGINT, SIGTERM, SIGHUP are passed on; two Ctrl-C still stop at once, as for a server run
+ * directly). It gets an IPC channel and LAUNCHED_ENV: when the launcher is gone (even by
+ * SIGKILL) the channel closes and the server stops gracefully instead of living on unseen.
+ */
+export function serveWithMallocTuning(args: readonly string[]): Promise<number> {
+  return runChild([...passedExecArgv(), ...args], {
+    signals: ['SIGINT', 'SIGTERM', 'SIGHUP'],
+    ignored: [],
+    spawn: {
+      stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+      detached: true,
+      env: { ...withMallocTuning(process.env), [LAUNCHED_ENV]: '1' },
+    },
+  });
+}
+
+/**
+ * In a server started by serveWithMallocTuning: calls `stop` once the launcher is gone (the
+ * IPC channel closes), without the channel keeping the process alive. Nothing otherwise.
+ */
+export function stopWithLauncher(env: NodeJS.ProcessEnv, stop: () => void): () => void {
+  const channel = process.channel;
+  if (env[LAUNCHED_ENV] !== '1' || channel === undefined) return () => undefined;
+  channel.unref();
+  process.once('disconnect', stop);
+  return () => {
+    process.off('disconnect', stop);
+  };
+}
+
 /**
  * For the benchmark, whose floors run in its own process and whose load generator receives
  * large answers: when this process lacks the malloc tuning or LARGE_ANSWER_V8_FLAGS, runs this
@@ -159,4 +214,14 @@ export function runWithMallocTuning(
 export function rerunForBench(): Promise<number> | undefined {
   if (!wantsMallocTuning(process.env) && !wantsV8Tuning(process.execArgv)) return undefined;
   return runWithMallocTuning(process.argv.slice(1), LARGE_ANSWER_V8_FLAGS);
+}
+
+/**
+ * For `visionserve serve` started without the tuning (glibc reads it only at start): serves as
+ * a child with it (serveWithMallocTuning) and resolves to the exit code to leave with;
+ * undefined when this process already runs as it should, or is such a child.
+ */
+export function rerunForServe(): Promise<number> | undefined {
+  if (process.env[LAUNCHED_ENV] === '1' || !wantsMallocTuning(process.env)) return undefined;
+  return serveWithMallocTuning(process.argv.slice(1));
 }

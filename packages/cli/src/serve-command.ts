@@ -11,7 +11,7 @@ import {
 import { loadServerEntries } from '@visionserve/server/entries';
 import type { Command } from './cli-args.js';
 import { initialInferenceThreads } from './initial-inference-threads.js';
-import { describeMallocTuning } from './malloc-tuning.js';
+import { describeMallocTuning, stopWithLauncher } from './malloc-tuning.js';
 
 export const SERVE_HELP = `Usage: visionserve serve [flags]
 
@@ -99,10 +99,12 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
     const server = await startVisionServer(config, logger, {}, { spareWorkers });
     // The handlers go in before "ready" is said: whoever waits for that line may signal at once.
     const stopped = new Promise<void>((resolve) => {
+      let unwatchLauncher = (): void => undefined;
       const stop = (signal: string): void => {
         logger.info('shutting down', { signal });
         process.off('SIGINT', onInt);
         process.off('SIGTERM', onTerm);
+        unwatchLauncher();
         resolve();
       };
       const onInt = (): void => {
@@ -113,8 +115,16 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
       };
       process.on('SIGINT', onInt);
       process.on('SIGTERM', onTerm);
+      // Started by `visionserve serve`'s launcher (malloc-tuning.ts): stop when it is gone.
+      unwatchLauncher = stopWithLauncher(env, () => {
+        stop('launcher exited');
+      });
     });
-    logger.info('visionserve ready', { ...server.ports, malloc: describeMallocTuning(process.env) });
+    logger.info('visionserve ready', {
+      ...server.ports,
+      pid: process.pid,
+      malloc: describeMallocTuning(process.env),
+    });
     await stopped;
     await server.close();
     return 0;

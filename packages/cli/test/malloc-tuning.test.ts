@@ -30,6 +30,58 @@ const takes = glibcTakesTuning();
 /** This environment without the settings. */
 const bare = Object.fromEntries(Object.entries(process.env).filter(([name]) => !(name in MALLOC_TUNING)));
 
+/** A server process started by the test, with its output so far. */
+interface Started {
+  readonly p: ReturnType<typeof spawn>;
+  readonly ready: { malloc: string };
+  readonly exited: Promise<{ code: number | null; signal: string | null }>;
+  output(): string;
+}
+
+/** Starts `node args` and waits for its "visionserve ready" line (stderr when not a terminal). */
+async function startServer(args: readonly string[], env: NodeJS.ProcessEnv): Promise<Started> {
+  const p = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  p.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  p.stderr.on('data', (c: Buffer) => (out += c.toString()));
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => {
+    p.on('exit', (code, signal) => {
+      resolve({ code, signal });
+    });
+  });
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const line = out.split('\n').find((l) => l.includes('"visionserve ready"'));
+    if (line !== undefined)
+      return { p, ready: JSON.parse(line) as { malloc: string }, exited, output: () => out };
+    if (p.exitCode !== null || Date.now() > deadline) {
+      p.kill('SIGKILL');
+      throw new Error(`no ready line:\n${out}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** The pids of a process's children (Linux). */
+function childrenOf(pid: number): number[] {
+  return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean)
+    .map(Number);
+}
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+const SERVE_ARGS = ['serve', '--port=0', '--rest_api_port=0', '--sagemaker_port=-1', '--host=127.0.0.1'];
+
 describe('malloc tuning', () => {
   it('adds the settings only on glibc 2.35 or newer, where the environment lacks them; values the user set win; VISIONSERVE_MALLOC_TUNING=0 adds none', () => {
     const base = { PATH: '/bin' };
@@ -153,6 +205,35 @@ describe('malloc tuning', () => {
     p.kill('SIGTERM');
     assert.deepEqual(await exited, { code: 0, signal: null });
     assert.match(out, /shutting down/);
+  });
+
+  it('`visionserve serve` without the settings serves as a child that has them: Ctrl-C (SIGINT) passed on once stops it gracefully, and it stops by itself when its launcher is killed', async () => {
+    const run = await startServer([BIN, ...SERVE_ARGS], bare);
+    const children = childrenOf(run.p.pid!);
+    try {
+      assert.equal(run.ready.malloc, describeMallocTuning(withMallocTuning(bare), currentLibc()));
+      // Where glibc takes the settings the server is the launcher's child, else the process itself.
+      assert.equal(children.length, takes ? 1 : 0, `children ${children.join(' ')}`);
+    } catch (error) {
+      run.p.kill('SIGKILL');
+      for (const pid of children) process.kill(pid, 'SIGKILL');
+      throw error;
+    }
+    run.p.kill('SIGINT');
+    assert.deepEqual(await run.exited, { code: 0, signal: null });
+    assert.equal(run.output().match(/"shutting down"/g)?.length, 1, run.output());
+    assert.match(run.output(), /"signal":"SIGINT"/);
+    if (!takes) return;
+    // A launcher killed outright: the server notices its channel close and stops gracefully.
+    const killed = await startServer([BIN, ...SERVE_ARGS], bare);
+    const [server] = childrenOf(killed.p.pid!);
+    killed.p.kill('SIGKILL');
+    const until = Date.now() + 30_000;
+    while (alive(server!) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
+    const stillAlive = alive(server!);
+    if (stillAlive) process.kill(server!, 'SIGKILL');
+    assert.equal(stillAlive, false, 'the server outlived its launcher by 30 s');
+    assert.match(killed.output(), /"signal":"launcher exited"/);
   });
 
   it('`visionserve bench` runs itself again with the settings (where they apply) and reports them; with VISIONSERVE_MALLOC_TUNING=0 it runs on the defaults', () => {

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { withMallocTuning } from '../../src/malloc-tuning.js';
 import { REPO_ROOT } from './shared.js';
 
 export const CLI = join(REPO_ROOT, 'packages', 'cli', 'bin', 'visionserve.js');
@@ -26,7 +27,12 @@ export async function startServerProcess(
   const defaults = ['--host=127.0.0.1', '--port=0', '--rest_api_port=0', '--sagemaker_port=-1'];
   const given = new Set(flags.map((f) => f.split('=', 1)[0]));
   const args = [CLI, 'serve', ...defaults.filter((d) => !given.has(d.split('=', 1)[0])), ...flags];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // With the malloc settings, as `visionserve serve` runs itself: the server is this process
+  // (without them it would be a launcher's child, and signals and /proc readings would miss it).
+  const child = spawn(process.execPath, args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: withMallocTuning(process.env),
+  });
   let text = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (text += d));
   child.stderr.setEncoding('utf8').on('data', (d: string) => (text += d));
@@ -49,7 +55,12 @@ export async function startServerProcess(
         clearTimeout(timer);
         child.stdout.off('data', onData);
         child.stderr.off('data', onData);
-        const ready = JSON.parse(line) as { grpc?: number; rest?: number; sagemaker?: number };
+        const ready = JSON.parse(line) as { grpc?: number; rest?: number; sagemaker?: number; pid?: number };
+        if (ready.pid !== child.pid) {
+          child.kill('SIGKILL');
+          reject(new Error(`the server is process ${ready.pid}, not the one started (${child.pid})`));
+          return;
+        }
         resolve({ grpc: ready.grpc, rest: ready.rest, sagemaker: ready.sagemaker });
         return;
       }
