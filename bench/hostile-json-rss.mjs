@@ -21,6 +21,10 @@ import { parseArgs } from 'node:util';
 import fc from 'fast-check';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
+// The servers run with the malloc settings, as `visionserve serve` runs itself; the server is
+// then the process started here, not a launcher's child (packages/cli/src/malloc-tuning.ts).
+const { withMallocTuning } = await import(join(root, 'packages/cli/dist/src/malloc-tuning.js'));
+Object.assign(process.env, withMallocTuning(process.env));
 const { values: args } = parseArgs({
   options: {
     seconds: { type: 'string', default: '120' },
@@ -139,6 +143,20 @@ for (let i = 0; i < 40; i++) {
 }
 await sleep(3000);
 const before = rssMiB(server.pid);
+const residentBefore = residentByKind(server.pid);
+// Series in the metrics: a campaign must not create new ones (a label from hostile input).
+const seriesCount = async () => {
+  const lines = (await (await fetch(`${base}/metrics`)).text())
+    .split('\n')
+    .filter((l) => l !== '' && !l.startsWith('#'));
+  if (process.env.HJ_DUMP)
+    writeFileSync(
+      `${process.env.HJ_DUMP}.${Date.now()}`,
+      lines.map((l) => l.replace(/ [^ ]+$/, '')).join('\n'),
+    );
+  return lines.length;
+};
+const seriesBefore = await seriesCount();
 const statuses = {};
 let peak = before;
 let sent = 0;
@@ -174,8 +192,43 @@ const afterMs = Number(args.after) * 1000;
 await sleep(afterMs);
 const alive = server.exitCode === null;
 const after = alive ? rssMiB(server.pid) : NaN;
+// Where the resident memory is: the main malloc heap, glibc's thread arenas (64 MiB regions),
+// V8 heap pages (256 KiB), file mappings, other anonymous mappings.
+function residentByKind(pid) {
+  const kinds = {};
+  let kind = 'other';
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ (\d+)\s*(.*)$/.exec(line);
+    if (head) {
+      const size = (parseInt(head[2], 16) - parseInt(head[1], 16)) / 1024;
+      const name = head[4];
+      kind =
+        name === '[heap]'
+          ? 'malloc main heap'
+          : name.startsWith('/')
+            ? 'files'
+            : name !== ''
+              ? name
+              : size === 65536 || size === 131072
+                ? 'malloc thread arenas'
+                : size % 256 === 0 && size <= 1024
+                  ? 'v8 pages (256 KiB)'
+                  : 'other anonymous';
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) kinds[kind] = (kinds[kind] ?? 0) + Number(rss[1]);
+  }
+  return Object.fromEntries(
+    Object.entries(kinds)
+      .filter(([, kb]) => kb >= 1024)
+      .map(([k, kb]) => [k, Math.round(kb / 1024)]),
+  );
+}
+const residentAfter = alive ? residentByKind(server.pid) : {};
 // The main thread's V8 heap and what it holds outside it, from the server's own metrics.
 const heap = {};
+const series = { before: seriesBefore, after: alive ? await seriesCount() : NaN };
 if (alive) {
   const metrics = await (await fetch(`${base}/metrics`)).text();
   for (const name of [
@@ -204,6 +257,8 @@ console.log(
       },
       growthMiB: Math.round(after - before),
       mainHeapAfter: heap,
+      metricSeries: series,
+      residentMiB: { before: residentBefore, after: residentAfter },
       alive,
     },
     null,

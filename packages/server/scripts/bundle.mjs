@@ -66,6 +66,7 @@ try {
       'prom-client',
       '@visionserve/console',
       'ws',
+      'koffi',
     ],
     plugins: [keepImportMetaUrl],
     sourcemap: 'linked',

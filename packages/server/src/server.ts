@@ -29,6 +29,7 @@ import { createInputAdapter } from './frontends/shared/input-adapters.js';
 import type { Logger } from './util/logger.js';
 import { keepGcHeadroom } from './util/gc-headroom.js';
 import { startIdleCollection } from './util/idle-collection.js';
+import { mallocTrim } from './util/malloc-trim.js';
 import type { ServingMetrics } from './observability/serving-metrics.js';
 import { createListeners, checkPortsFree, startInOrder } from './compose/listeners.js';
 import { createModelCatalog, stageSingleModelFile, type ModelCatalog } from './compose/model-catalog.js';
@@ -139,7 +140,12 @@ async function startServer(
   // Full collections stay rare under steady load (util/gc-headroom.ts); undone when the server stops.
   const releaseGcHeadroom = keepGcHeadroom({ headroomMb: config.gcHeadroomMb });
   // ... and what a burst left is given back once the heap is quiet (util/idle-collection.ts).
-  const stopIdleCollection = startIdleCollection({ quietMs: config.idleGcAfterMs });
+  // glibc's free memory too, once per quiet time (util/malloc-trim.ts).
+  const trim = mallocTrim();
+  const stopIdleCollection = startIdleCollection({
+    quietMs: config.idleGcAfterMs,
+    trim: trim && (() => void trim()),
+  });
   const timers: NodeJS.Timeout[] = [];
   const stopAll = async (graceMs: number): Promise<void> => {
     for (const t of timers) clearInterval(t);

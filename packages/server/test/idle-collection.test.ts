@@ -18,6 +18,7 @@ describe('idle collection', () => {
       quietSinceMs: undefined,
       survivors: 10 * MiB,
       committed: 20 * MiB,
+      trimmed: true,
     };
     // Busy: allocating more than QUIET_BYTES per check.
     assert.equal(shouldCollect(state, { used: 40 * MiB, total: 60 * MiB }, 0, 1000), false);
@@ -38,6 +39,7 @@ describe('idle collection', () => {
       quietSinceMs: 0,
       survivors: 10 * MiB,
       committed: 20 * MiB,
+      trimmed: true,
     });
     const small = { used: 10 * MiB + SLACK_BYTES - MiB, total: 20 * MiB + SLACK_BYTES - MiB };
     assert.equal(shouldCollect(lean(small.used), small, 5000, 1000), false);
@@ -95,6 +97,45 @@ describe('idle collection', () => {
       assert.equal(total, 22 * MiB);
       await new Promise((r) => setTimeout(r, 200));
       assert.equal(collections, 1, 'nothing to give back after the collection');
+    } finally {
+      clearInterval(churn);
+      stop();
+    }
+  });
+
+  it('trims malloc once per quiet time after a burst, with or without a collection; not before the first burst', async () => {
+    let used = 10 * MiB;
+    let busy = false;
+    let trims = 0;
+    let collections = 0;
+    const churn = setInterval(() => {
+      if (busy) used += 2 * MiB;
+    }, 5);
+    const stop = startIdleCollection({
+      quietMs: 40,
+      checkMs: 10,
+      heap: () => ({ used, total: Math.max(used, 20 * MiB) }),
+      collect: () => {
+        collections++;
+        used = 10 * MiB;
+      },
+      trim: () => {
+        trims++;
+      },
+    });
+    const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+    try {
+      await wait(150);
+      assert.equal(trims, 0, 'quiet since the start: nothing freed yet');
+      for (const burst of [1, 2]) {
+        busy = true;
+        await wait(100);
+        assert.equal(trims, burst - 1, 'not while busy');
+        busy = false;
+        await wait(250);
+        assert.equal(trims, burst, `one trim after burst ${burst}`);
+      }
+      assert.ok(collections >= 1, 'the bursts left V8 garbage too');
     } finally {
       clearInterval(churn);
       stop();

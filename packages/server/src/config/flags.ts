@@ -82,7 +82,7 @@ export const FLAGS: Readonly<Record<string, FlagSpec>> = {
   idle_gc_after_ms: {
     key: 'idleGcAfterMs',
     type: 'int',
-    help: 'after this long with a JS heap quiet (main thread, JSON decode threads), one full GC gives a burst back (0: off)',
+    help: 'after this long with a JS heap quiet (main thread, JSON decode threads), one full GC and one glibc malloc_trim give a burst back (0: off)',
   },
   enable_serialization_as_tensor_content: {
     key: 'serializeAsTensorContent',

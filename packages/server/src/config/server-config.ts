@@ -57,8 +57,9 @@ export interface ServerConfig {
   /**
    * After this long with a heap allocating next to nothing, one full garbage collection returns
    * what a burst left, on the main thread and in each JSON decode
-   * thread (`--idle_gc_after_ms`; util/idle-collection.ts). Default 6000: RSS back near idle
-   * within seconds of a burst instead of 15-30 s. 0 leaves it to V8.
+   * thread (`--idle_gc_after_ms`; util/idle-collection.ts), and glibc's malloc_trim gives free
+   * malloc memory back once (util/malloc-trim.ts). Default 6000: RSS back near idle within
+   * seconds of a burst instead of 15-30 s. 0 leaves it to V8 and glibc.
    */
   readonly idleGcAfterMs: number;
   /** gRPC responses in tensor_content (`--enable_serialization_as_tensor_content`). Default false. */
