@@ -17,8 +17,7 @@ import { parseArgs } from 'node:util';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 // The servers run with the malloc settings, as `visionserve serve` runs itself; the server is
 // then the process started here, not a launcher's child (packages/cli/src/malloc-tuning.ts).
-const { withMallocTuning } = await import(join(root, 'packages/cli/dist/src/malloc-tuning.js'));
-Object.assign(process.env, withMallocTuning(process.env));
+(await import(join(root, 'packages/cli/dist/src/malloc-tuning.js'))).tuneEnvironment();
 const { values: opt } = parseArgs({
   options: {
     instances: { type: 'string', default: '1,2' },

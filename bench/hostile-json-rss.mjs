@@ -23,8 +23,7 @@ import fc from 'fast-check';
 const root = fileURLToPath(new URL('..', import.meta.url));
 // The servers run with the malloc settings, as `visionserve serve` runs itself; the server is
 // then the process started here, not a launcher's child (packages/cli/src/malloc-tuning.ts).
-const { withMallocTuning } = await import(join(root, 'packages/cli/dist/src/malloc-tuning.js'));
-Object.assign(process.env, withMallocTuning(process.env));
+(await import(join(root, 'packages/cli/dist/src/malloc-tuning.js'))).tuneEnvironment();
 const { values: args } = parseArgs({
   options: {
     seconds: { type: 'string', default: '120' },
@@ -149,11 +148,6 @@ const seriesCount = async () => {
   const lines = (await (await fetch(`${base}/metrics`)).text())
     .split('\n')
     .filter((l) => l !== '' && !l.startsWith('#'));
-  if (process.env.HJ_DUMP)
-    writeFileSync(
-      `${process.env.HJ_DUMP}.${Date.now()}`,
-      lines.map((l) => l.replace(/ [^ ]+$/, '')).join('\n'),
-    );
   return lines.length;
 };
 const seriesBefore = await seriesCount();
@@ -192,8 +186,10 @@ const afterMs = Number(args.after) * 1000;
 await sleep(afterMs);
 const alive = server.exitCode === null;
 const after = alive ? rssMiB(server.pid) : NaN;
-// Where the resident memory is: the main malloc heap, glibc's thread arenas (64 MiB regions),
-// V8 heap pages (256 KiB), file mappings, other anonymous mappings.
+// Where the resident memory is: the main malloc heap, V8 heap pages (256 KiB mappings), file
+// mappings, and other anonymous memory: glibc's thread arenas (a 64 MiB region whose used part is
+// a separate, smaller read-write mapping, so they cannot be told by size), onnxruntime's and
+// node's own mappings.
 function residentByKind(pid) {
   const kinds = {};
   let kind = 'other';
@@ -209,11 +205,9 @@ function residentByKind(pid) {
             ? 'files'
             : name !== ''
               ? name
-              : size === 65536 || size === 131072
-                ? 'malloc thread arenas'
-                : size % 256 === 0 && size <= 1024
-                  ? 'v8 pages (256 KiB)'
-                  : 'other anonymous';
+              : size % 256 === 0 && size <= 1024
+                ? 'v8 pages (256 KiB)'
+                : 'other anonymous (thread arenas among it)';
       continue;
     }
     const rss = /^Rss:\s+(\d+) kB/.exec(line);

@@ -31,8 +31,7 @@ const REQUESTS = Number(args.requests);
 const root = fileURLToPath(new URL('..', import.meta.url));
 // The servers run with the malloc settings, as `visionserve serve` runs itself; the server is
 // then the process started here, not a launcher's child (packages/cli/src/malloc-tuning.ts).
-const { withMallocTuning } = await import(join(root, 'packages/cli/dist/src/malloc-tuning.js'));
-Object.assign(process.env, withMallocTuning(process.env));
+(await import(join(root, 'packages/cli/dist/src/malloc-tuning.js'))).tuneEnvironment();
 
 async function freePort() {
   const server = createServer();

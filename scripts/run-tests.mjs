@@ -17,7 +17,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 // itself: a server the tests spawn is then that process, not a launcher's child
 // (packages/cli/src/malloc-tuning.ts). Built by `npm test` before this runs.
 const tuning = join(root, 'packages', 'cli', 'dist', 'src', 'malloc-tuning.js');
-if (existsSync(tuning)) Object.assign(process.env, (await import(tuning)).withMallocTuning(process.env));
+if (existsSync(tuning)) (await import(tuning)).tuneEnvironment();
 const args = process.argv.slice(2);
 const onlyNode = args.includes('--only-node');
 const onlyDeploy = args.includes('--only-deploy');

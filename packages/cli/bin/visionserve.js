@@ -13,10 +13,9 @@ if (!existsSync(entry)) {
 // larger initial old generation (src/malloc-tuning.ts): it runs itself again with both.
 // `serve` needs the malloc settings at process start too: without them in the environment it
 // serves as a child that has them (one launcher process waits on it and passes signals on).
-const args = process.argv.slice(2);
-if (args[0] === 'serve' && !args.some((a) => /^(-h|--help|--version(=.*)?)$/.test(a))) {
+if (process.argv[2] === 'serve') {
   const tuning = await import(new URL('../dist/src/malloc-tuning.js', import.meta.url).href);
-  const rerun = tuning.rerunForServe();
+  const rerun = tuning.rerunForServe(process.argv.slice(3));
   if (rerun !== undefined) {
     process.exitCode = await rerun;
     process.exit();

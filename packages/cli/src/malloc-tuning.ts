@@ -18,6 +18,7 @@
  * glibc's defaults.
  */
 import { type SpawnOptions, spawn } from 'node:child_process';
+import { serves } from './serve-args.js';
 
 /** Allocations up to 128 MiB from the heap; a free main-heap top over 256 MiB is returned. */
 export const MALLOC_TUNING: Readonly<Record<string, string>> = {
@@ -53,6 +54,15 @@ export function glibcTakesTuning(libc: Libc = currentLibc()): boolean {
 export function wantsMallocTuning(env: NodeJS.ProcessEnv, libc: Libc = currentLibc()): boolean {
   if (env['VISIONSERVE_MALLOC_TUNING'] === '0' || !glibcTakesTuning(libc)) return false;
   return Object.keys(MALLOC_TUNING).some((name) => env[name] === undefined);
+}
+
+/**
+ * Adds the tuning to this process's environment (where wantsMallocTuning), for launchers whose
+ * children should run as `visionserve serve` runs itself: tests and benchmarks that start
+ * servers, so that the process they start is the server and not a launcher.
+ */
+export function tuneEnvironment(env: NodeJS.ProcessEnv = process.env): void {
+  Object.assign(env, withMallocTuning(env));
 }
 
 /** `env` with the tuning added where the user set nothing (when wantsMallocTuning). */
@@ -173,11 +183,12 @@ export function runWithMallocTuning(
 
 /**
  * Runs a server (`args`: the CLI script, `serve` and its flags) as a child with the tuning, for
- * `visionserve serve` and `npm start` started without it. The child runs in a process group of
- * its own, so that a terminal's Ctrl-C reaches this launcher only and is passed on once
- * (SIGINT, SIGTERM, SIGHUP are passed on; two Ctrl-C still stop at once, as for a server run
- * directly). It gets an IPC channel and LAUNCHED_ENV: when the launcher is gone (even by
- * SIGKILL) the channel closes and the server stops gracefully instead of living on unseen.
+ * `visionserve serve` and `npm start` started without it. The child runs in a session of its own
+ * (`detached`: setsid, so also without a controlling terminal), so that a terminal's Ctrl-C
+ * reaches this launcher only and is passed on once (SIGINT, SIGTERM, SIGHUP are passed on; two
+ * Ctrl-C still stop at once, as for a server run directly). It gets an IPC channel and
+ * LAUNCHED_ENV: when the launcher is gone (even by SIGKILL, also while the server still starts)
+ * the channel closes and the server stops gracefully instead of living on unseen.
  */
 export function serveWithMallocTuning(args: readonly string[]): Promise<number> {
   return runChild([...passedExecArgv(), ...args], {
@@ -196,8 +207,15 @@ export function serveWithMallocTuning(args: readonly string[]): Promise<number> 
  * IPC channel closes), without the channel keeping the process alive. Nothing otherwise.
  */
 export function stopWithLauncher(env: NodeJS.ProcessEnv, stop: () => void): () => void {
+  if (env[LAUNCHED_ENV] !== '1') return () => undefined;
   const channel = process.channel;
-  if (env[LAUNCHED_ENV] !== '1' || channel === undefined) return () => undefined;
+  if (!process.connected || channel === undefined || channel === null) {
+    // The launcher went while the server was starting (the channel is closed, or never was).
+    const timer = setImmediate(stop);
+    return () => {
+      clearImmediate(timer);
+    };
+  }
   channel.unref();
   process.once('disconnect', stop);
   return () => {
@@ -219,9 +237,18 @@ export function rerunForBench(): Promise<number> | undefined {
 /**
  * For `visionserve serve` started without the tuning (glibc reads it only at start): serves as
  * a child with it (serveWithMallocTuning) and resolves to the exit code to leave with;
- * undefined when this process already runs as it should, or is such a child.
+ * undefined when this process should serve itself: it has the tuning, is such a child, was
+ * asked for help or the version, or runs under a debugger (whose inspector stays with the
+ * process started: the server runs here, on glibc's defaults).
  */
-export function rerunForServe(): Promise<number> | undefined {
-  if (process.env[LAUNCHED_ENV] === '1' || !wantsMallocTuning(process.env)) return undefined;
-  return serveWithMallocTuning(process.argv.slice(1));
+export function rerunForServe(serveArgs: readonly string[]): Promise<number> | undefined {
+  if (process.env[LAUNCHED_ENV] === '1' || !wantsMallocTuning(process.env) || !serves(serveArgs))
+    return undefined;
+  if (process.execArgv.some((a) => NOT_PASSED_ON.test(a))) return undefined;
+  return serveWithMallocTuning(process.argv.slice(1)).catch((error: unknown) => {
+    console.error(
+      `visionserve: cannot start the server process: ${error instanceof Error ? error.message : String(error)}`,
+    );
+    return 1;
+  });
 }

@@ -12,6 +12,7 @@ import { loadServerEntries } from '@visionserve/server/entries';
 import type { Command } from './cli-args.js';
 import { initialInferenceThreads } from './initial-inference-threads.js';
 import { describeMallocTuning, stopWithLauncher } from './malloc-tuning.js';
+import { isVersionRequest } from './serve-args.js';
 
 export const SERVE_HELP = `Usage: visionserve serve [flags]
 
@@ -41,11 +42,6 @@ async function holdsAnything(dir: string): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-/** TF Serving's `--version`: prints the version and exits 0 instead of serving. */
-function isVersionRequest(argv: readonly string[]): boolean {
-  return argv.some((a) => a === '--version' || a === '--version=true' || a === '--version=1');
 }
 
 /** Runs the server until SIGINT/SIGTERM; resolves with the exit code. */
@@ -98,35 +94,18 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
     const { startVisionServer } = await loading;
     const server = await startVisionServer(config, logger, {}, { spareWorkers });
     // The handlers go in before "ready" is said: whoever waits for that line may signal at once.
-    const stopped = new Promise<void>((resolve) => {
-      let unwatchLauncher = (): void => undefined;
-      const stop = (signal: string): void => {
-        logger.info('shutting down', { signal });
-        process.off('SIGINT', onInt);
-        process.off('SIGTERM', onTerm);
-        unwatchLauncher();
-        resolve();
-      };
-      const onInt = (): void => {
-        stop('SIGINT');
-      };
-      const onTerm = (): void => {
-        stop('SIGTERM');
-      };
-      process.on('SIGINT', onInt);
-      process.on('SIGTERM', onTerm);
-      // Started by `visionserve serve`'s launcher (malloc-tuning.ts): stop when it is gone.
-      unwatchLauncher = stopWithLauncher(env, () => {
-        stop('launcher exited');
-      });
-    });
+    const stop = stopSignal(logger, env);
     logger.info('visionserve ready', {
       ...server.ports,
       pid: process.pid,
       malloc: describeMallocTuning(process.env),
     });
-    await stopped;
-    await server.close();
+    try {
+      await stop.stopped;
+      await server.close();
+    } finally {
+      stop.dispose();
+    }
     return 0;
   } catch (error) {
     if (error instanceof ConfigError || error instanceof entries.boot.ConfigError) {
@@ -139,6 +118,52 @@ export async function serveCommand(argv: readonly string[], env: NodeJS.ProcessE
     await spareWorkers?.close();
     if (demoRoot !== undefined) await rm(demoRoot, { recursive: true, force: true });
   }
+}
+
+/**
+ * Resolves on the first SIGINT or SIGTERM, or when the launcher that started this server is gone
+ * (malloc-tuning.ts). A second SIGINT (Ctrl-C twice) stops at once, as node does by default; a
+ * second SIGTERM is only logged: a supervisor that signals every process of its group (systemd's
+ * control-group kill mode) reaches the server twice, through its launcher too.
+ */
+function stopSignal(
+  logger: { info(msg: string, fields?: object): void },
+  env: NodeJS.ProcessEnv,
+): { readonly stopped: Promise<void>; dispose(): void } {
+  let stopping = false;
+  let resolveStopped = (): void => undefined;
+  const stopped = new Promise<void>((resolve) => {
+    resolveStopped = resolve;
+  });
+  const stop = (signal: string): void => {
+    if (stopping) {
+      logger.info('already shutting down', { signal });
+      return;
+    }
+    stopping = true;
+    logger.info('shutting down', { signal });
+    process.off('SIGINT', onInt);
+    resolveStopped();
+  };
+  const onInt = (): void => {
+    stop('SIGINT');
+  };
+  const onTerm = (): void => {
+    stop('SIGTERM');
+  };
+  process.on('SIGINT', onInt);
+  process.on('SIGTERM', onTerm);
+  const unwatch = stopWithLauncher(env, () => {
+    stop('launcher exited');
+  });
+  return {
+    stopped,
+    dispose: () => {
+      process.off('SIGINT', onInt);
+      process.off('SIGTERM', onTerm);
+      unwatch();
+    },
+  };
 }
 
 export const serve: Command = { help: SERVE_HELP, run: serveCommand };

@@ -446,6 +446,7 @@ describe('overload helpers and options', () => {
       '--arrivals=fixed',
       '--server-cpus=0',
       '--client-cpus=1',
+      '--overload-grpc-connections=8',
     ]);
     assert.deepEqual(a.options.suites, ['overload']);
     assert.deepEqual(a.options.overload, {
@@ -456,6 +457,7 @@ describe('overload helpers and options', () => {
       arrivals: 'fixed',
       serverCpus: '0',
       clientCpus: '1',
+      grpcConnections: 8,
     });
     const s = parseBenchArgs(['--suite=overload', '--overload-short', '--overload-after-s=0']);
     assert.equal(s.options.overload?.durationMs, 3000);
@@ -474,6 +476,8 @@ describe('overload helpers and options', () => {
       ['--capacity-concurrency=0'],
       ['--arrivals=bursty'],
       ['--server-cpus=zero'],
+      ['--overload-grpc-connections=0'],
+      ['--overload-grpc-connections=1.5'],
       ['--suite=overload', '--grpc=127.0.0.1:8500'],
     ])
       assert.throws(() => parseBenchArgs(args), UsageError, args.join(' '));

@@ -30,17 +30,17 @@ const takes = glibcTakesTuning();
 /** This environment without the settings. */
 const bare = Object.fromEntries(Object.entries(process.env).filter(([name]) => !(name in MALLOC_TUNING)));
 
-/** A server process started by the test, with its output so far. */
+/** A process started by the test (in a process group of its own, as a terminal starts a command). */
 interface Started {
   readonly p: ReturnType<typeof spawn>;
-  readonly ready: { malloc: string };
   readonly exited: Promise<{ code: number | null; signal: string | null }>;
+  /** Both output pipes closed: every process that held them (the server too) has exited. */
+  readonly closed: Promise<void>;
   output(): string;
 }
 
-/** Starts `node args` and waits for its "visionserve ready" line (stderr when not a terminal). */
-async function startServer(args: readonly string[], env: NodeJS.ProcessEnv): Promise<Started> {
-  const p = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+function start(args: readonly string[], env: NodeJS.ProcessEnv): Started {
+  const p = spawn(process.execPath, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let out = '';
   p.stdout.on('data', (c: Buffer) => (out += c.toString()));
   p.stderr.on('data', (c: Buffer) => (out += c.toString()));
@@ -49,18 +49,43 @@ async function startServer(args: readonly string[], env: NodeJS.ProcessEnv): Pro
       resolve({ code, signal });
     });
   });
+  const closing = (stream: NodeJS.ReadableStream): Promise<void> =>
+    new Promise((resolve) =>
+      stream.once('close', () => {
+        resolve();
+      }),
+    );
+  const closed = Promise.all([closing(p.stdout), closing(p.stderr)]).then(() => undefined);
+  return { p, exited, closed, output: () => out };
+}
+
+/** Waits for the "visionserve ready" line (stderr when not a terminal). */
+async function readyLine(run: Started): Promise<{ malloc: string; pid: number }> {
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const line = out.split('\n').find((l) => l.includes('"visionserve ready"'));
-    if (line !== undefined)
-      return { p, ready: JSON.parse(line) as { malloc: string }, exited, output: () => out };
-    if (p.exitCode !== null || Date.now() > deadline) {
-      p.kill('SIGKILL');
-      throw new Error(`no ready line:\n${out}`);
+    const line = run
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"visionserve ready"'));
+    if (line !== undefined) return JSON.parse(line) as { malloc: string; pid: number };
+    if (run.p.exitCode !== null || Date.now() > deadline) {
+      run.p.kill('SIGKILL');
+      throw new Error(`no ready line:\n${run.output()}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
+
+/** Whether `promise` settles within `ms`. */
+const within = (promise: Promise<unknown>, ms: number): Promise<boolean> =>
+  Promise.race([
+    promise.then(() => true),
+    new Promise<boolean>((r) =>
+      setTimeout(() => {
+        r(false);
+      }, ms),
+    ),
+  ]);
 
 /** The pids of a process's children (Linux). */
 function childrenOf(pid: number): number[] {
@@ -70,15 +95,6 @@ function childrenOf(pid: number): number[] {
     .filter(Boolean)
     .map(Number);
 }
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 const SERVE_ARGS = ['serve', '--port=0', '--rest_api_port=0', '--sagemaker_port=-1', '--host=127.0.0.1'];
 
@@ -207,33 +223,45 @@ describe('malloc tuning', () => {
     assert.match(out, /shutting down/);
   });
 
-  it('`visionserve serve` without the settings serves as a child that has them: Ctrl-C (SIGINT) passed on once stops it gracefully, and it stops by itself when its launcher is killed', async () => {
-    const run = await startServer([BIN, ...SERVE_ARGS], bare);
+  it('`visionserve serve` without the settings serves as a child that has them: Ctrl-C passed on once stops it gracefully, and it stops by itself when its launcher is killed, also while starting', async () => {
+    const run = start([BIN, ...SERVE_ARGS], bare);
+    const ready = await readyLine(run);
     const children = childrenOf(run.p.pid!);
     try {
-      assert.equal(run.ready.malloc, describeMallocTuning(withMallocTuning(bare), currentLibc()));
-      // Where glibc takes the settings the server is the launcher's child, else the process itself.
-      assert.equal(children.length, takes ? 1 : 0, `children ${children.join(' ')}`);
+      assert.equal(ready.malloc, describeMallocTuning(withMallocTuning(bare), currentLibc()));
+      // Where glibc takes the settings the server is the launcher's one child, else the process itself.
+      assert.deepEqual(children, takes ? [ready.pid] : [], `children ${children.join(' ')}`);
     } catch (error) {
-      run.p.kill('SIGKILL');
+      process.kill(-run.p.pid!, 'SIGKILL');
       for (const pid of children) process.kill(pid, 'SIGKILL');
       throw error;
     }
-    run.p.kill('SIGINT');
-    assert.deepEqual(await run.exited, { code: 0, signal: null });
+    // Ctrl-C: the terminal signals the foreground process group (the launcher's, not the server's).
+    process.kill(-run.p.pid!, 'SIGINT');
+    assert.deepEqual(await run.exited, { code: 0, signal: null }, run.output());
     assert.equal(run.output().match(/"shutting down"/g)?.length, 1, run.output());
     assert.match(run.output(), /"signal":"SIGINT"/);
     if (!takes) return;
-    // A launcher killed outright: the server notices its channel close and stops gracefully.
-    const killed = await startServer([BIN, ...SERVE_ARGS], bare);
-    const [server] = childrenOf(killed.p.pid!);
-    killed.p.kill('SIGKILL');
-    const until = Date.now() + 30_000;
-    while (alive(server!) && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50));
-    const stillAlive = alive(server!);
-    if (stillAlive) process.kill(server!, 'SIGKILL');
-    assert.equal(stillAlive, false, 'the server outlived its launcher by 30 s');
-    assert.match(killed.output(), /"signal":"launcher exited"/);
+    // A launcher killed outright, after the ready line and while the server still starts: the
+    // server notices its channel close and stops gracefully (its exit closes the pipes).
+    for (const when of ['ready', 'starting'] as const) {
+      const killed = start([BIN, ...SERVE_ARGS], bare);
+      if (when === 'ready') await readyLine(killed);
+      else {
+        const until = Date.now() + 30_000;
+        while (childrenOf(killed.p.pid!).length === 0 && Date.now() < until)
+          await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      const [server] = childrenOf(killed.p.pid!);
+      killed.p.kill('SIGKILL');
+      const stopped = await within(killed.closed, 30_000);
+      if (!stopped && server !== undefined) process.kill(server, 'SIGKILL');
+      assert.ok(
+        stopped,
+        `the server outlived its launcher (killed when ${when}) by 30 s:\n${killed.output()}`,
+      );
+      if (when === 'ready') assert.match(killed.output(), /"signal":"launcher exited"/);
+    }
   });
 
   it('`visionserve bench` runs itself again with the settings (where they apply) and reports them; with VISIONSERVE_MALLOC_TUNING=0 it runs on the defaults', () => {

@@ -140,11 +140,12 @@ async function startServer(
   // Full collections stay rare under steady load (util/gc-headroom.ts); undone when the server stops.
   const releaseGcHeadroom = keepGcHeadroom({ headroomMb: config.gcHeadroomMb });
   // ... and what a burst left is given back once the heap is quiet (util/idle-collection.ts).
-  // glibc's free memory too, once per quiet time (util/malloc-trim.ts).
+  // glibc's free memory too, once per quiet time with no request in flight (util/malloc-trim.ts).
   const trim = mallocTrim();
   const stopIdleCollection = startIdleCollection({
     quietMs: config.idleGcAfterMs,
     trim: trim && (() => void trim()),
+    busy: () => core.budget.requests > 0,
   });
   const timers: NodeJS.Timeout[] = [];
   const stopAll = async (graceMs: number): Promise<void> => {

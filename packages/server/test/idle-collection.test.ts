@@ -5,6 +5,7 @@ import {
   QUIET_BYTES,
   SLACK_BYTES,
   collectFully,
+  decideCheck,
   shouldCollect,
   startIdleCollection,
 } from '../src/util/idle-collection.js';
@@ -18,7 +19,7 @@ describe('idle collection', () => {
       quietSinceMs: undefined,
       survivors: 10 * MiB,
       committed: 20 * MiB,
-      trimmed: true,
+      trimmed: false,
     };
     // Busy: allocating more than QUIET_BYTES per check.
     assert.equal(shouldCollect(state, { used: 40 * MiB, total: 60 * MiB }, 0, 1000), false);
@@ -103,11 +104,54 @@ describe('idle collection', () => {
     }
   });
 
-  it('trims malloc once per quiet time after a burst, with or without a collection; not before the first burst', async () => {
+  it('decides a trim once per quiet time, a check after a collection, never while busy', () => {
+    const state: IdleState = {
+      lastUsed: 10 * MiB,
+      quietSinceMs: undefined,
+      survivors: 10 * MiB,
+      committed: 20 * MiB,
+      trimmed: false,
+    };
+    const quiet = { used: 10 * MiB, total: 20 * MiB };
+    assert.deepEqual(
+      decideCheck(state, quiet, 0, 1000, false),
+      { collect: false, trim: false },
+      'not quiet long enough',
+    );
+    assert.deepEqual(
+      decideCheck(state, quiet, 1000, 1000, true),
+      { collect: false, trim: false },
+      'requests in flight',
+    );
+    assert.deepEqual(decideCheck(state, quiet, 1500, 1000, false), { collect: false, trim: true });
+    state.trimmed = true; // the watch does this when it trims
+    assert.deepEqual(decideCheck(state, quiet, 2000, 1000, false), { collect: false, trim: false }, 'once');
+    // A burst: the heap allocates, then goes quiet with garbage to collect.
+    assert.deepEqual(decideCheck(state, { used: 60 * MiB, total: 80 * MiB }, 2500, 1000, false), {
+      collect: false,
+      trim: false,
+    });
+    assert.equal(state.trimmed, false, 'a busy check makes the next quiet time trim again');
+    const garbage = { used: 60 * MiB, total: 80 * MiB };
+    assert.deepEqual(
+      decideCheck(state, garbage, 3500, 1000, false),
+      { collect: false, trim: false },
+      'quiet again, not long enough',
+    );
+    assert.deepEqual(decideCheck(state, garbage, 4500, 1000, false), { collect: true, trim: false });
+    state.survivors = 10 * MiB; // the watch's collection
+    state.committed = 22 * MiB;
+    state.lastUsed = 10 * MiB;
+    assert.deepEqual(decideCheck(state, { used: 10 * MiB, total: 22 * MiB }, 5000, 1000, false), {
+      collect: false,
+      trim: true,
+    });
+  });
+
+  it('the watch trims after start once quiet, then once after each burst', async () => {
     let used = 10 * MiB;
     let busy = false;
     let trims = 0;
-    let collections = 0;
     const churn = setInterval(() => {
       if (busy) used += 2 * MiB;
     }, 5);
@@ -116,26 +160,29 @@ describe('idle collection', () => {
       checkMs: 10,
       heap: () => ({ used, total: Math.max(used, 20 * MiB) }),
       collect: () => {
-        collections++;
         used = 10 * MiB;
       },
       trim: () => {
         trims++;
       },
     });
-    const wait = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+    /** Waits until `done`, up to 10 s (a loaded machine may hold timers up for long). */
+    const until = async (done: () => boolean): Promise<void> => {
+      const deadline = Date.now() + 10_000;
+      while (!done() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    };
     try {
-      await wait(150);
-      assert.equal(trims, 0, 'quiet since the start: nothing freed yet');
-      for (const burst of [1, 2]) {
+      await until(() => trims === 1);
+      assert.equal(trims, 1, 'what loading left, once quiet after start');
+      for (const expected of [2, 3]) {
         busy = true;
-        await wait(100);
-        assert.equal(trims, burst - 1, 'not while busy');
+        await new Promise((r) => setTimeout(r, 100));
         busy = false;
-        await wait(250);
-        assert.equal(trims, burst, `one trim after burst ${burst}`);
+        await until(() => trims === expected);
+        assert.equal(trims, expected, `one trim after burst ${expected - 1}`);
       }
-      assert.ok(collections >= 1, 'the bursts left V8 garbage too');
+      await new Promise((r) => setTimeout(r, 150));
+      assert.equal(trims, 3, 'no trim while nothing happens');
     } finally {
       clearInterval(churn);
       stop();

@@ -55,6 +55,11 @@ export interface OverloadOptions {
   readonly arrivals: Arrivals;
   /** Per request (gRPC: also sent as grpc-timeout), ms. Default 10000. */
   readonly timeoutMs: number;
+  /**
+   * HTTP/2 connections the gRPC requests are spread over (round robin). Default 1, as one gRPC
+   * channel; more separate the server's refusal time from the queue on one connection.
+   */
+  readonly grpcConnections: number;
   /** Quiet time between the capacity search and the open loop; idle RSS is taken in its last 2 s, ms. Default 3000. */
   readonly settleMs: number;
   /** Start the server on these CPUs (taskset list). Default: not pinned. */
@@ -72,6 +77,7 @@ export const DEFAULT_OVERLOAD: OverloadOptions = {
   capacityConcurrencies: [1, 2, 4, 8, 16, 32],
   arrivals: 'poisson',
   timeoutMs: 10_000,
+  grpcConnections: 1,
   settleMs: 3000,
 };
 
@@ -115,20 +121,21 @@ function shooterFor(
   c: BenchCase,
   protocol: OverloadProtocol,
   body: Uint8Array,
-  timeoutMs: number,
+  o: Pick<OverloadOptions, 'timeoutMs' | 'grpcConnections'>,
 ): Shooter {
   return protocol === 'grpc'
     ? createGrpcShooter({
         address: `127.0.0.1:${server.grpcPort}`,
         path: '/tensorflow.serving.PredictionService/Predict',
         message: body,
-        timeoutMs,
+        timeoutMs: o.timeoutMs,
+        connections: o.grpcConnections,
       })
     : createRestShooter({
         address: `127.0.0.1:${server.restPort}`,
         path: `/v1/models/${c.model}:predict`,
         body,
-        timeoutMs,
+        timeoutMs: o.timeoutMs,
       });
 }
 
@@ -442,7 +449,7 @@ async function runOne(
     return { ...base, skipped: `server did not start: ${errorText(error)}` };
   }
   const body = requestBody(c, protocol);
-  const shooter = shooterFor(server, c, protocol, body, o.timeoutMs);
+  const shooter = shooterFor(server, c, protocol, body, o);
   try {
     return await measureRun(o, server, shooter, { ...base, requestBytes: body.byteLength }, steps);
   } catch (error) {

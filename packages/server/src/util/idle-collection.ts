@@ -27,10 +27,12 @@ export interface IdleCollectionOptions {
   /** The heap's used and committed bytes. Default: node:v8 getHeapStatistics. */
   readonly heap?: () => { readonly used: number; readonly total: number };
   /**
-   * Gives free malloc memory back (util/malloc-trim.ts), once per quiet time, after the
-   * collection if there is one: what a burst freed outside V8's heap. Default none.
+   * Gives free malloc memory back (util/malloc-trim.ts), once per quiet time, at a quiet check
+   * without a collection: what a burst freed outside V8's heap. Default none.
    */
   readonly trim?: (() => void) | undefined;
+  /** Work in flight (requests): no trim meanwhile, the JS heap may be quiet under binary traffic. Default never. */
+  readonly busy?: (() => boolean) | undefined;
 }
 
 /** Allocated between two checks below this, the heap counts as quiet. */
@@ -62,26 +64,52 @@ export interface IdleState {
   survivors: number;
   /** Committed bytes after our last collection (at the start: then). */
   committed: number;
-  /** The trim of this quiet time is done (reset by a busy check). */
+  /** The trim of this quiet time is done (reset when the heap allocates again). */
   trimmed: boolean;
 }
 
-/** One check: whether to collect now, updating `state`. */
+/** What one check does. */
+export interface CheckDecision {
+  readonly collect: boolean;
+  readonly trim: boolean;
+}
+
+const NOTHING: CheckDecision = { collect: false, trim: false };
+
+/**
+ * One check, updating `state`. Once the heap has been quiet for `quietMs`: collect when it holds
+ * `SLACK_BYTES` to give back; trim once per quiet time at a quiet check without a collection (so
+ * a trim after a collection comes a check later, when V8's sweeper has freed the buffers the
+ * collection found), and not while `busy`.
+ */
+export function decideCheck(
+  state: IdleState,
+  heap: { readonly used: number; readonly total: number },
+  nowMs: number,
+  quietMs: number,
+  busy: boolean,
+): CheckDecision {
+  const allocated = heap.used - state.lastUsed;
+  state.lastUsed = heap.used;
+  if (allocated >= QUIET_BYTES) {
+    state.quietSinceMs = undefined;
+    state.trimmed = false;
+    return NOTHING;
+  }
+  state.quietSinceMs ??= nowMs;
+  if (nowMs - state.quietSinceMs < quietMs) return NOTHING;
+  const collect = heap.used - state.survivors >= SLACK_BYTES || heap.total - state.committed >= SLACK_BYTES;
+  return { collect, trim: !collect && !state.trimmed && !busy };
+}
+
+/** One check's collection decision alone (decideCheck), updating `state`. */
 export function shouldCollect(
   state: IdleState,
   heap: { readonly used: number; readonly total: number },
   nowMs: number,
   quietMs: number,
 ): boolean {
-  const allocated = heap.used - state.lastUsed;
-  state.lastUsed = heap.used;
-  if (allocated >= QUIET_BYTES) {
-    state.quietSinceMs = undefined;
-    return false;
-  }
-  state.quietSinceMs ??= nowMs;
-  if (nowMs - state.quietSinceMs < quietMs) return false;
-  return heap.used - state.survivors >= SLACK_BYTES || heap.total - state.committed >= SLACK_BYTES;
+  return decideCheck(state, heap, nowMs, quietMs, true).collect;
 }
 
 /** Starts the watch; returns a function that stops it. */
@@ -95,7 +123,7 @@ export function startIdleCollection(options: IdleCollectionOptions): () => void 
     quietSinceMs: undefined,
     survivors: start.used,
     committed: start.total,
-    trimmed: true, // nothing to give back before the first burst
+    trimmed: false, // loading models frees much: the first quiet time trims too
   };
   const observer = new PerformanceObserver((list) => {
     const major = list
@@ -107,11 +135,14 @@ export function startIdleCollection(options: IdleCollectionOptions): () => void 
   });
   observer.observe({ entryTypes: ['gc'] });
   const timer = setInterval(() => {
-    const now = performance.now();
-    const collecting = shouldCollect(state, heap(), now, options.quietMs);
-    if (state.quietSinceMs === undefined) state.trimmed = false;
-    const quiet = collecting || now - (state.quietSinceMs ?? now) >= options.quietMs;
-    if (collecting) {
+    const decision = decideCheck(
+      state,
+      heap(),
+      performance.now(),
+      options.quietMs,
+      options.busy?.() ?? false,
+    );
+    if (decision.collect) {
       try {
         collect();
       } catch {
@@ -122,11 +153,10 @@ export function startIdleCollection(options: IdleCollectionOptions): () => void 
       state.survivors = after.used;
       state.committed = after.total;
       state.lastUsed = after.used;
-      state.quietSinceMs = undefined;
     }
-    if (quiet && !state.trimmed && options.trim !== undefined) {
+    if (decision.trim) {
       state.trimmed = true;
-      options.trim();
+      options.trim?.();
     }
   }, options.checkMs ?? 500);
   timer.unref();
