@@ -91,18 +91,22 @@ describe('a worker terminated inside session.run, on a real server', () => {
 
   it('fails only its request; the other instance answers, the process lives, the next requests are answered', async () => {
     assert.equal(workers.length, 2, 'both instances run on the spares handed over');
-    const killed = infer(rest, 32);
-    const other = infer(rest, 32);
+    // Which request reaches which instance depends on which body is read first: the test stops
+    // whichever worker enters session.run first, and then exactly one request must fail.
+    const requests = [infer(rest, 32), infer(rest, 32)];
     const deadline = Date.now() + 60_000;
-    while (!inNativeCall(workers[0]!) && Date.now() < deadline) await new Promise((r) => setImmediate(r));
-    assert.ok(inNativeCall(workers[0]!), 'instance 0 entered session.run');
-    const terminated = workers[0]!.terminate();
-    const failed = await killed;
-    assert.equal(failed.status, 500, JSON.stringify(failed.json));
-    assert.match(String(failed.json['error']), /stopped during its run/);
-    const answered = await other;
-    assert.equal(answered.status, 200, JSON.stringify(answered.json));
-    assert.deepEqual(outputShape(answered.json), [32, 1000], "the other instance's request was answered");
+    while (!workers.some((w) => inNativeCall(w)) && Date.now() < deadline)
+      await new Promise((r) => setImmediate(r));
+    const victim = workers.find((w) => inNativeCall(w));
+    assert.ok(victim !== undefined, 'an instance entered session.run');
+    const terminated = victim.terminate();
+    const results = await Promise.all(requests);
+    const failed = results.filter((r) => r.status === 500);
+    const answered = results.filter((r) => r.status === 200);
+    assert.equal(failed.length, 1, JSON.stringify(results.map((r) => r.status)));
+    assert.match(String(failed[0]!.json['error']), /stopped during its run/);
+    assert.equal(answered.length, 1);
+    assert.deepEqual(outputShape(answered[0]!.json), [32, 1000], "the other instance's request was answered");
     await terminated;
     assert.equal((await fetch(`${rest}/v2/health/live`)).status, 200);
     // The replacement loads beside the surviving instance; every next request is answered.
