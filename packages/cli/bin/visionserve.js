@@ -8,10 +8,7 @@ if (!existsSync(entry)) {
   );
   process.exit(1);
 }
-// The benchmark runs its floors in this process: glibc must start with the same malloc settings
-// as the servers it starts, and its load generator receives 34 MiB answers, for which V8 wants a
-// larger initial old generation (src/malloc-tuning.ts): it runs itself again with both.
-// `serve` needs the malloc settings at process start too: without them in the environment it
+// `serve` needs the malloc settings at process start (glibc reads them only then): without them it
 // serves as a child that has them (one launcher process waits on it and passes signals on).
 if (process.argv[2] === 'serve') {
   const tuning = await import(new URL('../dist/src/malloc-tuning.js', import.meta.url).href);
@@ -21,6 +18,9 @@ if (process.argv[2] === 'serve') {
     process.exit();
   }
 }
+// The benchmark runs its floors in this process: glibc must start with the same malloc settings
+// as the servers it starts, and its load generator receives 34 MiB answers, for which V8 wants a
+// larger initial old generation (src/malloc-tuning.ts): it runs itself again with both.
 if (process.argv[2] === 'bench') {
   const tuning = await import(new URL('../dist/src/malloc-tuning.js', import.meta.url).href);
   const rerun = tuning.rerunForBench();
