@@ -12,15 +12,21 @@ import {
 
 const MiB = 1024 * 1024;
 
+/** A watch's state: 10 MiB live after the last collection, 20 MiB committed, not quiet yet. */
+function idleState(overrides: Partial<IdleState> = {}): IdleState {
+  return {
+    lastUsed: 10 * MiB,
+    quietSinceMs: undefined,
+    survivors: 10 * MiB,
+    committed: 20 * MiB,
+    trimmed: false,
+    ...overrides,
+  };
+}
+
 describe('idle collection', () => {
   it('collects only after the quiet time, and only with slack to give back', () => {
-    const state: IdleState = {
-      lastUsed: 10 * MiB,
-      quietSinceMs: undefined,
-      survivors: 10 * MiB,
-      committed: 20 * MiB,
-      trimmed: false,
-    };
+    const state = idleState();
     // Busy: allocating more than QUIET_BYTES per check.
     assert.equal(shouldCollect(state, { used: 40 * MiB, total: 60 * MiB }, 0, 1000), false);
     assert.equal(state.quietSinceMs, undefined);
@@ -35,13 +41,7 @@ describe('idle collection', () => {
       true,
     );
     // Quiet for long enough but nothing to give back; committed pages alone are reason enough.
-    const lean = (used: number): IdleState => ({
-      lastUsed: used,
-      quietSinceMs: 0,
-      survivors: 10 * MiB,
-      committed: 20 * MiB,
-      trimmed: true,
-    });
+    const lean = (used: number): IdleState => idleState({ lastUsed: used, quietSinceMs: 0, trimmed: true });
     const small = { used: 10 * MiB + SLACK_BYTES - MiB, total: 20 * MiB + SLACK_BYTES - MiB };
     assert.equal(shouldCollect(lean(small.used), small, 5000, 1000), false);
     assert.equal(
@@ -105,13 +105,7 @@ describe('idle collection', () => {
   });
 
   it('decides a trim once per quiet time, a check after a collection, never while busy', () => {
-    const state: IdleState = {
-      lastUsed: 10 * MiB,
-      quietSinceMs: undefined,
-      survivors: 10 * MiB,
-      committed: 20 * MiB,
-      trimmed: false,
-    };
+    const state = idleState();
     const quiet = { used: 10 * MiB, total: 20 * MiB };
     assert.deepEqual(
       decideCheck(state, quiet, 0, 1000, false),
