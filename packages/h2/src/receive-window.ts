@@ -7,11 +7,26 @@ export class ReceiveWindow {
   /** Bytes received and not yet given back. */
   unacked = 0;
 
-  constructor(readonly size: number) {}
+  constructor(private window: number) {}
+
+  /** The window advertised: what the peer may have outstanding. */
+  get size(): number {
+    return this.window;
+  }
+
+  /** Whether all of the window is used: the peer can send nothing more until we give some back. */
+  get exhausted(): boolean {
+    return this.unacked >= this.window;
+  }
+
+  /** Makes the window `more` bytes larger (the caller writes a WINDOW_UPDATE of at least `more`). */
+  grow(more: number): void {
+    this.window += more;
+  }
 
   /** Counts `length` bytes received; false (nothing counted) when they go past the window. */
   take(length: number): boolean {
-    if (length > this.size - this.unacked) return false;
+    if (length > this.window - this.unacked) return false;
     this.unacked += length;
     return true;
   }

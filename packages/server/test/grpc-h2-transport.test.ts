@@ -231,6 +231,9 @@ describe('gRPC over our own HTTP/2 (frame level)', () => {
       ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
+      // Raw clients here write whole messages without waiting for window (the admission
+      // window has its own tests in grpc-h2-limits).
+      admissionWindowBytes: 1 << 20,
       transport: 'lean',
       logger: createJsonLogger({ level: 'warn', write: (line) => logs.push(line) }),
       maxConcurrentStreams: 4,
@@ -1191,6 +1194,9 @@ describe('gRPC over our own HTTP/2: request bytes read straight into place (plai
       ...connectionGuardSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
+      // Raw clients here write whole messages without waiting for window (the admission
+      // window has its own tests in grpc-h2-limits).
+      admissionWindowBytes: 1 << 20,
       logger: createJsonLogger({ level: 'error', write: () => undefined }),
       windowBytes: 1 << 20,
       maxFrameBytes: 1 << 20,
@@ -1396,6 +1402,9 @@ describe('gRPC over our own HTTP/2: a message read partly in place, partly copie
       ...grpcServerSettings(DEFAULTS),
       host: '127.0.0.1',
       port: 0,
+      // Raw clients here write whole messages without waiting for window (the admission
+      // window has its own tests in grpc-h2-limits).
+      admissionWindowBytes: 1 << 20,
       transport: 'lean',
       logger: createJsonLogger({ level: 'error', write: () => undefined }),
       services: [

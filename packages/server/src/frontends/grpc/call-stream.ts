@@ -56,6 +56,13 @@ export interface GrpcCallStream {
    * back, so it stops sending once it has used it (the bytes already sent are still delivered).
    */
   pauseReading(): void;
+  /**
+   * The call is admitted: the client may send the rest of its request at full speed. A
+   * transport may hold a new stream to a small window until then, so that a call refused on
+   * its message's head costs little of its message; `needed` (default: unknown) is how many
+   * request bytes are still to come. Absent: the transport holds nothing back.
+   */
+  openWindow?(needed?: number): void;
   resumeReading(): void;
   /** Answers a request that is not gRPC with HTTP 415 and NOT_GRPC_TEXT as a text/plain body. */
   respondUnsupported(): void;

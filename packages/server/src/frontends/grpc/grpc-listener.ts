@@ -14,6 +14,8 @@ export interface GrpcListenerOptions {
   readonly path?: string | undefined;
   readonly logger: Logger;
   readonly windowBytes: number;
+  /** Lean transport: a stream's window until its call is admitted (H2ConnectionOptions). */
+  readonly admissionWindowBytes?: number | undefined;
   readonly maxFrameBytes: number;
   readonly maxConcurrentStreams: number;
   /** SETTINGS_MAX_HEADER_LIST_SIZE, bytes. */

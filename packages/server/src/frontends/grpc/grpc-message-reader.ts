@@ -201,6 +201,8 @@ class UnaryMessageReader {
     this.head = undefined;
     // A compressed head cannot be read: such calls are admitted when their run is submitted.
     if (!this.compressed && !this.admit(seen)) return false;
+    // Admitted: the rest of the message may come at full speed.
+    this.call.stream.openWindow?.(this.length - seen.byteLength);
     // A compressed message is read as it is and placed once it is decompressed.
     const { message, buffer } = alignedMessage(
       this.length,

@@ -60,6 +60,13 @@ export interface GrpcServerOptions {
    */
   readonly receiveWindowBytes?: number | undefined;
   /**
+   * Lean transport: a stream's receive window until its call is admitted on its message's
+   * head, bytes (the whole window follows). Default 65,535 (ADMISSION_WINDOW, the HTTP/2
+   * default), so that a refused call costs little of its message; tests whose raw clients
+   * write whole messages without waiting for window set it to the receive window.
+   */
+  readonly admissionWindowBytes?: number | undefined;
+  /**
    * Largest DATA frame payload a client may send (HTTP/2 SETTINGS_MAX_FRAME_SIZE), in bytes,
    * 16384 to 16777215. Default 1 MiB (DEFAULT_MAX_FRAME_BYTES).
    */
@@ -184,6 +191,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     port: options.port,
     logger,
     windowBytes,
+    admissionWindowBytes: options.admissionWindowBytes,
     maxFrameBytes,
     maxConcurrentStreams: options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
     maxHeaderListBytes: 64 * 1024,

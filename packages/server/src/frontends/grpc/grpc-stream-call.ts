@@ -45,6 +45,8 @@ export function serveStreamCall(
       events.onEnd();
     },
   );
+  // A stream of messages is admitted message by message, as they are read: its window is whole.
+  call.stream.openWindow?.();
 }
 
 /** The call as its handler sees it. */

@@ -59,6 +59,11 @@ import { H2Stream, type StreamConnection } from './stream.js';
 export interface H2ConnectionOptions {
   /** Receive window per stream, bytes; the connection's is twice as large (CONNECTION_WINDOW_STREAMS). */
   readonly windowBytes: number;
+  /**
+   * A stream's receive window until its call is admitted (GrpcCallStream.openWindow), bytes;
+   * default ADMISSION_WINDOW. Never more than windowBytes.
+   */
+  readonly admissionWindowBytes?: number | undefined;
   /** SETTINGS_MAX_FRAME_SIZE we advertise, bytes. */
   readonly maxFrameBytes: number;
   /** Told the number of open streams whenever it changes (connection-lifetime.ts). Default none. */
@@ -105,6 +110,13 @@ const HEADER_BLOCK_SLACK = 16 * 1024;
  * bounds no memory here: bytes count as given back when read, kept or dropped.
  */
 const CONNECTION_WINDOW_STREAMS = 2;
+/**
+ * A stream's receive window until its call is admitted (GrpcCallStream.openWindow), bytes: the
+ * HTTP/2 default. A call refused on its message's head (an overloaded model, the byte budget)
+ * costs the server at most this much of its message, not the whole of it: at 3x overload,
+ * receiving 600 KB messages only to refuse them took most of the server's CPU.
+ */
+export const ADMISSION_WINDOW = DEFAULT_WINDOW;
 /** Flood limits: events of a kind per window before GOAWAY ENHANCE_YOUR_CALM. */
 const FLOOD_WINDOW_MS = 10_000;
 const MAX_CONTROL_FRAMES = 10_000;
@@ -198,6 +210,8 @@ export class H2Connection implements FrameSink, StreamConnection {
    */
   private settingsAcked = false;
   private refusedBeforeAck = 0;
+  /** Writes are held until the end of this turn of the event loop (holdWrites). */
+  private writesHeld = false;
 
   constructor(
     socket: Socket,
@@ -253,7 +267,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     socket.write(
       encodeSettings([
         [Setting.MAX_CONCURRENT_STREAMS, options.maxConcurrentStreams],
-        [Setting.INITIAL_WINDOW_SIZE, options.windowBytes],
+        [Setting.INITIAL_WINDOW_SIZE, this.openingWindow],
         [Setting.MAX_FRAME_SIZE, options.maxFrameBytes],
         [Setting.MAX_HEADER_LIST_SIZE, options.maxHeaderListBytes],
       ]),
@@ -295,6 +309,11 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.blocked.clear();
     this.options.onClose();
   };
+
+  /** A new stream's receive window: the admission window, or the whole window when that is smaller. */
+  private get openingWindow(): number {
+    return Math.min(this.options.admissionWindowBytes ?? ADMISSION_WINDOW, this.options.windowBytes);
+  }
 
   /** Streams open now. */
   get openStreams(): number {
@@ -395,6 +414,7 @@ export class H2Connection implements FrameSink, StreamConnection {
 
   private readonly onSocketData = (chunk: Buffer): void => {
     if (this.closed || this.ended) return;
+    this.holdWrites();
     this.socket.cork();
     try {
       const frames = this.prefaceFill < CLIENT_PREFACE.byteLength ? this.takePreface(chunk) : chunk;
@@ -410,6 +430,25 @@ export class H2Connection implements FrameSink, StreamConnection {
     } finally {
       this.socket.uncork();
     }
+  };
+
+  /**
+   * Holds this connection's writes (cork) until the end of the event loop's turn: the frames
+   * that the turn's reads and answers produce (answers, refusals, WINDOW_UPDATEs, resets) leave
+   * in one socket write. A write per read or per answer was the largest part of the main
+   * thread's time at 3x overload (the send syscall on loopback runs much of the receiver's
+   * side too). The turn's other callbacks are all the delay it adds.
+   */
+  private holdWrites(): void {
+    if (this.writesHeld) return;
+    this.writesHeld = true;
+    this.socket.cork();
+    setImmediate(this.releaseWrites);
+  }
+
+  private readonly releaseWrites = (): void => {
+    this.writesHeld = false;
+    this.socket.uncork();
   };
 
   /** Checks the client preface's bytes at the start of `chunk`; the rest of the chunk. */
@@ -527,6 +566,11 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.dataStream = undefined;
     if ((flags & Flag.END_STREAM) !== 0) {
       this.endRemote(stream);
+    } else if (!stream.windowOpen) {
+      // Not admitted yet: the window is held. Answered meanwhile (refused), a client that has
+      // used it all cannot finish its message: it is told to stop (RFC 9113 §8.1).
+      if (stream.localEnded && stream.receive.exhausted && !stream.closed)
+        this.resetStream(stream, ErrorCode.NO_ERROR);
     } else if (stream.receive.halfUsed && !stream.closed && !stream.holdWindow) {
       this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.receive.release()));
     }
@@ -779,9 +823,10 @@ export class H2Connection implements FrameSink, StreamConnection {
       streamId,
       headers,
       this.core.peerInitialWindow,
-      this.options.windowBytes,
+      this.openingWindow,
       endStream,
     );
+    stream.windowOpen = this.openingWindow >= this.options.windowBytes;
     stream.declaredLength = declaredLength;
     this.streams.set(streamId, stream);
     this.options.onActiveStreams?.(this.streams.size);
@@ -862,6 +907,12 @@ export class H2Connection implements FrameSink, StreamConnection {
    * (overload bench: 0 % gRPC goodput, calls without status), as node:http2 servers did.
    */
   private localDone(stream: H2Stream): void {
+    if (!stream.remoteEnded && !stream.windowOpen && stream.receive.exhausted) {
+      // Refused before its window was opened, with all of it used: the rest of the message
+      // would need window this side will not give (RFC 9113 §8.1: RST_STREAM NO_ERROR).
+      this.resetStream(stream, ErrorCode.NO_ERROR);
+      return;
+    }
     if (!stream.remoteEnded) {
       stream.stopReading();
       stream.drainProgressAt = Date.now();
@@ -900,6 +951,7 @@ export class H2Connection implements FrameSink, StreamConnection {
   sendFinalHeaders(stream: H2Stream, block: Uint8Array): void {
     stream.localEnded = true;
     const out = this.finalHeaderFrames(stream.id, block);
+    this.holdWrites();
     this.socket.cork();
     this.writeWindowUpdate();
     this.writeFor(stream, out);
@@ -940,6 +992,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       const out = coalescedResponse(stream.id, this.takeWindowUpdate(), prefix, chunks, total);
       this.core.sendWindow -= total;
       stream.sendWindow -= total;
+      this.holdWrites();
       this.socket.cork();
       this.writeFor(stream, out);
       this.localDone(stream);
@@ -990,6 +1043,21 @@ export class H2Connection implements FrameSink, StreamConnection {
     this.flushStream(stream, undefined);
   }
 
+  /**
+   * The stream's call is admitted: its window grows from the admission window to the whole one,
+   * in one WINDOW_UPDATE (none when the `needed` bytes still to come fit in what is left of it).
+   */
+  openStreamWindow(stream: H2Stream, needed: number): void {
+    if (stream.windowOpen) return;
+    stream.windowOpen = true;
+    if (stream.closed || stream.remoteEnded || stream.localEnded || this.ended || this.closed) return;
+    if (needed <= stream.receive.size - stream.receive.unacked) return;
+    const more = this.options.windowBytes - stream.receive.size;
+    stream.receive.grow(more);
+    const increment = more + (stream.holdWindow ? 0 : stream.receive.release());
+    this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, increment));
+  }
+
   /** Gives the stream window received while the call's reader was paused back to the client. */
   releaseStreamWindow(stream: H2Stream): void {
     if (stream.receive.unacked === 0 || stream.remoteEnded || this.ended || this.closed) return;
@@ -1017,6 +1085,7 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.blocked.delete(stream);
     }
     if (out.length === 0) return;
+    this.holdWrites();
     this.socket.cork();
     this.writeWindowUpdate();
     const last = out.length - 1;

@@ -91,6 +91,7 @@ function serveConnection(
   const connection = new H2Connection(socket, {
     directReads,
     windowBytes: options.windowBytes,
+    admissionWindowBytes: options.admissionWindowBytes,
     maxFrameBytes: options.maxFrameBytes,
     maxConcurrentStreams: options.maxConcurrentStreams,
     maxHeaderListBytes: options.maxHeaderListBytes,

@@ -20,6 +20,8 @@ export interface StreamConnection {
   sendStreamHeaders(stream: H2Stream): void;
   sendStreamData(stream: H2Stream, chunks: readonly Uint8Array[], length: number): void;
   sendStreamTrailers(stream: H2Stream, block: Uint8Array): void;
+  /** The call is admitted: the stream's window grows to the whole window (when `needed` bytes do not fit). */
+  openStreamWindow(stream: H2Stream, needed: number): void;
   /** Gives back the stream window held while its reader was paused. */
   releaseStreamWindow(stream: H2Stream): void;
   /** Called when a socket write of a stream completes. */
@@ -61,6 +63,11 @@ export class H2Stream implements GrpcCallStream {
   pendingWrites = 0;
   dataListener: ((chunk: Buffer) => void) | undefined;
   endListener: (() => void) | undefined;
+  /**
+   * The stream's receive window is the whole window: its call was admitted (openWindow), or the
+   * admission window is not smaller. Until then received bytes are not given back.
+   */
+  windowOpen = false;
   /** The reader is paused: the stream window received is not given back (GrpcCallStream.pauseReading). */
   holdWindow = false;
   /** Response headers of a streaming call have been queued. */
@@ -128,6 +135,10 @@ export class H2Stream implements GrpcCallStream {
 
   endWithStatus(code: number, message: string): void {
     if (this.writable) this.connection.sendStreamTrailers(this, trailersBlock(code, message));
+  }
+
+  openWindow(needed = Number.POSITIVE_INFINITY): void {
+    this.connection.openStreamWindow(this, needed);
   }
 
   pauseReading(): void {
