@@ -1,4 +1,4 @@
-import { Code, ServingError } from '@visionserve/protocol';
+import { Code, ServingError, overloadedError } from '@visionserve/protocol';
 import type { Session } from './session.js';
 
 export interface AdmissionPolicy {
@@ -74,19 +74,8 @@ export function checkAdmission(
   }
 }
 
-/**
- * The refusal. Built without a stack trace: under overload most requests end here, and the
- * stack (never shown: the status and message are the answer) was a tenth of a refusal's CPU.
- */
 function shed(policy: AdmissionPolicy, model: string, message: string): ServingError {
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  let error: ServingError;
-  try {
-    error = new ServingError(Code.UNAVAILABLE, message, { reason: 'overloaded' });
-  } finally {
-    Error.stackTraceLimit = limit;
-  }
+  const error = overloadedError(message);
   policy.onShed?.(model, error);
   return error;
 }

@@ -1,6 +1,5 @@
 import { Worker } from 'node:worker_threads';
 import {
-  Code,
   type FastJsonFormat,
   type NumericPredictBody,
   ServingError,
@@ -10,6 +9,7 @@ import {
   type JsonLimits,
   NO_JSON_LIMITS,
   checkJsonLimits,
+  overloadedError,
 } from '@visionserve/protocol';
 import type { DecodeTicket, JsonDecoder } from '../contracts/json-decoder.js';
 import type { Logger } from '../util/logger.js';
@@ -272,10 +272,8 @@ function check(d: Decoder, size: number): void {
   if (maxWaitMs <= 0 || d.admittedBytes === 0 || d.admittedBodies < burst) return;
   const wait = ((d.admittedBytes + size) * d.msPerByte) / Math.max(1, d.threads);
   if (wait <= maxWaitMs) return;
-  const error = new ServingError(
-    Code.UNAVAILABLE,
+  const error = overloadedError(
     `Server is overloaded: about ${Math.round(wait)} ms of JSON decoding queued (limit ${maxWaitMs} ms); retry later`,
-    { reason: 'overloaded' },
   );
   d.options.onShed?.(undefined, error);
   throw error;

@@ -6,7 +6,7 @@
  * finds start 8-byte aligned. A compressed message (`grpc-encoding` gzip or deflate) is
  * decompressed against the same budget and placed the same way.
  */
-import { Code, ServingError } from '@visionserve/protocol';
+import { Code, ServingError, overloadedError } from '@visionserve/protocol';
 import { inflateBounded, type InflateFailure } from '../shared/bounded-inflate.js';
 import type { InflightBudget } from '../shared/inflight-budget.js';
 import { type CallState, releaseReservation } from './grpc-call.js';
@@ -59,13 +59,7 @@ function moreThanOneMessage(): ServingError {
 }
 
 function overloaded(): ServingError {
-  return new ServingError(
-    Code.UNAVAILABLE,
-    'Server is overloaded: too many request bytes in flight; retry later',
-    {
-      reason: 'overloaded',
-    },
-  );
+  return overloadedError('Server is overloaded: too many request bytes in flight; retry later');
 }
 
 /** The reading of one unary message, from its call's DATA as the transport delivers it. */

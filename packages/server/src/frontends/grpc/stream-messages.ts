@@ -5,7 +5,7 @@
  * the same size limit.
  */
 import { gunzipSync, inflateSync } from 'node:zlib';
-import { Code, ServingError } from '@visionserve/protocol';
+import { Code, ServingError, overloadedError } from '@visionserve/protocol';
 import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
 
 export interface StreamMessageOptions {
@@ -52,15 +52,7 @@ export function readStreamMessages(
     if (options.budget !== undefined) {
       reservation = options.budget.tryReserve(length);
       if (reservation === undefined) {
-        fail(
-          new ServingError(
-            Code.UNAVAILABLE,
-            'Server is overloaded: too many request bytes in flight; retry later',
-            {
-              reason: 'overloaded',
-            },
-          ),
-        );
+        fail(overloadedError('Server is overloaded: too many request bytes in flight; retry later'));
         return -1;
       }
     }

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Code, ServingError } from '@visionserve/protocol';
+import { Code, ServingError, overloadedError } from '@visionserve/protocol';
 import type { ContentEncoding } from './http-api.js';
 import { inflateBounded } from '../shared/bounded-inflate.js';
 import { sendJson } from './send.js';
@@ -35,13 +35,7 @@ export interface ReadBodyOptions {
 }
 
 function overloaded(): ServingError {
-  return new ServingError(
-    Code.UNAVAILABLE,
-    'Server is overloaded: too many request bytes in flight; retry later',
-    {
-      reason: 'overloaded',
-    },
-  );
+  return overloadedError('Server is overloaded: too many request bytes in flight; retry later');
 }
 
 /** A body over a limit: RESOURCE_EXHAUSTED, answered 413 by the HTTP edge. */
