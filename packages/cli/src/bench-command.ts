@@ -99,6 +99,8 @@ Overload (issue 9's load test; admission flags go to the server with --server-ar
   --arrivals poisson|fixed   open-loop arrivals (default ${DEFAULT_OVERLOAD.arrivals})
   --overload-timeout-ms MS   per request, also sent as grpc-timeout (default ${DEFAULT_OVERLOAD.timeoutMs})
   --overload-grpc-connections N  HTTP/2 connections for the gRPC load (default ${DEFAULT_OVERLOAD.grpcConnections}, one channel)
+  --overload-rest-expect-continue  REST requests send Expect: 100-continue and their body only
+                             when asked (as curl does for bodies over 1 MB)
   --overload-short           smoke test: 3 s open loop, 3 s after, 1 s capacity points at 1,4,16,
                              1 s settle before the open loop (default 3 s)
                              (the flags above still override it)
@@ -185,6 +187,7 @@ export function parseBenchArgs(argv: readonly string[]): {
     arrivals: { type: 'string' },
     'overload-timeout-ms': { type: 'string' },
     'overload-grpc-connections': { type: 'string' },
+    'overload-rest-expect-continue': { type: 'boolean' },
     'overload-short': { type: 'boolean' },
     'overload-soak': { type: 'boolean' },
     'server-cpus': { type: 'string' },
@@ -324,6 +327,7 @@ function parseOverloadArgs(values: ParsedValues): Partial<OverloadOptions> {
     arrivals: choiceOption(values, 'arrivals', ['poisson', 'fixed'] as const),
     timeoutMs: numberOption(values, 'overload-timeout-ms', { min: 1 }),
     grpcConnections: numberOption(values, 'overload-grpc-connections', { min: 1, max: 256, integer: true }),
+    restExpectContinue: flag(values, 'overload-rest-expect-continue') ? true : undefined,
     serverCpus: cpus('server-cpus'),
     clientCpus: cpus('client-cpus'),
   };

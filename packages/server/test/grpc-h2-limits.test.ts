@@ -558,6 +558,8 @@ describe('gRPC server options', () => {
     ['maxFrameBytes', 16_383],
     ['maxFrameBytes', 16_777_216],
     ['maxFrameBytes', 20_000.5],
+    ['admissionWindowBytes', 1029],
+    ['admissionWindowBytes', 2 ** 21],
   ] as const) {
     it(`${name} ${value} is refused at start with a clear error`, async () => {
       await assert.rejects(

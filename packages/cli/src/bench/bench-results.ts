@@ -164,6 +164,8 @@ export interface OverloadTarget {
 export interface OverloadRun {
   readonly case: CaseId;
   readonly protocol: 'grpc' | 'rest';
+  /** REST: the generator sent `Expect: 100-continue` and the body only after `100 Continue`. */
+  readonly expectContinue?: boolean;
   readonly skipped?: string;
   /** `visionserve serve` flags besides the model config (admission limits among them). */
   readonly serverArgs: readonly string[];

@@ -9,7 +9,8 @@ const n1 = (v: number | undefined, digits = 1): string =>
 const ms = (v: number | undefined): string =>
   v === undefined || !Number.isFinite(v) ? '—' : v < 100 ? v.toFixed(1) : v.toFixed(0);
 
-const protocolName = (r: OverloadRun): string => (r.protocol === 'grpc' ? 'gRPC' : 'REST');
+const protocolName = (r: OverloadRun): string =>
+  r.protocol === 'grpc' ? 'gRPC' : r.expectContinue === true ? 'REST (Expect: 100-continue)' : 'REST';
 const runName = (r: OverloadRun): string => `${CASES[r.case].short} ${protocolName(r)}`;
 const cell = (text: string): string => text.replaceAll('|', '/');
 

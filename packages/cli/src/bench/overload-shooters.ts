@@ -232,6 +232,11 @@ export interface RestShooterOptions {
   readonly timeoutMs: number;
   /** Sockets at most (requests beyond wait in the agent). Default 4096. */
   readonly maxSockets?: number;
+  /**
+   * Send `Expect: 100-continue` and the body only on `100 Continue` (curl's way for bodies over
+   * 1 MB); a request answered without it sends no body. Default false.
+   */
+  readonly expectContinue?: boolean | undefined;
 }
 
 export function createRestShooter(options: RestShooterOptions): Shooter {
@@ -244,9 +249,10 @@ export function createRestShooter(options: RestShooterOptions): Shooter {
   });
   let connections = 0;
   const body = Buffer.from(options.body.buffer, options.body.byteOffset, options.body.byteLength);
-  const headers = {
+  const headers: Record<string, string> = {
     'content-type': 'application/json',
     'content-length': String(body.byteLength),
+    ...(options.expectContinue === true ? { expect: '100-continue' } : {}),
   };
   let outstanding = 0;
   return {
@@ -295,7 +301,20 @@ export function createRestShooter(options: RestShooterOptions): Shooter {
       req.on('error', (error: NodeJS.ErrnoException) => {
         finish('error', `transport: ${error.code ?? error.message}`);
       });
-      req.end(body);
+      if (options.expectContinue !== true) {
+        req.end(body);
+        return;
+      }
+      req.on('continue', () => {
+        req.end(body);
+      });
+      // Answered without being asked for the body (a refusal): the body is never sent, and the
+      // request (whose socket the server closes) is let go once the answer is in.
+      req.on('response', (res) => {
+        res.on('end', () => {
+          if (!req.writableEnded) req.destroy();
+        });
+      });
     },
     get outstanding() {
       return outstanding;

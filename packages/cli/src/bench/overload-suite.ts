@@ -60,6 +60,11 @@ export interface OverloadOptions {
    * channel; more separate the server's refusal time from the queue on one connection.
    */
   readonly grpcConnections: number;
+  /**
+   * REST: send `Expect: 100-continue` and the body only once the server asks for it, as curl
+   * does for bodies over 1 MB (a refusal then costs no upload). Default false.
+   */
+  readonly restExpectContinue: boolean;
   /** Quiet time between the capacity search and the open loop; idle RSS is taken in its last 2 s, ms. Default 3000. */
   readonly settleMs: number;
   /** Start the server on these CPUs (taskset list). Default: not pinned. */
@@ -78,6 +83,7 @@ export const DEFAULT_OVERLOAD: OverloadOptions = {
   arrivals: 'poisson',
   timeoutMs: 10_000,
   grpcConnections: 1,
+  restExpectContinue: false,
   settleMs: 3000,
 };
 
@@ -121,7 +127,7 @@ function shooterFor(
   c: BenchCase,
   protocol: OverloadProtocol,
   body: Uint8Array,
-  o: Pick<OverloadOptions, 'timeoutMs' | 'grpcConnections'>,
+  o: Pick<OverloadOptions, 'timeoutMs' | 'grpcConnections' | 'restExpectContinue'>,
 ): Shooter {
   return protocol === 'grpc'
     ? createGrpcShooter({
@@ -136,6 +142,7 @@ function shooterFor(
         path: `/v1/models/${c.model}:predict`,
         body,
         timeoutMs: o.timeoutMs,
+        expectContinue: o.restExpectContinue,
       });
 }
 
@@ -436,7 +443,13 @@ async function runOne(
 ): Promise<OverloadRun> {
   const steps = runSteps(o, `overload · ${protocol} · ${c.id}`);
   const serverArgs = o.serverFlags.filter((f) => !f.startsWith('--model_config_file='));
-  const base = { case: c.id, protocol, serverArgs, loadAverageBefore: round(loadavg()) };
+  const base = {
+    case: c.id,
+    protocol,
+    ...(protocol === 'rest' && o.restExpectContinue ? { expectContinue: true } : {}),
+    serverArgs,
+    loadAverageBefore: round(loadavg()),
+  };
   steps.step('starting server');
   let server: ServerProcess;
   try {

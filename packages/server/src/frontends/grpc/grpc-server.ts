@@ -179,6 +179,10 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
   checkRange('receiveWindowBytes', windowBytes, 65_535, 2 ** 31 - 1);
   checkRange('maxFrameBytes', maxFrameBytes, 16_384, 16_777_215);
+  // Below the HTTP/2 default a client that sends before it has our SETTINGS breaks the window.
+  if (options.admissionWindowBytes !== undefined) {
+    checkRange('admissionWindowBytes', options.admissionWindowBytes, 65_535, windowBytes);
+  }
   const calls = createCallHandler({
     services: options.services,
     logger,

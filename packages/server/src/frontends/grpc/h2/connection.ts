@@ -568,9 +568,10 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.endRemote(stream);
     } else if (!stream.windowOpen) {
       // Not admitted yet: the window is held. Answered meanwhile (refused), a client that has
-      // used it all cannot finish its message: it is told to stop (RFC 9113 §8.1).
-      if (stream.localEnded && stream.receive.exhausted && !stream.closed)
-        this.resetStream(stream, ErrorCode.NO_ERROR);
+      // used it all cannot finish its message: once the whole answer is out, it is told to
+      // stop (RFC 9113 §8.1; an answer still queued for window resets it in localDone).
+      const answerOut = stream.localEnded && stream.queuedBytes === 0 && stream.trailers === undefined;
+      if (answerOut && stream.receive.exhausted && !stream.closed) this.resetStream(stream, ErrorCode.NO_ERROR);
     } else if (stream.receive.halfUsed && !stream.closed && !stream.holdWindow) {
       this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.receive.release()));
     }
@@ -902,9 +903,9 @@ export class H2Connection implements FrameSink, StreamConnection {
    * After this side's last frame is queued: the stream closes, or, while the client is still
    * sending (an early answer: a refusal on the message's length or head), once its END_STREAM
    * arrives. Until then its DATA is read and dropped, and its window given back, up to
-   * DRAIN_ANSWERED_BYTES; past that it is reset (NO_ERROR). Resetting at once instead made
-   * node:http2 clients under sustained refusals end the connection with ENHANCE_YOUR_CALM
-   * (overload bench: 0 % gRPC goodput, calls without status), as node:http2 servers did.
+   * DRAIN_ANSWERED_BYTES; past that it is reset (NO_ERROR). A stream answered before its window
+   * was opened (refused on its head) is reset (NO_ERROR) once its client has used that window:
+   * it could not finish its message without more.
    */
   private localDone(stream: H2Stream): void {
     if (!stream.remoteEnded && !stream.windowOpen && stream.receive.exhausted) {
