@@ -571,7 +571,8 @@ export class H2Connection implements FrameSink, StreamConnection {
       // used it all cannot finish its message: once the whole answer is out, it is told to
       // stop (RFC 9113 §8.1; an answer still queued for window resets it in localDone).
       const answerOut = stream.localEnded && stream.queuedBytes === 0 && stream.trailers === undefined;
-      if (answerOut && stream.receive.exhausted && !stream.closed) this.resetStream(stream, ErrorCode.NO_ERROR);
+      if (answerOut && stream.receive.exhausted && !stream.closed)
+        this.resetStream(stream, ErrorCode.NO_ERROR);
     } else if (stream.receive.halfUsed && !stream.closed && !stream.holdWindow) {
       this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.receive.release()));
     }
