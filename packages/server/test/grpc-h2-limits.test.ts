@@ -925,6 +925,51 @@ describe('gRPC over our own HTTP/2: the admission window', () => {
     }
   });
 
+  it('an early answer still waiting for window is sent whole before the used-up stream is reset', async () => {
+    const c = new RawClient(server.port);
+    try {
+      // No window for the server's DATA: the 415 answer's body waits; the client meanwhile uses
+      // all of its 64 KiB.
+      c.write(
+        PREFACE,
+        settings([[INITIAL_WINDOW_SIZE, 0]]),
+        frame(
+          T.HEADERS,
+          F.END_HEADERS,
+          1,
+          hpack([
+            [':method', 'POST'],
+            [':scheme', 'http'],
+            [':path', '/t.Svc/Length'],
+            [':authority', 'x'],
+            ['content-type', 'text/plain'],
+          ]),
+        ),
+        ...admissionFrames(1, Buffer.alloc(ADMISSION)),
+      );
+      await waitFor(() => c.on(1).some((f) => f.type === T.HEADERS), 5000, 'the 415 head');
+      const barrier = c.frames.length;
+      c.write(frame(T.PING, 0, 0, Buffer.from('barrier!')));
+      await waitFor(() => c.frames.slice(barrier).some((f) => f.type === T.PING), 5000, 'the PING answer');
+      assert.equal(
+        c.on(1).find((f) => f.type === T.RST_STREAM),
+        undefined,
+        'no reset while the answer waits',
+      );
+      c.write(frame(T.WINDOW_UPDATE, 0, 1, u32(1 << 20)));
+      await waitFor(() => c.on(1).some((f) => f.type === T.RST_STREAM), 5000, 'RST_STREAM');
+      const frames = c.on(1);
+      const reset = frames.findIndex((f) => f.type === T.RST_STREAM);
+      const ended = frames.findIndex((f) => f.type === T.DATA && (f.flags & F.END_STREAM) !== 0);
+      assert.ok(ended >= 0 && ended < reset, 'the whole answer, then the reset');
+      assert.equal(frames[reset]!.payload.readUInt32BE(0), E.NO_ERROR);
+      const body = Buffer.concat(frames.filter((f) => f.type === T.DATA).map((f) => f.payload));
+      assert.match(body.toString(), /This port serves gRPC/);
+    } finally {
+      c.close();
+    }
+  });
+
   it('a streaming call gets the whole window at once', async () => {
     const c = new RawClient(server.port);
     try {
