@@ -6,7 +6,6 @@ import {
   SLACK_BYTES,
   collectFully,
   decideCheck,
-  shouldCollect,
   startIdleCollection,
 } from '../src/util/idle-collection.js';
 
@@ -28,24 +27,25 @@ describe('idle collection', () => {
   it('collects only after the quiet time, and only with slack to give back', () => {
     const state = idleState();
     // Busy: allocating more than QUIET_BYTES per check.
-    assert.equal(shouldCollect(state, { used: 40 * MiB, total: 60 * MiB }, 0, 1000), false);
+    assert.equal(decideCheck(state, { used: 40 * MiB, total: 60 * MiB }, 0, 1000, true).collect, false);
     assert.equal(state.quietSinceMs, undefined);
     // Quiet from t=100, but not yet for 1000 ms.
-    assert.equal(shouldCollect(state, { used: 40 * MiB, total: 60 * MiB }, 100, 1000), false);
+    assert.equal(decideCheck(state, { used: 40 * MiB, total: 60 * MiB }, 100, 1000, true).collect, false);
     assert.equal(
-      shouldCollect(state, { used: 40 * MiB + QUIET_BYTES / 2, total: 60 * MiB }, 900, 1000),
+      decideCheck(state, { used: 40 * MiB + QUIET_BYTES / 2, total: 60 * MiB }, 900, 1000, true).collect,
       false,
     );
     assert.equal(
-      shouldCollect(state, { used: 40 * MiB + QUIET_BYTES / 2, total: 60 * MiB }, 1100, 1000),
+      decideCheck(state, { used: 40 * MiB + QUIET_BYTES / 2, total: 60 * MiB }, 1100, 1000, true).collect,
       true,
     );
     // Quiet for long enough but nothing to give back; committed pages alone are reason enough.
     const lean = (used: number): IdleState => idleState({ lastUsed: used, quietSinceMs: 0, trimmed: true });
     const small = { used: 10 * MiB + SLACK_BYTES - MiB, total: 20 * MiB + SLACK_BYTES - MiB };
-    assert.equal(shouldCollect(lean(small.used), small, 5000, 1000), false);
+    assert.equal(decideCheck(lean(small.used), small, 5000, 1000, true).collect, false);
     assert.equal(
-      shouldCollect(lean(10 * MiB), { used: 10 * MiB, total: 20 * MiB + SLACK_BYTES }, 5000, 1000),
+      decideCheck(lean(10 * MiB), { used: 10 * MiB, total: 20 * MiB + SLACK_BYTES }, 5000, 1000, true)
+        .collect,
       true,
     );
   });

@@ -289,6 +289,9 @@ export function createRestShooter(options: RestShooterOptions): Shooter {
         });
         res.on('end', () => {
           finish(outcome, label);
+          // Answered without being asked for its body (Expect: 100-continue, a refusal): the
+          // body is never sent, and the request (whose socket the server closes) is let go.
+          if (!req.writableEnded) req.destroy();
         });
         res.on('error', () => {
           if (outcome !== 'ok') finish(outcome, label);
@@ -307,13 +310,6 @@ export function createRestShooter(options: RestShooterOptions): Shooter {
       }
       req.on('continue', () => {
         req.end(body);
-      });
-      // Answered without being asked for the body (a refusal): the body is never sent, and the
-      // request (whose socket the server closes) is let go once the answer is in.
-      req.on('response', (res) => {
-        res.on('end', () => {
-          if (!req.writableEnded) req.destroy();
-        });
       });
     },
     get outstanding() {

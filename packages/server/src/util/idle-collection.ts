@@ -102,16 +102,6 @@ export function decideCheck(
   return { collect, trim: !collect && !state.trimmed && !busy };
 }
 
-/** One check's collection decision alone (decideCheck), updating `state`. */
-export function shouldCollect(
-  state: IdleState,
-  heap: { readonly used: number; readonly total: number },
-  nowMs: number,
-  quietMs: number,
-): boolean {
-  return decideCheck(state, heap, nowMs, quietMs, true).collect;
-}
-
 /** Starts the watch; returns a function that stops it. */
 export function startIdleCollection(options: IdleCollectionOptions): () => void {
   if (options.quietMs <= 0) return () => undefined;

@@ -415,7 +415,6 @@ export class H2Connection implements FrameSink, StreamConnection {
   private readonly onSocketData = (chunk: Buffer): void => {
     if (this.closed || this.ended) return;
     this.holdWrites();
-    this.socket.cork();
     try {
       const frames = this.prefaceFill < CLIENT_PREFACE.byteLength ? this.takePreface(chunk) : chunk;
       if (frames.byteLength === 0) return;
@@ -427,8 +426,6 @@ export class H2Connection implements FrameSink, StreamConnection {
       }
     } catch (error) {
       this.fail(error);
-    } finally {
-      this.socket.uncork();
     }
   };
 
@@ -567,12 +564,9 @@ export class H2Connection implements FrameSink, StreamConnection {
     if ((flags & Flag.END_STREAM) !== 0) {
       this.endRemote(stream);
     } else if (!stream.windowOpen) {
-      // Not admitted yet: the window is held. Answered meanwhile (refused), a client that has
-      // used it all cannot finish its message: once the whole answer is out, it is told to
-      // stop (RFC 9113 §8.1; an answer still queued for window resets it in localDone).
-      const answerOut = stream.localEnded && stream.queuedBytes === 0 && stream.trailers === undefined;
-      if (answerOut && stream.receive.exhausted && !stream.closed)
-        this.resetStream(stream, ErrorCode.NO_ERROR);
+      // Not admitted yet: the window is held. Answered meanwhile (refused; an answer still
+      // queued for window gets here from localDone), a client that has used it all is stopped.
+      if (stream.answered) this.resetOutOfWindow(stream);
     } else if (stream.receive.halfUsed && !stream.closed && !stream.holdWindow) {
       this.socket.write(encodeUint32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.receive.release()));
     }
@@ -847,7 +841,7 @@ export class H2Connection implements FrameSink, StreamConnection {
     const end = stream.endListener;
     stream.stopReading();
     end?.();
-    if (stream.localEnded && !stream.closed && stream.queuedBytes === 0 && stream.trailers === undefined) {
+    if (stream.answered && !stream.closed) {
       this.closeStream(stream);
     }
   }
@@ -909,12 +903,7 @@ export class H2Connection implements FrameSink, StreamConnection {
    * it could not finish its message without more.
    */
   private localDone(stream: H2Stream): void {
-    if (!stream.remoteEnded && !stream.windowOpen && stream.receive.exhausted) {
-      // Refused before its window was opened, with all of it used: the rest of the message
-      // would need window this side will not give (RFC 9113 §8.1: RST_STREAM NO_ERROR).
-      this.resetStream(stream, ErrorCode.NO_ERROR);
-      return;
-    }
+    if (this.resetOutOfWindow(stream)) return;
     if (!stream.remoteEnded) {
       stream.stopReading();
       stream.drainProgressAt = Date.now();
@@ -923,6 +912,18 @@ export class H2Connection implements FrameSink, StreamConnection {
       return;
     }
     this.closeStream(stream);
+  }
+
+  /**
+   * A stream answered before its window was opened (refused on its head) whose client has used
+   * all of that window cannot finish its message without window this side will not give: it is
+   * reset (RST_STREAM NO_ERROR, RFC 9113 §8.1). The caller has sent the whole answer. Whether
+   * it was reset.
+   */
+  private resetOutOfWindow(stream: H2Stream): boolean {
+    if (stream.remoteEnded || stream.windowOpen || stream.closed || !stream.receive.exhausted) return false;
+    this.resetStream(stream, ErrorCode.NO_ERROR);
+    return true;
   }
 
   // --- writing
@@ -954,11 +955,9 @@ export class H2Connection implements FrameSink, StreamConnection {
     stream.localEnded = true;
     const out = this.finalHeaderFrames(stream.id, block);
     this.holdWrites();
-    this.socket.cork();
     this.writeWindowUpdate();
     this.writeFor(stream, out);
     this.localDone(stream);
-    this.socket.uncork();
   }
 
   /** A non-gRPC answer: `head` (status, content-type), then `body` as DATA, then an empty DATA ending the stream. */
@@ -995,10 +994,8 @@ export class H2Connection implements FrameSink, StreamConnection {
       this.core.sendWindow -= total;
       stream.sendWindow -= total;
       this.holdWrites();
-      this.socket.cork();
       this.writeFor(stream, out);
       this.localDone(stream);
-      this.socket.uncork();
       this.checkHighWater();
       return;
     }
@@ -1088,13 +1085,11 @@ export class H2Connection implements FrameSink, StreamConnection {
     }
     if (out.length === 0) return;
     this.holdWrites();
-    this.socket.cork();
     this.writeWindowUpdate();
     const last = out.length - 1;
     for (let i = 0; i < last; i++) this.socket.write(out[i]!);
     this.writeFor(stream, out[last]!);
     if (done) this.localDone(stream);
-    this.socket.uncork();
     this.checkHighWater();
   }
 

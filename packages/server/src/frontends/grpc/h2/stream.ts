@@ -94,6 +94,11 @@ export class H2Stream implements GrpcCallStream {
     return this.connection.socket;
   }
 
+  /** This side's whole answer, trailers included, has been handed to the socket. */
+  get answered(): boolean {
+    return this.localEnded && this.queuedBytes === 0 && this.trailers === undefined;
+  }
+
   get writable(): boolean {
     return !this.localEnded && !this.closed;
   }
