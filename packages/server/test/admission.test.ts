@@ -221,4 +221,24 @@ describe('admission', () => {
     assert.equal(pending.count(session), 1);
     assert.equal(createPendingRuns(0).count(session), 0);
   });
+
+  it('counts a body that is in and waits to be decoded until its release, however slowly it came', async () => {
+    const pending = createPendingRuns(1000);
+    const session = {} as Session;
+    let received = 0;
+    let decoding = false;
+    const decoded = pending.arriving(session, {
+      received: () => received,
+      total: 10_000,
+      decoding: () => decoding,
+    });
+    await sleep(250);
+    assert.equal(pending.count(session), 0, 'a trickle (nothing in 250 ms) is not queued work');
+    received = 10_000;
+    assert.equal(pending.count(session), 0, 'complete, not yet waiting for its decode');
+    decoding = true;
+    assert.equal(pending.count(session), 1, 'in and waiting for its decode thread: work that exists');
+    decoded();
+    assert.equal(pending.count(session), 0);
+  });
 });

@@ -42,6 +42,11 @@ export interface BodyArrival {
   received(): number;
   /** The body's length when declared (Content-Length, the gRPC length prefix); undefined when not. */
   readonly total: number | undefined;
+  /**
+   * True once the whole body is in and waits to be decoded (a JSON body queued for a decode
+   * thread): it is work that exists, and counts as queued model work until the release.
+   */
+  decoding?(): boolean;
 }
 
 export interface CallOptions {

@@ -5,11 +5,12 @@ import type { Session } from './session.js';
  * Requests admitted whose runs are not submitted yet, per session, that admission counts as
  * queued model work: requests whose inputs are being adapted (an encoded image decoded), and
  * bodies still on their way while they arrive at least at `minBytesPerSecond` since their
- * admission (after a grace of 100 ms for the first bytes). A body that trickles in (a byte every few seconds) is not work that exists: it
- * drops out of the count within milliseconds and is bounded by the byte budget, the body
- * timeout and the minimum upload rate instead; a body arriving at network speed is, and
- * counting it is what lets a server under real overload refuse at the headers (before it
- * reads the body) instead of reading every body it will refuse later.
+ * admission (after a grace of 100 ms for the first bytes), and bodies that are in and wait to
+ * be decoded (`BodyArrival.decoding`). A body that trickles in (a byte every few seconds) is
+ * not work that exists: it drops out of the count within milliseconds and is bounded by the
+ * byte budget, the body timeout and the minimum upload rate instead; a body arriving at
+ * network speed is, and counting it is what lets a server under real overload refuse at the
+ * headers (before it reads the body) instead of reading every body it will refuse later.
  */
 export interface PendingRuns {
   /** Requests of `session` counted now. */
@@ -30,6 +31,7 @@ export function createPendingRuns(minBytesPerSecond: number): PendingRuns {
   const adapting = new WeakMap<Session, number>();
   const arrivals = new WeakMap<Session, Set<{ readonly body: BodyArrival; readonly at: number }>>();
   const onTheWay = (entry: { readonly body: BodyArrival; readonly at: number }, now: number): boolean => {
+    if (entry.body.decoding?.() === true) return true;
     const received = entry.body.received();
     if (entry.body.total !== undefined && received >= entry.body.total) return false;
     return (

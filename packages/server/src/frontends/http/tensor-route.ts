@@ -60,8 +60,9 @@ export interface TensorRoute<A, D> {
  * decode backlog), then read the body. A body on its way counts as queued model work only
  * while it arrives at least at the minimum upload rate; a trickling one counts as no one's
  * work (the edge bounds it by the byte budget, the body timeout and the minimum upload rate).
- * The body joins the decode backlog once it is in, and its run the model's queue when its
- * tensors are decoded and the handler predicts.
+ * Once it is in, the body joins the decode backlog and stays queued model work until its
+ * tensors are decoded (so the model's queue bound and deadline cover it); its run joins the
+ * model's queue when the handler predicts.
  */
 export function tensorRoute<A, D>(route: TensorRoute<A, D>, jsonDecode: JsonDecoder | undefined): HttpRoute {
   return {
@@ -86,12 +87,15 @@ async function serveTensorBody<A, D>(
   const declared = ctx.req.headers['content-length'];
   const decoder = reading.decodeThread === true ? jsonDecode : undefined;
   decoder?.check(Number(declared ?? 0));
-  // Queued model work while the body arrives at the minimum rate (a trickle is not).
+  // Queued model work while the body arrives at the minimum rate (a trickle is not), and
+  // once it is in until its tensors are decoded (a JSON body waiting for a decode thread).
   const socket = ctx.req.socket;
   const mark = socket.bytesRead;
-  const arrived = servable.admit(call, {
+  let decoding = false;
+  const decoded = servable.admit(call, {
     received: () => socket.bytesRead - mark,
     total: declared === undefined ? undefined : Number(declared),
+    decoding: () => decoding,
   });
   // The response body views the outputs: their pooled memory is reused only once the
   // response has been handed to the socket or the connection is gone.
@@ -104,25 +108,26 @@ async function serveTensorBody<A, D>(
   let lent: LentBody | undefined;
   let ticket: DecodeTicket | undefined;
   try {
-    const body = await ctx
-      .readBody(undefined, {
-        alignAt: reading.alignAt,
-        into: decoder === undefined ? undefined : (length) => (lent = decoder.bodyBuffer(length))?.bytes,
-      })
-      .finally(arrived);
+    const body = await ctx.readBody(undefined, {
+      alignAt: reading.alignAt,
+      into: decoder === undefined ? undefined : (length) => (lent = decoder.bodyBuffer(length))?.bytes,
+    });
+    decoding = true;
     const arrivedAt = process.hrtime.bigint();
     ticket = decoder?.admit(body.byteLength, ctx);
-    const decoded = await reading.decode(body, ticket);
+    const content = await reading.decode(body, ticket);
+    decoded();
     await route.handle({
       ctx,
       servable,
-      decoded,
+      decoded: content,
       body,
       call: { ...call, arrivedAt },
       ownedBuffers: body.buffer instanceof ArrayBuffer ? [body.buffer] : undefined,
       outputLease,
     });
   } finally {
+    decoded();
     ticket?.release();
     lent?.release();
   }
