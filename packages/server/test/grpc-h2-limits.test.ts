@@ -9,6 +9,8 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import { type Socket, connect } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { Code, ServingError } from '@visionserve/protocol';
 import { createInflightBudget } from '../src/frontends/shared/inflight-budget.js';
 import { type RunningGrpcServer, startGrpcServer } from '../src/frontends/grpc/index.js';
@@ -36,7 +38,7 @@ const F = { END_STREAM: 0x1, ACK: 0x1, END_HEADERS: 0x4 };
 const INITIAL_WINDOW_SIZE = 4;
 const E = { NO_ERROR: 0, CANCEL: 8 };
 
-const request = (path: string, contentType = 'application/grpc'): Buffer =>
+const request = (path: string, contentType = 'application/grpc', more: [string, string][] = []): Buffer =>
   hpack([
     [':method', 'POST'],
     [':scheme', 'http'],
@@ -44,10 +46,13 @@ const request = (path: string, contentType = 'application/grpc'): Buffer =>
     [':authority', 'x'],
     ['content-type', contentType],
     ['te', 'trailers'],
+    ...more,
   ]);
 
-function grpcMessage(body: Uint8Array): Buffer {
+/** A length-prefixed gRPC message of `body` (already compressed when `compressed`). */
+function grpcMessage(body: Uint8Array, compressed = false): Buffer {
   const out = Buffer.alloc(5 + body.byteLength);
+  out[0] = compressed ? 1 : 0;
   out.writeUInt32BE(body.byteLength, 1);
   out.set(body, 5);
   return out;
@@ -796,6 +801,16 @@ describe('gRPC over our own HTTP/2: the admission window', () => {
               handler: () => Promise.reject(new Error('never reached')),
             },
             Length: { handler: (request) => Promise.resolve([u32(request.byteLength)]) },
+            // Refuses a message that starts with "refuse", as a model's queue would on its spec.
+            RefuseMarked: {
+              admit: (head) => {
+                if (Buffer.from(head.subarray(0, 6)).toString('latin1') === 'refuse') {
+                  throw new ServingError(Code.UNAVAILABLE, 'Server is overloaded', { reason: 'overloaded' });
+                }
+                return undefined;
+              },
+              handler: (request) => Promise.resolve([u32(request.byteLength)]),
+            },
             Chat: {
               handler: () => Promise.resolve([]),
               stream: (call) => ({
@@ -919,6 +934,50 @@ describe('gRPC over our own HTTP/2: the admission window', () => {
         c.frames.find((f) => f.type === T.GOAWAY),
         undefined,
       );
+    } finally {
+      c.close();
+    }
+  });
+
+  it('a compressed message is admitted on what its head inflates to: refused ones get no more window, admitted ones are answered', async () => {
+    // Incompressible bytes: each compressed message is larger than the admission window.
+    const noise = randomBytes(600_000);
+    const refused = gzipSync(Buffer.concat([Buffer.from('refuse'), noise]));
+    const admitted = deflateSync(Buffer.concat([Buffer.from('accept'), noise]));
+    assert.ok(refused.byteLength > ADMISSION && admitted.byteLength > ADMISSION);
+    const c = new RawClient(server.port);
+    try {
+      c.write(
+        PREFACE,
+        settings([]),
+        frame(
+          T.HEADERS,
+          F.END_HEADERS,
+          1,
+          request('/t.Svc/RefuseMarked', undefined, [['grpc-encoding', 'gzip']]),
+        ),
+        ...admissionFrames(1, grpcMessage(refused, true)),
+      );
+      await waitFor(() => c.on(1).some((f) => f.type === T.RST_STREAM), 5000, 'RST_STREAM');
+      assert.equal(c.headerFields(1).get('grpc-status'), String(Code.UNAVAILABLE));
+      assert.equal(resetCode(c, 1), E.NO_ERROR);
+      assert.deepEqual(streamUpdates(c, 1), [], 'refused on its head: no window past 64 KiB');
+      const message = grpcMessage(admitted, true);
+      c.write(
+        frame(
+          T.HEADERS,
+          F.END_HEADERS,
+          3,
+          request('/t.Svc/RefuseMarked', undefined, [['grpc-encoding', 'deflate']]),
+        ),
+        frame(T.DATA, 0, 3, message.subarray(0, 16_384)),
+      );
+      await waitFor(() => streamUpdates(c, 3).length === 1, 5000, "stream 3's WINDOW_UPDATE");
+      c.write(frame(T.DATA, F.END_STREAM, 3, message.subarray(16_384)));
+      await waitFor(answered(c, 3), 5000, 'the answer on stream 3');
+      assert.equal(c.headerFields(3).get('grpc-status'), '0');
+      const data = c.on(3).find((f) => f.type === T.DATA)!.payload;
+      assert.equal(data.readUInt32BE(5), 600_006, 'the decompressed length');
     } finally {
       c.close();
     }

@@ -4,8 +4,10 @@
  * prefix arrives, the call is admitted on the message's head (HeadAdmission) before the rest
  * is read, and the message is placed so that the tensor bytes the method's alignment probe
  * finds start 8-byte aligned. A compressed message (`grpc-encoding` gzip or deflate) is
- * decompressed against the same budget and placed the same way.
+ * admitted on what its first bytes inflate to, decompressed against the same budget and
+ * placed the same way.
  */
+import { constants as zlibConstants, gunzipSync, inflateSync } from 'node:zlib';
 import { Code, ServingError, overloadedError } from '@visionserve/protocol';
 import { inflateBounded, type InflateFailure } from '../shared/bounded-inflate.js';
 import type { InflightBudget } from '../shared/inflight-budget.js';
@@ -16,6 +18,8 @@ import type { GrpcMethod } from './grpc-service.js';
 const PROBE_BYTES = 1024;
 /** Tensor views are placed at this alignment (the largest element size). */
 const ALIGNMENT = 8;
+/** Most bytes the head of a compressed message may inflate to for its admission. */
+const HEAD_INFLATE_BYTES = 64 * 1024;
 
 /** A request message and the ArrayBuffer it was read into (the call's alone). */
 export interface ReadMessage {
@@ -52,6 +56,21 @@ function alignedMessage(length: number, offset: number | undefined): ReadMessage
   const shift = offset === undefined ? 0 : (ALIGNMENT - (offset % ALIGNMENT)) % ALIGNMENT;
   const buffer = Buffer.allocUnsafeSlow(length + shift).buffer;
   return { message: new Uint8Array(buffer, shift, length), buffer };
+}
+
+/**
+ * The start of a compressed message, inflated from its first bytes (a cut deflate stream
+ * yields what it holds so far), for the head admission; undefined when they cannot be read
+ * that way (corrupt, or inflating past HEAD_INFLATE_BYTES): the call is then admitted when
+ * its run is submitted, and the decompression answers for a corrupt message.
+ */
+function inflatedHead(encoding: string | undefined, head: Uint8Array): Uint8Array | undefined {
+  const options = { finishFlush: zlibConstants.Z_SYNC_FLUSH, maxOutputLength: HEAD_INFLATE_BYTES };
+  try {
+    return encoding === 'gzip' ? gunzipSync(head, options) : inflateSync(head, options);
+  } catch {
+    return undefined;
+  }
 }
 
 function moreThanOneMessage(): ServingError {
@@ -193,8 +212,8 @@ class UnaryMessageReader {
   private place(): boolean {
     const seen = Buffer.concat(this.head!, this.headBytes);
     this.head = undefined;
-    // A compressed head cannot be read: such calls are admitted when their run is submitted.
-    if (!this.compressed && !this.admit(seen)) return false;
+    // A compressed head is admitted on what it inflates to, when it can be read.
+    if (!this.admit(this.compressed ? inflatedHead(this.call.encoding, seen) : seen)) return false;
     // Admitted: the rest of the message may come at full speed.
     this.call.stream.openWindow?.(this.length - seen.byteLength);
     // A compressed message is read as it is and placed once it is decompressed.
@@ -209,10 +228,10 @@ class UnaryMessageReader {
     return true;
   }
 
-  /** The method's admission on the head (HeadAdmission); false when it refused the call. */
-  private admit(seen: Buffer): boolean {
+  /** The method's admission on the head (HeadAdmission; none without a head); false when it refused the call. */
+  private admit(seen: Uint8Array | undefined): boolean {
     const { admit } = this.method;
-    if (admit === undefined) return true;
+    if (admit === undefined || seen === undefined) return true;
     const { call } = this;
     try {
       call.release = admit(seen, {
