@@ -7,8 +7,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
+import { deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { Code, codeFromNumber } from '@visionserve/protocol';
+import { Code, codeFromNumber, overloadedError } from '@visionserve/protocol';
 import { type RunningGrpcServer, startGrpcServer } from '../../src/frontends/grpc/index.js';
 import { createInflightBudget } from '../../src/frontends/shared/inflight-budget.js';
 import { silentLogger } from '../../src/util/logger.js';
@@ -17,6 +18,8 @@ import { DEFAULTS } from '../../src/config/server-config.js';
 import { grpcServerSettings } from '../../src/compose/config-settings.js';
 
 const ECHO = '/fuzz.Echo/Echo';
+/** A message (or inflated head) starting with these bytes is refused on its head. */
+const REFUSE_MARK = Buffer.from('FUZZ-REFUSE');
 const MAX_MESSAGE = 1 << 20;
 
 interface CallResult {
@@ -138,6 +141,21 @@ const bodyArb = fc.oneof(
     wellFormed: false,
     message: undefined,
   })),
+  // One compressed message, whole or cut short, that the head admission inflates (a head that
+  // starts with REFUSE_MARK is refused there, as an overloaded model's would be).
+  fc
+    .record({
+      body: fc.uint8Array({ maxLength: 4096 }),
+      marked: fc.boolean(),
+      gzip: fc.boolean(),
+      cut: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 64 })),
+    })
+    .map(({ body, marked, gzip, cut }) => {
+      const plain = marked ? Buffer.concat([REFUSE_MARK, body]) : body;
+      const packed = (gzip ? gzipSync : deflateSync)(plain);
+      const sent = packed.subarray(0, Math.max(0, packed.byteLength - cut));
+      return { bytes: prefixed(1, sent.byteLength, sent), wellFormed: false, message: undefined };
+    }),
   // A truncated prefix, or nothing at all.
   fc.uint8Array({ maxLength: 4 }).map((bytes) => ({ bytes, wellFormed: false, message: undefined })),
 );
@@ -158,7 +176,7 @@ const headersArb: fc.Arbitrary<{ headers: http2.OutgoingHttpHeaders; normal: boo
     ),
     encoding: fc.oneof(
       { weight: 8, arbitrary: fc.constant(undefined) },
-      { weight: 1, arbitrary: fc.constantFrom('identity', 'gzip', 'snappy') },
+      { weight: 2, arbitrary: fc.constantFrom('identity', 'gzip', 'deflate', 'snappy') },
     ),
     timeout: fc.oneof(
       { weight: 6, arbitrary: fc.constant(undefined) },
@@ -219,7 +237,17 @@ describe('fuzz: gRPC length-prefixed framing', () => {
       services: [
         {
           name: 'fuzz.Echo',
-          methods: { Echo: { handler: (message) => Promise.resolve([message.slice()]) } },
+          methods: {
+            Echo: {
+              admit: (head) => {
+                if (Buffer.from(head.subarray(0, REFUSE_MARK.byteLength)).equals(REFUSE_MARK)) {
+                  throw overloadedError('fuzz: refused on its head');
+                }
+                return undefined;
+              },
+              handler: (message) => Promise.resolve([message.slice()]),
+            },
+          },
         },
       ],
     });

@@ -212,8 +212,7 @@ class UnaryMessageReader {
   private place(): boolean {
     const seen = Buffer.concat(this.head!, this.headBytes);
     this.head = undefined;
-    // A compressed head is admitted on what it inflates to, when it can be read.
-    if (!this.admit(this.compressed ? inflatedHead(this.call.encoding, seen) : seen)) return false;
+    if (!this.admit(seen)) return false;
     // Admitted: the rest of the message may come at full speed.
     this.call.stream.openWindow?.(this.length - seen.byteLength);
     // A compressed message is read as it is and placed once it is decompressed.
@@ -228,13 +227,19 @@ class UnaryMessageReader {
     return true;
   }
 
-  /** The method's admission on the head (HeadAdmission; none without a head); false when it refused the call. */
-  private admit(seen: Uint8Array | undefined): boolean {
+  /**
+   * The method's admission on the head (HeadAdmission); false when it refused the call. A
+   * compressed head is admitted on what it inflates to; one that cannot be read so is not
+   * admitted here (its run is, when submitted).
+   */
+  private admit(seen: Buffer): boolean {
     const { admit } = this.method;
-    if (admit === undefined || seen === undefined) return true;
+    if (admit === undefined) return true;
+    const head = this.compressed ? inflatedHead(this.call.encoding, seen) : seen;
+    if (head === undefined) return true;
     const { call } = this;
     try {
-      call.release = admit(seen, {
+      call.release = admit(head, {
         signal: call.controller.signal,
         deadline: call.deadline,
         body: { received: () => this.fill, total: this.length },
