@@ -844,6 +844,29 @@ describe('gRPC over our own HTTP/2: the admission window', () => {
       ?.payload.readUInt32BE(0);
   const answered = (c: RawClient, stream: number) => () =>
     c.on(stream).some((f) => f.type === T.HEADERS && (f.flags & F.END_STREAM) !== 0);
+  /** Waits for a call refused on its head: UNAVAILABLE, then RST_STREAM NO_ERROR, and no window past the admission window. */
+  const refusedOnHead = async (c: RawClient, stream: number): Promise<void> => {
+    await waitFor(() => c.on(stream).some((f) => f.type === T.RST_STREAM), 5000, 'RST_STREAM');
+    assert.ok(answered(c, stream)(), 'the status came first');
+    assert.equal(c.headerFields(stream).get('grpc-status'), String(Code.UNAVAILABLE));
+    assert.equal(resetCode(c, stream), E.NO_ERROR);
+    assert.deepEqual(streamUpdates(c, stream), [], 'refused on its head: no more window');
+  };
+  /**
+   * Sends `message` on `stream` (its HEADERS sent): 16 KiB, then the rest once the stream's
+   * WINDOW_UPDATE came; requires grpc-status 0 and returns the answer's first uint32.
+   */
+  const sendAdmitted = async (c: RawClient, stream: number, message: Buffer): Promise<number> => {
+    c.write(frame(T.DATA, 0, stream, message.subarray(0, 16_384)));
+    await waitFor(() => streamUpdates(c, stream).length === 1, 5000, `stream ${stream}'s WINDOW_UPDATE`);
+    c.write(frame(T.DATA, F.END_STREAM, stream, message.subarray(16_384)));
+    await waitFor(answered(c, stream), 5000, `the answer on stream ${stream}`);
+    assert.equal(c.headerFields(stream).get('grpc-status'), '0');
+    return c
+      .on(stream)
+      .find((f) => f.type === T.DATA)!
+      .payload.readUInt32BE(5);
+  };
   /** Four DATA frames of `message`'s first 65,535 bytes: all of the admission window. */
   const admissionFrames = (stream: number, message: Buffer): Buffer[] =>
     [0, 1, 2, 3].map((i) =>
@@ -874,14 +897,8 @@ describe('gRPC over our own HTTP/2: the admission window', () => {
     try {
       const message = grpcMessage(Buffer.alloc(600_000, 1));
       c.write(PREFACE, settings([]), frame(T.HEADERS, F.END_HEADERS, 1, request('/t.Svc/Length')));
-      c.write(frame(T.DATA, 0, 1, message.subarray(0, 16_384)));
-      await waitFor(() => streamUpdates(c, 1).length === 1, 5000, "the stream's WINDOW_UPDATE");
+      assert.equal(await sendAdmitted(c, 1, message), 600_000);
       assert.equal(streamUpdates(c, 1)[0], WINDOW - ADMISSION + 16_384);
-      c.write(frame(T.DATA, F.END_STREAM, 1, message.subarray(16_384)));
-      await waitFor(answered(c, 1), 5000, 'the answer');
-      assert.equal(c.headerFields(1).get('grpc-status'), '0');
-      const data = c.on(1).find((f) => f.type === T.DATA)!.payload;
-      assert.equal(data.readUInt32BE(5), 600_000);
     } finally {
       c.close();
     }
@@ -917,11 +934,7 @@ describe('gRPC over our own HTTP/2: the admission window', () => {
         frame(T.HEADERS, F.END_HEADERS, 1, request('/t.Svc/Refuse')),
         ...admissionFrames(1, message),
       );
-      await waitFor(() => c.on(1).some((f) => f.type === T.RST_STREAM), 5000, 'RST_STREAM');
-      assert.ok(answered(c, 1)(), 'the status came first');
-      assert.equal(c.headerFields(1).get('grpc-status'), String(Code.UNAVAILABLE));
-      assert.equal(resetCode(c, 1), E.NO_ERROR);
-      assert.deepEqual(streamUpdates(c, 1), []);
+      await refusedOnHead(c, 1);
       // The connection goes on.
       c.write(
         frame(T.HEADERS, F.END_HEADERS, 3, request('/t.Svc/Length')),
@@ -958,11 +971,7 @@ describe('gRPC over our own HTTP/2: the admission window', () => {
         ),
         ...admissionFrames(1, grpcMessage(refused, true)),
       );
-      await waitFor(() => c.on(1).some((f) => f.type === T.RST_STREAM), 5000, 'RST_STREAM');
-      assert.equal(c.headerFields(1).get('grpc-status'), String(Code.UNAVAILABLE));
-      assert.equal(resetCode(c, 1), E.NO_ERROR);
-      assert.deepEqual(streamUpdates(c, 1), [], 'refused on its head: no window past 64 KiB');
-      const message = grpcMessage(admitted, true);
+      await refusedOnHead(c, 1);
       c.write(
         frame(
           T.HEADERS,
@@ -970,14 +979,8 @@ describe('gRPC over our own HTTP/2: the admission window', () => {
           3,
           request('/t.Svc/RefuseMarked', undefined, [['grpc-encoding', 'deflate']]),
         ),
-        frame(T.DATA, 0, 3, message.subarray(0, 16_384)),
       );
-      await waitFor(() => streamUpdates(c, 3).length === 1, 5000, "stream 3's WINDOW_UPDATE");
-      c.write(frame(T.DATA, F.END_STREAM, 3, message.subarray(16_384)));
-      await waitFor(answered(c, 3), 5000, 'the answer on stream 3');
-      assert.equal(c.headerFields(3).get('grpc-status'), '0');
-      const data = c.on(3).find((f) => f.type === T.DATA)!.payload;
-      assert.equal(data.readUInt32BE(5), 600_006, 'the decompressed length');
+      assert.equal(await sendAdmitted(c, 3, grpcMessage(admitted, true)), 600_006, 'the decompressed length');
     } finally {
       c.close();
     }

@@ -8,9 +8,9 @@
  * placed the same way.
  */
 import { constants as zlibConstants, gunzipSync, inflateSync } from 'node:zlib';
-import { Code, ServingError, overloadedError } from '@visionserve/protocol';
+import { Code, ServingError } from '@visionserve/protocol';
 import { inflateBounded, type InflateFailure } from '../shared/bounded-inflate.js';
-import type { InflightBudget } from '../shared/inflight-budget.js';
+import { type InflightBudget, budgetExhausted } from '../shared/inflight-budget.js';
 import { type CallState, releaseReservation } from './grpc-call.js';
 import type { GrpcMethod } from './grpc-service.js';
 
@@ -75,10 +75,6 @@ function inflatedHead(encoding: string | undefined, head: Uint8Array): Uint8Arra
 
 function moreThanOneMessage(): ServingError {
   return new ServingError(Code.UNIMPLEMENTED, 'More than one request message in a unary call');
-}
-
-function overloaded(): ServingError {
-  return overloadedError('Server is overloaded: too many request bytes in flight; retry later');
 }
 
 /** The reading of one unary message, from its call's DATA as the transport delivers it. */
@@ -173,7 +169,7 @@ class UnaryMessageReader {
     }
     if (budget === undefined) return undefined;
     call.reservation = budget.tryReserve(length);
-    return call.reservation === undefined ? overloaded() : undefined;
+    return call.reservation === undefined ? budgetExhausted() : undefined;
   }
 
   /** Keeps bytes of the head until the probe has enough, then places the message; false when failed. */
@@ -336,7 +332,7 @@ function inflateError(failure: InflateFailure, encoding: string, maxMessageBytes
         `Decompressed message larger than max (${maxMessageBytes})`,
       );
     case 'overloaded':
-      return overloaded();
+      return budgetExhausted();
     default:
       return new ServingError(Code.INTERNAL, `Cannot decompress the ${encoding} message: ${failure.message}`);
   }

@@ -5,8 +5,8 @@
  * the same size limit.
  */
 import { gunzipSync, inflateSync } from 'node:zlib';
-import { Code, ServingError, overloadedError } from '@visionserve/protocol';
-import type { InflightBudget, Reservation } from '../shared/inflight-budget.js';
+import { Code, ServingError } from '@visionserve/protocol';
+import { type InflightBudget, type Reservation, budgetExhausted } from '../shared/inflight-budget.js';
 
 export interface StreamMessageOptions {
   readonly maxMessageBytes: number;
@@ -52,7 +52,7 @@ export function readStreamMessages(
     if (options.budget !== undefined) {
       reservation = options.budget.tryReserve(length);
       if (reservation === undefined) {
-        fail(overloadedError('Server is overloaded: too many request bytes in flight; retry later'));
+        fail(budgetExhausted());
         return -1;
       }
     }

@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { Code, ServingError, overloadedError } from '@visionserve/protocol';
+import { Code, ServingError } from '@visionserve/protocol';
 import type { ContentEncoding } from './http-api.js';
 import { inflateBounded } from '../shared/bounded-inflate.js';
+import { budgetExhausted } from '../shared/inflight-budget.js';
 import { sendJson } from './send.js';
 
 export interface ReadBodyOptions {
@@ -32,10 +33,6 @@ export interface ReadBodyOptions {
    * releases; undefined reads it into a buffer of its own. Ignores `alignAt`. Default: none.
    */
   readonly into?: ((bytes: number) => Uint8Array | undefined) | undefined;
-}
-
-function overloaded(): ServingError {
-  return overloadedError('Server is overloaded: too many request bytes in flight; retry later');
 }
 
 /** A body over a limit: RESOURCE_EXHAUSTED, answered 413 by the HTTP edge. */
@@ -71,7 +68,7 @@ export async function readBody(req: IncomingMessage, options: ReadBodyOptions): 
   if (declared !== undefined && declared > options.limitBytes) {
     throw bodyTooLarge(`Request body of ${header} bytes exceeds the limit of ${options.limitBytes} bytes`);
   }
-  if (declared !== undefined && options.reserve?.(declared) === false) throw overloaded();
+  if (declared !== undefined && options.reserve?.(declared) === false) throw budgetExhausted();
   const raw = await collect(req, options, declared, decoder === undefined);
   if (decoder === undefined) return raw;
   return decompressed(decoder, raw, options);
@@ -96,7 +93,7 @@ async function decompressed(
       failure.kind === 'too-large'
         ? bodyTooLarge(`Decompressed request body exceeds the limit of ${limit} bytes`)
         : failure.kind === 'overloaded'
-          ? overloaded()
+          ? budgetExhausted()
           : new ServingError(
               Code.INVALID_ARGUMENT,
               `Unable to decompress ${decoder} request body: ${failure.message}`,
@@ -166,7 +163,7 @@ function collect(
       } else {
         if (reserve?.(chunk.byteLength) === false) {
           chunks.length = 0;
-          fail(overloaded());
+          fail(budgetExhausted());
           return;
         }
         chunks.push(chunk);

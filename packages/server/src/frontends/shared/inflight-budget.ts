@@ -1,3 +1,5 @@
+import { type ServingError, overloadedError } from '@visionserve/protocol';
+
 /** Bytes and requests held by one admitted request; release exactly once when it is answered. */
 export interface Reservation {
   /** Asks for `bytes` more (a body whose length was not declared); false when over budget. */
@@ -35,6 +37,11 @@ export interface BudgetRefusal {
   readonly inflightRequests: number;
   readonly maxBytes: number;
   readonly maxRequests: number;
+}
+
+/** The refusal of a request whose bytes do not fit the budget (UNAVAILABLE, reason overloaded), on every transport. */
+export function budgetExhausted(): ServingError {
+  return overloadedError('Server is overloaded: too many request bytes in flight; retry later');
 }
 
 export function createInflightBudget(options: InflightBudgetOptions): InflightBudget {
